@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs everything memprofile's build, tests and benchmarks need on a
+# Debian 12 machine, from Debian's archive only. Idempotent: a second run
+# installs nothing and only re-checks binfmt.
+set -o errexit -o nounset -o pipefail
+
+packages=(
+  # build
+  build-essential cmake pkg-config clang
+  libelf-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
+  libzstd-dev zlib1g-dev libisal-dev
+  # test fixtures: real binaries from real toolchains
+  musl-tools gcc-aarch64-linux-gnu libc6-dev-arm64-cross golang-go rustc
+  libcap2-bin elfutils binutils pax-utils file
+  # root filesystems, images and other architectures
+  mmdebstrap arch-test qemu-user-static binfmt-support buildah podman skopeo
+  # lint
+  shellcheck
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "${p}" 2>/dev/null | grep -q "install ok installed" || missing+=("${p}")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# qemu-user-static registers arm64 through binfmt_misc; the filesystem is not
+# always mounted in containers and CI machines.
+if [[ ! -e /proc/sys/fs/binfmt_misc/status ]]; then
+  mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null || \
+    echo "install-deps: warning: cannot mount binfmt_misc; arm64 containers will not run" >&2
+fi
+if [[ -e /proc/sys/fs/binfmt_misc/status && ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]]; then
+  update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || \
+    echo "install-deps: warning: cannot register qemu-aarch64 with binfmt_misc" >&2
+fi
+echo "install-deps: ok" >&2

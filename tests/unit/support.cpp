@@ -1,0 +1,165 @@
+#include "support.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+
+namespace fs = std::filesystem;
+
+namespace testing {
+
+namespace {
+
+// Build-time defaults (tests/CMakeLists.txt), overridable from the environment.
+std::string setting(const char* name) {
+  if (const char* v = std::getenv(name); v && *v) return v;
+  static const std::map<std::string, std::string> defaults = {
+      {"MEMPROFILE_FIXTURES", MEMPROFILE_FIXTURES_DEFAULT},
+      {"MEMPROFILE_SCRATCH", MEMPROFILE_SCRATCH_DEFAULT},
+      {"MEMPROFILE_BIN", MEMPROFILE_BIN_DEFAULT},
+      {"MEMPROFILE_SOURCE_DIR", MEMPROFILE_SOURCE_DIR_DEFAULT},
+  };
+  return defaults.at(name);
+}
+
+std::string slug(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+  return out.substr(0, 80);
+}
+
+}  // namespace
+
+std::string fixtures() { return setting("MEMPROFILE_FIXTURES"); }
+std::string fixture(const std::string& name) { return fixtures() + "/" + name; }
+std::string memprofile_bin() { return setting("MEMPROFILE_BIN"); }
+std::string source_dir() { return setting("MEMPROFILE_SOURCE_DIR"); }
+
+std::string rootfs(const std::string& arch) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> known;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(arch);
+  if (it != known.end()) return it->second;
+  RunResult r = run(quote(setting("MEMPROFILE_SOURCE_DIR") + "/tests/fixtures/rootfs.sh") + " " + arch);
+  if (r.exit_code != 0) throw std::runtime_error("cannot prepare the " + arch + " rootfs: " + r.err);
+  std::string dir = r.out.substr(0, r.out.find('\n'));
+  known[arch] = dir;
+  return dir;
+}
+
+Scratch::Scratch() {
+  static std::atomic<int> counter{0};
+  std::string base = setting("MEMPROFILE_SCRATCH");
+  std::string name = slug(Catch::getResultCapture().getCurrentTestName());
+  path_ = base + "/" + name + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+  fs::remove_all(path_);
+  fs::create_directories(path_);
+}
+
+Scratch::~Scratch() {
+  std::error_code ec;
+  if (!std::getenv("MEMPROFILE_KEEP_SCRATCH")) fs::remove_all(path_, ec);
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+RunResult run(const std::string& command_line) {
+  char out_tpl[] = "/tmp/memprofile-test-out-XXXXXX";
+  char err_tpl[] = "/tmp/memprofile-test-err-XXXXXX";
+  int ofd = mkstemp(out_tpl), efd = mkstemp(err_tpl);
+  if (ofd < 0 || efd < 0) throw std::runtime_error("mkstemp failed");
+  close(ofd);
+  close(efd);
+  std::string cmd = "(" + command_line + ") >" + quote(out_tpl) + " 2>" + quote(err_tpl) + " </dev/null";
+  int status = std::system(cmd.c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  r.out = read_file(out_tpl);
+  r.err = read_file(err_tpl);
+  unlink(out_tpl);
+  unlink(err_tpl);
+  return r;
+}
+
+RunResult memprofile(const std::vector<std::string>& args) {
+  std::string cmd = quote(memprofile_bin());
+  for (const auto& a : args) cmd += " " + quote(a);
+  return run(cmd);
+}
+
+void write_file(const std::string& path, const std::string& bytes, unsigned mode) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  f.close();
+  chmod(path.c_str(), mode);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void copy_file(const std::string& from, const std::string& to, unsigned mode) {
+  fs::create_directories(fs::path(to).parent_path());
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+  chmod(to.c_str(), mode);
+}
+
+void symlink_to(const std::string& target, const std::string& link) {
+  fs::create_directories(fs::path(link).parent_path());
+  fs::remove(link);
+  fs::create_symlink(target, link);
+}
+
+void make_dirs(const std::string& path) { fs::create_directories(path); }
+
+void make_glibc_root(const std::string& dir, const std::string& arch) {
+  std::string src = rootfs(arch);
+  std::string triplet = arch == "arm64" ? "aarch64-linux-gnu" : "x86_64-linux-gnu";
+  std::string loader = arch == "arm64" ? "ld-linux-aarch64.so.1" : "ld-linux-x86-64.so.2";
+  make_dirs(dir + "/usr/lib/" + triplet);
+  make_dirs(dir + "/usr/bin");
+  make_dirs(dir + "/etc");
+  for (const char* link : {"lib", "bin", "lib64"}) {
+    std::error_code ec;
+    auto target = fs::read_symlink(src + "/" + link, ec);
+    if (!ec) symlink_to(target.string(), dir + "/" + link);
+  }
+  // The loader's absolute symlink in usr/lib64 (amd64) or the lib one (arm64).
+  for (const std::string& l : {"/usr/lib64/" + loader, "/usr/lib/" + loader}) {
+    std::error_code ec;
+    auto target = fs::read_symlink(src + l, ec);
+    if (!ec) symlink_to(target.string(), dir + l);
+  }
+  for (const std::string& lib : {loader, std::string("libc.so.6")})
+    copy_file(src + "/usr/lib/" + triplet + "/" + lib, dir + "/usr/lib/" + triplet + "/" + lib);
+  copy_file(src + "/etc/ld.so.cache", dir + "/etc/ld.so.cache", 0644);
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream s(text);
+  for (std::string l; std::getline(s, l);) out.push_back(l);
+  return out;
+}
+
+}  // namespace testing

@@ -1,0 +1,57 @@
+// Shared helpers for the tests: where the fixtures are, a scratch directory
+// per test, and running the real memprofile binary.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace testing {
+
+// Directory of ELF fixtures built by tests/fixtures/build.sh.
+std::string fixtures();
+std::string fixture(const std::string& name);
+// An extracted Debian minbase root filesystem ("amd64" or "arm64").
+std::string rootfs(const std::string& arch);
+// The memprofile binary under test.
+std::string memprofile_bin();
+// The repository checkout.
+std::string source_dir();
+
+// A fresh, empty directory for the current test, removed on destruction.
+class Scratch {
+ public:
+  Scratch();
+  ~Scratch();
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
+
+ private:
+  std::string path_;
+};
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+// Runs a shell command line, capturing stdout and stderr.
+RunResult run(const std::string& command_line);
+// Runs memprofile with the given arguments (each shell-quoted).
+RunResult memprofile(const std::vector<std::string>& args);
+std::string quote(const std::string& s);
+
+void write_file(const std::string& path, const std::string& bytes, unsigned mode = 0644);
+std::string read_file(const std::string& path);
+void copy_file(const std::string& from, const std::string& to, unsigned mode = 0755);
+void symlink_to(const std::string& target, const std::string& link);
+void make_dirs(const std::string& path);
+
+// A minimal root made from the real Debian rootfs: the loader, libc and the
+// merged-/usr symlinks (lib, lib64 -> usr/lib64 -> absolute link to the
+// loader), plus /etc/ld.so.cache. Tests add their own binaries to it.
+void make_glibc_root(const std::string& dir, const std::string& arch = "amd64");
+
+std::vector<std::string> lines(const std::string& text);
+
+}  // namespace testing

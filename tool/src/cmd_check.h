@@ -1,0 +1,23 @@
+// `memprofile check FILE... [--root DIR] [--preload LIB] [--json]`
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memprofile {
+
+struct CheckOptions {
+  std::vector<std::string> files;
+  std::string root;     // "" = judge each file on its own
+  std::string preload;  // "" = no preload library to check
+  std::string ld_library_path;
+  bool json = false;
+  unsigned jobs = 0;  // 0 = one per core
+};
+
+void setup_check(CLI::App& app, int& exit_code);
+int run_check(const CheckOptions& opts);
+
+}  // namespace memprofile

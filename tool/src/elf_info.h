@@ -1,0 +1,82 @@
+// What memprofile knows about one ELF file: the facts a dynamic loader acts on
+// (program headers, the dynamic segment, symbol versions), read from the file
+// and normalised through libelf's GElf_* types. Nothing here runs the file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memprofile {
+
+enum class Linkage {
+  Dynamic,        // has PT_INTERP: the kernel starts the named loader
+  Static,         // no PT_DYNAMIC at all
+  StaticPie,      // PT_DYNAMIC but no PT_INTERP and no DT_NEEDED (self-relocating)
+  SharedLibrary,  // PT_DYNAMIC, no PT_INTERP, loaded by someone else
+  Relocatable,    // ET_REL object file: not loadable
+  Core,           // ET_CORE
+};
+
+enum class Libc { Glibc, Musl, None, Unknown };
+
+const char* to_string(Linkage);
+const char* to_string(Libc);
+
+struct VersionNeed {
+  std::string file;                   // vn_file, e.g. "libc.so.6"
+  std::vector<std::string> versions;  // vna_name, e.g. "GLIBC_2.34"
+};
+
+struct ElfInfo {
+  int elf_class = 0;  // 32 or 64
+  bool little_endian = true;
+  uint16_t machine = 0;  // EM_*
+  uint16_t type = 0;     // ET_*
+  Linkage linkage = Linkage::Static;
+
+  std::string interpreter;  // PT_INTERP, empty when absent
+  bool has_dynamic = false;
+  std::string soname;
+  std::vector<std::string> needed;
+  std::string rpath;    // raw DT_RPATH (colon separated), empty when absent
+  std::string runpath;  // raw DT_RUNPATH
+  bool nodeflib = false;  // DF_1_NODEFLIB: skip the cache and default dirs
+  std::vector<VersionNeed> verneed;
+  std::vector<std::string> verdef;  // version names this object defines
+
+  bool gnu_abi_tag = false;  // NT_GNU_ABI_TAG note: glibc's crt files leave it
+  bool go = false;
+  std::string go_version;  // "go1.19.8" when the build info is readable
+
+  // Dynamic symbols this object defines (only the ones memprofile asks about).
+  bool defines_malloc = false;
+  bool defines_free = false;
+
+  Libc libc() const;
+  // Highest GLIBC_x.y required through VERNEED, "" when none.
+  std::string glibc_required() const;
+  bool is_64() const { return elf_class == 64; }
+};
+
+// "x86_64", "aarch64", ... or "machine-<n>".
+std::string machine_name(uint16_t machine);
+// Debian multiarch triplet for the machine, "" when unknown.
+std::string multiarch_triplet(uint16_t machine, int elf_class);
+const char* elf_type_name(uint16_t type);
+
+// Compares "GLIBC_2.34"-style version suffixes numerically: <0, 0, >0.
+int compare_glibc_versions(const std::string& a, const std::string& b);
+
+// Reads an ELF file from an open descriptor. `name` is used in error
+// messages. Throws FileError when the file is not ELF or is malformed.
+ElfInfo read_elf_fd(int fd, const std::string& name);
+// The same over bytes already in memory (archives, fuzzing). The buffer may be
+// a prefix of the file: facts outside it are reported as unreadable.
+ElfInfo read_elf_memory(const void* data, size_t size, const std::string& name);
+
+bool has_elf_magic(const void* data, size_t size);
+
+}  // namespace memprofile

@@ -1,0 +1,68 @@
+#include "findings.h"
+
+#include <stdexcept>
+
+namespace memprofile {
+
+const char* to_string(Severity s) {
+  switch (s) {
+    case Severity::Error: return "error";
+    case Severity::Warning: return "warning";
+    case Severity::Info: return "info";
+  }
+  return "error";
+}
+
+const std::vector<FindingSpec>& finding_catalog() {
+  static const std::vector<FindingSpec> catalog = {
+      {"STATIC_BINARY", Severity::Error,
+       "link dynamically against glibc: drop -static (C/C++), or build Rust for a *-linux-gnu target with "
+       "RUSTFLAGS='-C target-feature=-crt-static'"},
+      {"STATIC_PIE", Severity::Error,
+       "link dynamically against glibc: drop -static-pie (C/C++), or build Rust for a *-linux-gnu target with "
+       "RUSTFLAGS='-C target-feature=-crt-static'"},
+      {"GO_BINARY", Severity::Warning,
+       "profile the Go heap with Go's own pprof (import net/http/pprof, then fetch /debug/pprof/heap)"},
+      {"MUSL_LIBC", Severity::Error,
+       "build the program for a *-linux-gnu target and run it on a glibc base image (e.g. debian:bookworm-slim)"},
+      {"NOT_A_PROGRAM", Severity::Error, "point memprofile at the executable that runs, not an object or core file"},
+      {"SHARED_LIBRARY", Severity::Info, "check the program that loads this library"},
+      {"SETUID", Severity::Warning,
+       "run the profiled program without the setuid bit (chmod u-s) or as its owner, so AT_SECURE is not set"},
+      {"SETGID", Severity::Warning,
+       "run the profiled program without the setgid bit (chmod g-s) or with its group, so AT_SECURE is not set"},
+      {"FILE_CAPABILITIES", Severity::Warning,
+       "drop the file capabilities of the profiled copy (setcap -r FILE) or grant them another way (pod "
+       "securityContext)"},
+      {"INTERPRETER_MISSING", Severity::Error,
+       "use a glibc base image that provides the loader (e.g. debian:bookworm-slim) instead of scratch/distroless-static"},
+      {"LIBC_MISSING", Severity::Error, "use a glibc base image (e.g. debian:bookworm-slim) instead of scratch"},
+      {"NEEDED_MISSING", Severity::Error,
+       "install the package that provides the library in the image, or add its directory to RUNPATH or "
+       "/etc/ld.so.conf.d and run ldconfig"},
+      {"GLIBC_TOO_OLD", Severity::Error,
+       "build against a glibc no newer than the image's, or move the image to a newer glibc base"},
+      {"VERSION_MISSING", Severity::Error, "install the library version the program was built against"},
+      {"PRELOAD_NOT_FOUND", Severity::Error, "copy the preload library into the image at that path (see preload/)"},
+      {"PRELOAD_NOT_ELF", Severity::Error, "point LD_PRELOAD at the profiler's shared object (.so), not a script or archive"},
+      {"PRELOAD_NOT_SHARED", Severity::Error, "build the profiler as a shared library (.so) and preload that"},
+      {"PRELOAD_WRONG_ARCH", Severity::Error,
+       "use the preload library built for the target's architecture (make preload ARCH=<arch>)"},
+      {"PRELOAD_NEEDED_MISSING", Severity::Error,
+       "install the libraries the preload library needs in the image, or build it with fewer dependencies"},
+      {"PRELOAD_GLIBC_TOO_NEW", Severity::Error,
+       "build the preload library against a glibc no newer than the image's (see preload/README.md)"},
+      {"PRELOAD_NO_MALLOC", Severity::Error,
+       "preload a heap profiler that defines malloc and free (bytehound, jemalloc with --enable-prof, heaptrack)"},
+  };
+  return catalog;
+}
+
+Finding make_finding(const std::string& code, std::string message, std::string fix) {
+  for (const auto& spec : finding_catalog()) {
+    if (code == spec.code) return {code, spec.severity, std::move(message), fix.empty() ? spec.fix : std::move(fix)};
+  }
+  throw std::logic_error("unknown finding code " + code);
+}
+
+}  // namespace memprofile
