@@ -94,84 +94,101 @@ int run_check(const CheckOptions& opts) {
   if (!opts.preload.empty()) co.preload = tree_path(opts.preload, opts.root, cwd);
   Checker checker(tree, co);
 
-  // Expand the arguments into a list of (canonical path, explicitly named).
-  std::vector<std::pair<std::string, bool>> files;
-  std::vector<Outcome> early;  // argument errors, reported in order
+  bool color = !opts.json && isatty(STDOUT_FILENO);
+  unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
+  size_t checked = 0, good = 0, not_elf = 0, failed = 0;
+
+  // Files are judged in batches, in parallel within a batch and printed in
+  // order, so a scan of a whole tree runs in bounded memory.
+  constexpr size_t kBatch = 2048;
+  std::vector<std::pair<std::string, bool>> batch;  // canonical path, named on the command line
+  std::vector<Outcome> out;
+  auto flush = [&] {
+    out.assign(batch.size(), Outcome{});
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < batch.size();) {
+        const auto& [path, explicit_arg] = batch[i];
+        Outcome& o = out[i];
+        try {
+          auto elf = tree.elf_once(path);
+          if (!elf) {
+            if (explicit_arg) throw FileError(tree.display(path), describe_non_elf(tree, path));
+            o.kind = Outcome::Kind::NotElf;
+            continue;
+          }
+          o.report = checker.check(path, elf);
+          o.kind = Outcome::Kind::Checked;
+        } catch (const Error& e) {
+          o.kind = Outcome::Kind::Failed;
+          o.error = e.what();
+        } catch (const std::bad_alloc&) {
+          o.kind = Outcome::Kind::Failed;
+          o.error = tree.display(path) + ": out of memory";
+        }
+      }
+    };
+    unsigned n = static_cast<unsigned>(std::min<size_t>(jobs, batch.size() / 64 + 1));
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < n; ++t) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
+    for (const auto& o : out) {
+      switch (o.kind) {
+        case Outcome::Kind::NotElf:
+          ++not_elf;
+          break;
+        case Outcome::Kind::Failed:
+          ++failed;
+          std::cerr << "memprofile: " << o.error << "\n";
+          break;
+        case Outcome::Kind::Checked:
+          ++checked;
+          good += o.report->profilable();
+          if (opts.json)
+            std::cout << to_json(*o.report).dump() << "\n";
+          else
+            print_human(std::cout, *o.report, color);
+          break;
+        case Outcome::Kind::Pending:
+          break;
+      }
+    }
+    batch.clear();
+  };
+  auto add = [&](const std::string& path, bool explicit_arg) {
+    batch.emplace_back(path, explicit_arg);
+    if (batch.size() >= kBatch) flush();
+  };
+
   bool arg_error = false;
+  size_t files = 0;
   for (const auto& arg : opts.files) {
     try {
       std::string p = tree_path(arg, opts.root, cwd);
       auto r = resolve(tree, p);
       if (!r) throw FileError(arg, "no such file or directory" + (opts.root.empty() ? "" : " in " + opts.root));
       if (r->node.kind == FsNode::Kind::Directory) {
-        tree.walk(r->path, [&](const std::string& f) { files.emplace_back(f, false); });
+        tree.walk(r->path, [&](const std::string& f) {
+          ++files;
+          add(f, false);
+        });
       } else if (r->node.kind == FsNode::Kind::Regular) {
-        files.emplace_back(r->path, true);
+        ++files;
+        add(r->path, true);
       } else {
         throw FileError(arg, "not a regular file or directory");
       }
     } catch (const Error& e) {
+      std::cout.flush();
       std::cerr << "memprofile: " << e.what() << "\n";
       arg_error = true;
     }
   }
+  flush();
 
-  std::vector<Outcome> out(files.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < files.size();) {
-      const auto& [path, explicit_arg] = files[i];
-      Outcome& o = out[i];
-      try {
-        auto elf = tree.elf_once(path);
-        if (!elf) {
-          if (explicit_arg) throw FileError(tree.display(path), describe_non_elf(tree, path));
-          o.kind = Outcome::Kind::NotElf;
-          continue;
-        }
-        o.report = checker.check(path, elf);
-        o.kind = Outcome::Kind::Checked;
-      } catch (const Error& e) {
-        o.kind = Outcome::Kind::Failed;
-        o.error = e.what();
-      } catch (const std::bad_alloc&) {
-        o.kind = Outcome::Kind::Failed;
-        o.error = tree.display(path) + ": out of memory";
-      }
-    }
-  };
-  unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
-  jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(1, files.size() / 64 + 1)));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < jobs; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-
-  bool color = !opts.json && isatty(STDOUT_FILENO);
-  size_t checked = 0, good = 0, not_elf = 0, failed = 0;
-  for (const auto& o : out) {
-    switch (o.kind) {
-      case Outcome::Kind::NotElf:
-        ++not_elf;
-        break;
-      case Outcome::Kind::Failed:
-        ++failed;
-        std::cerr << "memprofile: " << o.error << "\n";
-        break;
-      case Outcome::Kind::Checked:
-        ++checked;
-        good += o.report->profilable();
-        if (opts.json)
-          std::cout << to_json(*o.report).dump() << "\n";
-        else
-          print_human(std::cout, *o.report, color);
-        break;
-      case Outcome::Kind::Pending:
-        break;
-    }
-  }
   std::ostream& summary = opts.json ? std::cerr : std::cout;
-  if (files.size() > 1 || not_elf > 0) {
+  if (files > 1 || not_elf > 0) {
     summary << "memprofile: " << checked << " ELF file" << (checked == 1 ? "" : "s") << " checked: " << good
             << " profilable, " << checked - good << " not";
     if (not_elf) summary << "; " << not_elf << " non-ELF file" << (not_elf == 1 ? "" : "s") << " skipped";

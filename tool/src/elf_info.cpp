@@ -151,6 +151,9 @@ namespace {
 constexpr size_t kMaxPhdrs = 4096;        // real files have < 20
 constexpr size_t kMaxListEntries = 8192;  // DT_NEEDED, versions, chain walks
 constexpr uint64_t kMaxChunk = 64u << 20; // largest single table we read
+// Version tables have no size in the dynamic segment; real ones are a few KB.
+// Read a window this large rather than the rest of the segment.
+constexpr uint64_t kVersionWindow = 256u << 10;
 
 void init_libelf() {
   static std::once_flag once;
@@ -290,12 +293,13 @@ class Reader {
     return false;
   }
 
-  // A table addressed by a dynamic tag: a file range, or a clear error.
-  Elf_Data* table_at(uint64_t vaddr, uint64_t want, Elf_Type type, const char* tag) {
+  // A table addressed by a dynamic tag: `want` bytes (0: up to `window`
+  // bytes, as many as the segment holds), or a clear error.
+  Elf_Data* table_at(uint64_t vaddr, uint64_t want, Elf_Type type, const char* tag, uint64_t window = kVersionWindow) {
     uint64_t off = 0, avail = 0;
     if (!vaddr_to_offset(vaddr, &off, &avail))
       fail(std::string(tag) + " address " + hex(vaddr) + " is not inside any loadable segment");
-    uint64_t len = want ? want : std::min<uint64_t>(avail, kMaxChunk);
+    uint64_t len = want ? want : std::min<uint64_t>(avail, window);
     if (want && want > avail)
       fail(std::string(tag) + " table (" + std::to_string(want) + " bytes at " + hex(vaddr) +
            ") runs past the end of its segment");
@@ -353,7 +357,7 @@ class Reader {
         default: break;
       }
     }
-    if (strtab) strtab_ = table_at(*strtab, strsz.value_or(0), ELF_T_BYTE, "DT_STRTAB");
+    if (strtab) strtab_ = table_at(*strtab, strsz.value_or(0), ELF_T_BYTE, "DT_STRTAB", kMaxChunk);
 
     for (uint64_t n : needed) info_.needed.push_back(dynstr(n, "DT_NEEDED"));
     if (soname) info_.soname = dynstr(*soname, "DT_SONAME");
@@ -441,25 +445,28 @@ class Reader {
     return sysv_hash_lookup(l, name);
   }
 
-  // The loader's own lookup (dl-lookup.c) over DT_GNU_HASH.
+  // Reads `count` 32-bit words of a hash table at `vaddr` + `at`.
+  const unsigned char* hash_words(uint64_t vaddr, uint64_t at, uint64_t count, const char* tag) {
+    if (count > kMaxChunk / 4 || at > kMaxChunk) fail(std::string(tag) + " is implausibly large");
+    Elf_Data* d = table_at(vaddr + at, count * 4, ELF_T_BYTE, tag);
+    return static_cast<const unsigned char*>(d->d_buf);
+  }
+
+  // The loader's own lookup (dl-lookup.c) over DT_GNU_HASH, reading only the
+  // words it touches.
   bool gnu_hash_lookup(const SymbolLookup& l, const char* name) {
-    Elf_Data* d = table_at(*l.gnu_hash, 0, ELF_T_BYTE, "DT_GNU_HASH");
-    const auto* p = static_cast<const unsigned char*>(d->d_buf);
-    uint64_t size = d->d_size;
-    if (size < 16) fail("DT_GNU_HASH header is truncated");
-    uint32_t nbuckets = word(p), symoffset = word(p + 4), bloom_size = word(p + 8);
+    const char* tag = "DT_GNU_HASH";
+    const unsigned char* hdr = hash_words(*l.gnu_hash, 0, 4, tag);
+    uint32_t nbuckets = word(hdr), symoffset = word(hdr + 4), bloom_size = word(hdr + 8);
+    if (nbuckets == 0) return false;
     uint64_t buckets_at = 16 + uint64_t{bloom_size} * (info_.elf_class / 8);
     uint64_t chains_at = buckets_at + uint64_t{nbuckets} * 4;
-    if (nbuckets == 0) return false;
-    if (chains_at > size) fail("DT_GNU_HASH buckets run past the end of the table");
     uint32_t h = 5381;
     for (const char* c = name; *c; ++c) h = h * 33 + static_cast<unsigned char>(*c);
-    uint32_t idx = word(p + buckets_at + (h % nbuckets) * 4);
+    uint32_t idx = word(hash_words(*l.gnu_hash, buckets_at + uint64_t{h % nbuckets} * 4, 1, tag));
     if (idx == 0 || idx < symoffset) return false;
     for (size_t guard = 0; guard < (1u << 20); ++guard, ++idx) {
-      uint64_t at = chains_at + uint64_t{idx - symoffset} * 4;
-      if (at + 4 > size) fail("DT_GNU_HASH chain runs past the end of the table");
-      uint32_t chain = word(p + at);
+      uint32_t chain = word(hash_words(*l.gnu_hash, chains_at + uint64_t{idx - symoffset} * 4, 1, tag));
       if ((chain | 1) == (h | 1) && symbol_matches(l, idx, name)) return true;
       if (chain & 1) return false;
     }
@@ -467,13 +474,10 @@ class Reader {
   }
 
   bool sysv_hash_lookup(const SymbolLookup& l, const char* name) {
-    Elf_Data* d = table_at(*l.sysv_hash, 0, ELF_T_BYTE, "DT_HASH");
-    const auto* p = static_cast<const unsigned char*>(d->d_buf);
-    uint64_t size = d->d_size;
-    if (size < 8) fail("DT_HASH header is truncated");
-    uint32_t nbucket = word(p), nchain = word(p + 4);
+    const char* tag = "DT_HASH";
+    const unsigned char* hdr = hash_words(*l.sysv_hash, 0, 2, tag);
+    uint32_t nbucket = word(hdr), nchain = word(hdr + 4);
     if (nbucket == 0) return false;
-    if (8 + (uint64_t{nbucket} + nchain) * 4 > size) fail("DT_HASH table runs past the end of its segment");
     uint32_t h = 0;
     for (const char* c = name; *c; ++c) {
       h = (h << 4) + static_cast<unsigned char>(*c);
@@ -481,10 +485,10 @@ class Reader {
       if (g) h ^= g >> 24;
       h &= ~g;
     }
-    uint32_t i = word(p + 8 + (h % nbucket) * 4);
+    uint32_t i = word(hash_words(*l.sysv_hash, 8 + uint64_t{h % nbucket} * 4, 1, tag));
     for (uint32_t guard = 0; i != 0 && i < nchain && guard <= nchain; ++guard) {
       if (symbol_matches(l, i, name)) return true;
-      i = word(p + 8 + (uint64_t{nbucket} + i) * 4);
+      i = word(hash_words(*l.sysv_hash, 8 + (uint64_t{nbucket} + i) * 4, 1, tag));
     }
     return false;
   }
@@ -515,8 +519,9 @@ class Reader {
     constexpr size_t kMagicLen = 14;
     uint64_t off = 0, avail = 0;
     bool found = false;
-    size_t shstrndx = 0;
-    if (elf_getshdrstrndx(elf_, &shstrndx) == 0) {
+    size_t shstrndx = 0, shnum = 0;
+    bool have_sections = elf_getshdrnum(elf_, &shnum) == 0 && shnum > 0 && elf_getshdrstrndx(elf_, &shstrndx) == 0;
+    if (have_sections) {
       Elf_Scn* scn = nullptr;
       for (size_t guard = 0; (scn = elf_nextscn(elf_, scn)) && guard < 65536; ++guard) {
         GElf_Shdr sh;
@@ -530,7 +535,9 @@ class Reader {
         }
       }
     }
-    if (!found) {
+    // Go always emits .go.buildinfo when it writes section headers; only a
+    // section-less file needs the (costlier) scan of its data segment.
+    if (!found && !have_sections) {
       for (const auto& ph : phdrs_) {
         if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_W)) continue;
         if (ph.p_offset > size_) return;

@@ -1,0 +1,85 @@
+# memprofile: the user's entry point. `make help` lists the targets.
+SHELL = /usr/bin/env bash -o pipefail
+.SHELLFLAGS = -ec
+.DEFAULT_GOAL := help
+
+BUILD_DIR ?= build
+ASAN_BUILD_DIR ?= build-asan
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 30
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+# Skip the dependency installer (e.g. on a machine without apt, or offline).
+SKIP_DEPS ?= false
+
+MEMPROFILE := $(BUILD_DIR)/tool/memprofile
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make \033[36m<target>\033[0m [VAR=value ...]\n"} \
+	  /^[a-zA-Z0-9_.-]+:.*?##/ { printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2 } \
+	  /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+.PHONY: deps
+deps: ## Install build and test dependencies from Debian's archive (idempotent).
+ifneq ($(SKIP_DEPS),true)
+	@scripts/install-deps.sh
+endif
+
+##@ Build
+
+.PHONY: build
+build: deps ## Configure and build memprofile into $(BUILD_DIR).
+	cmake -S . -B $(BUILD_DIR) $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+.PHONY: clean
+clean: ## Remove build directories (caches under ~/.cache/memprofile stay).
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR)
+
+##@ Main job
+
+.PHONY: example
+example: build ## Build the example binaries with real toolchains and check each one.
+	tests/fixtures/build.sh $(BUILD_DIR)/example
+	@echo "== memprofile check over the example binaries (static, static-pie, dynamic, musl, arm64, Rust, Go)"
+	$(MEMPROFILE) check $(addprefix $(BUILD_DIR)/example/,dynamic static static-pie musl-dynamic musl-static \
+	  arm64-dynamic arm64-static rust-dynamic rust-crt-static go-static go-cgo) || [[ $$? == 1 ]]
+	@echo "== the same dynamic program against a real Debian root, with a preload library"
+	$(MEMPROFILE) check --root "$$(tests/fixtures/rootfs.sh amd64)" --preload $(BUILD_DIR)/example/fake_preload.so /usr/bin/ls
+
+##@ Test
+
+.PHONY: test
+test: build lint test-fuzz test-asan test-unit ## Run the whole test suite (unit, e2e, sanitizers, fuzzing, lint).
+
+.PHONY: test-unit
+test-unit: build ## Run the Catch2 unit and end-to-end tests (ctest) in $(BUILD_DIR).
+	cd $(BUILD_DIR) && ctest -j $(JOBS) --output-on-failure
+
+.PHONY: test-asan
+test-asan: deps ## Build with ASan+UBSan and run the tests under it.
+	cmake -S . -B $(ASAN_BUILD_DIR) -DMEMPROFILE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
+	cd $(ASAN_BUILD_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest -j $(JOBS) --output-on-failure
+
+.PHONY: test-fuzz
+test-fuzz: deps ## Build the libFuzzer targets with clang and run each for FUZZ_SECONDS.
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD_DIR) -DMEMPROFILE_FUZZ=ON -DMEMPROFILE_TESTS=OFF \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS)
+	tests/fixtures/build.sh $(FUZZ_BUILD_DIR)/seeds
+	fuzz/run.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS) $(FUZZ_BUILD_DIR)/seeds "$$(tests/fixtures/rootfs.sh amd64)"
+
+.PHONY: lint
+lint: deps ## Lint shell scripts with shellcheck.
+	shellcheck -x scripts/*.sh tests/fixtures/*.sh bench/*.sh fuzz/*.sh .ci/run
+
+##@ Benchmarks
+
+.PHONY: bench
+bench: build ## Run the benchmarks in bench/ (ratios against baselines measured in the same run).
+	bench/check_vs_scanelf.sh $(MEMPROFILE) /usr
