@@ -47,8 +47,13 @@ example: build ## Build the example binaries with real toolchains and check each
 	@echo "== memprofile check over the example binaries (static, static-pie, dynamic, musl, arm64, Rust, Go)"
 	$(MEMPROFILE) check $(addprefix $(BUILD_DIR)/example/,dynamic static static-pie musl-dynamic musl-static \
 	  arm64-dynamic arm64-static rust-dynamic rust-crt-static go-static go-cgo) || [[ $$? == 1 ]]
-	@echo "== the same dynamic program against a real Debian root, with a preload library"
-	$(MEMPROFILE) check --root "$$(tests/fixtures/rootfs.sh amd64)" --preload $(BUILD_DIR)/example/fake_preload.so /usr/bin/ls
+	@echo "== the dynamic program inside a real Debian root (mmdebstrap), with a preload library"
+	rm -rf $(BUILD_DIR)/example-root
+	rootfs="$$(tests/fixtures/rootfs.sh amd64)"; cp -al "$$rootfs" $(BUILD_DIR)/example-root 2>/dev/null || \
+	  cp -a "$$rootfs" $(BUILD_DIR)/example-root
+	install -D -m 0755 $(BUILD_DIR)/example/dynamic $(BUILD_DIR)/example-root/usr/local/bin/app
+	install -D -m 0644 $(BUILD_DIR)/example/fake_preload.so $(BUILD_DIR)/example-root/usr/local/lib/preload.so
+	$(MEMPROFILE) check --root $(BUILD_DIR)/example-root --preload /usr/local/lib/preload.so /usr/local/bin/app
 
 ##@ Test
 
