@@ -8,7 +8,7 @@ packages=(
   # build
   build-essential cmake pkg-config clang
   libelf-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
-  libzstd-dev zlib1g-dev libisal-dev
+  libzstd-dev zlib1g-dev libisal-dev libssl-dev
   # test fixtures: real binaries from real toolchains
   musl-tools gcc-aarch64-linux-gnu libc6-dev-arm64-cross golang-go rustc
   libcap2-bin elfutils binutils pax-utils file bc util-linux

@@ -67,6 +67,8 @@ FileReport Checker::check(const std::string& canonical, std::shared_ptr<const El
   r.elf = std::move(elf);
   FsNode node = tree_.lstat(canonical);
   r.mode = node.mode;
+  r.uid = node.uid;
+  r.gid = node.gid;
   if (is_program(*r.elf)) r.file_caps = tree_.has_file_caps(canonical);
   check_alone(r);
   if (opts_.use_root && (r.elf->linkage == Linkage::Dynamic || r.elf->linkage == Linkage::SharedLibrary))

@@ -19,7 +19,7 @@ struct FileReport {
   std::string path;     // as shown to the user
   std::string canonical;  // inside the tree
   std::shared_ptr<const ElfInfo> elf;
-  uint32_t mode = 0;
+  uint32_t mode = 0, uid = 0, gid = 0;  // of the file
   bool file_caps = false;
   bool root_checked = false;              // judged against what the root provides
   std::optional<LoadResult> load;         // with a root: the simulated start

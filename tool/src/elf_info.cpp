@@ -173,8 +173,8 @@ std::string hex(uint64_t v) {
 
 class Reader {
  public:
-  Reader(Elf* elf, uint64_t file_size, std::string name)
-      : elf_(elf), size_(file_size), name_(std::move(name)) {}
+  Reader(Elf* elf, uint64_t file_size, std::string name, bool use_sections = true)
+      : elf_(elf), size_(file_size), name_(std::move(name)), use_sections_(use_sections) {}
 
   ElfInfo read() {
     if (elf_kind(elf_) != ELF_K_ELF) fail("not an ELF file");
@@ -520,7 +520,8 @@ class Reader {
     uint64_t off = 0, avail = 0;
     bool found = false;
     size_t shstrndx = 0, shnum = 0;
-    bool have_sections = elf_getshdrnum(elf_, &shnum) == 0 && shnum > 0 && elf_getshdrstrndx(elf_, &shstrndx) == 0;
+    bool have_sections = use_sections_ && elf_getshdrnum(elf_, &shnum) == 0 && shnum > 0 &&
+                         elf_getshdrstrndx(elf_, &shstrndx) == 0;
     if (have_sections) {
       Elf_Scn* scn = nullptr;
       for (size_t guard = 0; (scn = elf_nextscn(elf_, scn)) && guard < 65536; ++guard) {
@@ -601,6 +602,7 @@ class Reader {
   std::vector<GElf_Phdr> phdrs_;
   Elf_Data* strtab_ = nullptr;
   bool pie_flag_ = false;
+  bool use_sections_ = true;
   ElfInfo info_;
 };
 
@@ -622,16 +624,20 @@ ElfInfo read_elf_fd(int fd, const std::string& name) {
   return Reader(elf.get(), static_cast<uint64_t>(st.st_size), name).read();
 }
 
-ElfInfo read_elf_memory(const void* data, size_t size, const std::string& name) {
+ElfInfo read_elf_buffer(char* data, size_t size, const std::string& name, bool use_sections) {
   init_libelf();
   if (size == 0) throw FileError(name, "empty file");
   if (!has_elf_magic(data, size)) throw FileError(name, "not an ELF file");
   if (size < EI_NIDENT) throw FileError(name, "truncated ELF header (" + std::to_string(size) + " bytes)");
+  ElfPtr elf(elf_memory(data, size));
+  if (!elf) throw FileError(name, std::string("cannot parse ELF: ") + elf_errmsg(-1));
+  return Reader(elf.get(), size, name, use_sections).read();
+}
+
+ElfInfo read_elf_memory(const void* data, size_t size, const std::string& name) {
   // libelf may convert in place; never let it touch the caller's bytes.
   std::vector<char> copy(static_cast<const char*>(data), static_cast<const char*>(data) + size);
-  ElfPtr elf(elf_memory(copy.data(), copy.size()));
-  if (!elf) throw FileError(name, std::string("cannot parse ELF: ") + elf_errmsg(-1));
-  return Reader(elf.get(), size, name).read();
+  return read_elf_buffer(copy.data(), copy.size(), name, true);
 }
 
 }  // namespace memprofile

@@ -77,6 +77,11 @@ ElfInfo read_elf_fd(int fd, const std::string& name);
 // a prefix of the file: facts outside it are reported as unreadable.
 ElfInfo read_elf_memory(const void* data, size_t size, const std::string& name);
 
+// Reads a writable buffer in place, without copying it (a sparse image of a
+// file streamed from an archive: only some ranges are real, the rest zeros).
+// With use_sections false, section headers are not consulted at all.
+ElfInfo read_elf_buffer(char* data, size_t size, const std::string& name, bool use_sections);
+
 bool has_elf_magic(const void* data, size_t size);
 
 }  // namespace memprofile

@@ -54,6 +54,30 @@ const std::vector<FindingSpec>& finding_catalog() {
        "build the preload library against a glibc no newer than the image's (see preload/README.md)"},
       {"PRELOAD_NO_MALLOC", Severity::Error,
        "preload a heap profiler that defines malloc and free (bytehound, jemalloc with --enable-prof, heaptrack)"},
+      // preflight: what the image's config makes of the program
+      {"NO_ENTRYPOINT", Severity::Error, "give the image an ENTRYPOINT or CMD, or name the program with --target"},
+      {"ENTRYPOINT_MISSING", Severity::Error,
+       "fix the ENTRYPOINT/CMD path or PATH in the image, or add the program to the image"},
+      {"ENTRYPOINT_NOT_EXECUTABLE", Severity::Error, "make ENTRYPOINT name an executable ELF program or a #! script"},
+      {"ENTRYPOINT_SCRIPT", Severity::Info, "scope LD_PRELOAD to the program the script starts (memprofile exec)"},
+      {"DISPATCHER", Severity::Info,
+       "name the process to profile with --target; its verdict is the one that counts"},
+      {"TARGET_NOT_FOUND", Severity::Error, "give --target as a path inside the image"},
+      {"USER_UNKNOWN", Severity::Error, "add the user to the image's /etc/passwd or use a numeric USER uid:gid"},
+      {"SETUID_AS_USER", Severity::Error,
+       "run as the file's owner or drop the setuid bit/capabilities from the profiled program"},
+      {"PLATFORM_MISMATCH", Severity::Warning, "fix the image config's architecture or rebuild for the platform it claims"},
+      {"NO_PRELOAD", Severity::Info,
+       "name the preload library with --preload (a path in the image) to have it checked too"},
+      {"LD_PRELOAD_IN_IMAGE_ENV", Severity::Warning,
+       "remove LD_PRELOAD from the image ENV and inject it for the app only (memprofile exec as ENTRYPOINT)"},
+      {"BYTEHOUND_CHILD_UNTRACKED", Severity::Error,
+       "set MEMORY_PROFILER_TRACK_CHILD_PROCESSES=1 for the dispatcher, or start the target through memprofile exec"},
+      {"OUTPUT_DIR_MISSING", Severity::Error,
+       "create the profile directory in the image (owned by the image's USER) or mount a volume (emptyDir) there"},
+      {"OUTPUT_DIR_NOT_WRITABLE", Severity::Error,
+       "make the profile directory writable by the image's USER (chown/chmod in the Dockerfile) or mount a writable "
+       "volume there"},
   };
   return catalog;
 }

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "cmd_check.h"
+#include "cmd_preflight.h"
 #include "error.h"
 
 #ifndef MEMPROFILE_VERSION
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "log debug details to stderr");
   int exit_code = kExitOk;
   setup_check(app, exit_code);
+  setup_preflight(app, exit_code);
 
   auto logger = spdlog::stderr_color_st("memprofile");
   logger->set_pattern("memprofile: %^%l%$: %v");

@@ -1,0 +1,28 @@
+// `memprofile preflight IMAGE|- [--platform P|--all-platforms] [--target PATH] [--preload PATH] [--json]`
+// `memprofile preflight --rootfs DIR --entrypoint '...' [--cmd ...] [--env K=V]... [--user U] [--workdir D]`
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace memprofile {
+
+struct PreflightCliOptions {
+  std::string image;  // archive, OCI layout directory, or "-"
+  std::string rootfs;
+  std::string entrypoint, cmd;  // for --rootfs: a JSON array or whitespace-separated words
+  std::vector<std::string> env;
+  std::string user, workdir;
+  std::string platform;
+  bool all_platforms = false;
+  std::string target, preload;
+  bool json = false;
+  unsigned jobs = 0;
+  uint64_t max_layer_bytes = 64ull << 30;
+};
+
+void setup_preflight(CLI::App& app, int& exit_code);
+int run_preflight(const PreflightCliOptions& opts);
+
+}  // namespace memprofile

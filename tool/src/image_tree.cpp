@@ -1,0 +1,131 @@
+#include "image_tree.h"
+
+#include "error.h"
+
+namespace memprofile {
+
+ImageTree::ImageTree() {
+  LayerNode root;
+  root.path = "/";
+  root.kind = LayerNode::Kind::Dir;
+  root.mode = 0755;
+  nodes_["/"] = root;
+}
+
+void ImageTree::remove_subtree(const std::string& path, bool keep_self) {
+  if (!keep_self) nodes_.erase(path);
+  std::string prefix = path == "/" ? "/" : path + "/";
+  auto it = nodes_.lower_bound(prefix);
+  while (it != nodes_.end() && it->first.compare(0, prefix.size(), prefix) == 0) {
+    if (it->first == "/") {
+      ++it;
+      continue;
+    }
+    it = nodes_.erase(it);
+  }
+}
+
+void ImageTree::ensure_parents(const std::string& path) {
+  for (size_t i = path.find('/', 1); i != std::string::npos; i = path.find('/', i + 1)) {
+    std::string dir = path.substr(0, i);
+    auto it = nodes_.find(dir);
+    if (it != nodes_.end() && it->second.kind == LayerNode::Kind::Dir) continue;
+    if (it != nodes_.end()) remove_subtree(dir, false);  // a file where a directory must be: the layer wins
+    LayerNode d;
+    d.path = dir;
+    d.kind = LayerNode::Kind::Dir;
+    d.mode = 0755;
+    nodes_[dir] = d;
+  }
+}
+
+void ImageTree::apply(const LayerSummary& layer) {
+  for (const auto& a : layer.anomalies) anomalies_.push_back(layer.name + ": " + a);
+  // Opaque directories and whiteouts hide what lower layers put there,
+  // wherever the marker sits in this layer's tar.
+  for (const auto& n : layer.nodes)
+    if (n.kind == LayerNode::Kind::Opaque) remove_subtree(n.path, true);
+  for (const auto& n : layer.nodes)
+    if (n.kind == LayerNode::Kind::Whiteout) remove_subtree(n.path, false);
+  for (const auto& n : layer.nodes) {
+    if (n.kind == LayerNode::Kind::Opaque || n.kind == LayerNode::Kind::Whiteout) continue;
+    ensure_parents(n.path);
+    auto it = nodes_.find(n.path);
+    if (it != nodes_.end()) {
+      bool merge = it->second.kind == LayerNode::Kind::Dir && n.kind == LayerNode::Kind::Dir;
+      if (merge) {
+        it->second.mode = n.mode;
+        it->second.uid = n.uid;
+        it->second.gid = n.gid;
+        continue;
+      }
+      remove_subtree(n.path, false);
+    }
+    if (n.kind == LayerNode::Kind::Hardlink) {
+      auto target = nodes_.find(n.link);
+      if (target == nodes_.end() || target->second.kind != LayerNode::Kind::File) {
+        anomalies_.push_back(layer.name + ": hard link " + n.path + " -> " + n.link +
+                             (target == nodes_.end() ? ": target missing" : ": target is not a regular file") +
+                             "; ignored");
+        continue;
+      }
+      LayerNode copy = target->second;  // same inode: same content, mode and owner
+      copy.path = n.path;
+      nodes_[n.path] = copy;
+      continue;
+    }
+    nodes_[n.path] = n;
+  }
+}
+
+FsNode ImageTree::lstat(const std::string& path) const {
+  FsNode f;
+  auto it = nodes_.find(path);
+  if (it == nodes_.end()) return f;
+  const LayerNode& n = it->second;
+  f.mode = n.mode;
+  f.uid = n.uid;
+  f.gid = n.gid;
+  f.size = n.size;
+  switch (n.kind) {
+    case LayerNode::Kind::File: f.kind = FsNode::Kind::Regular; break;
+    case LayerNode::Kind::Dir: f.kind = FsNode::Kind::Directory; break;
+    case LayerNode::Kind::Symlink:
+      f.kind = FsNode::Kind::Symlink;
+      f.link_target = n.link;
+      break;
+    default: f.kind = FsNode::Kind::Other; break;
+  }
+  return f;
+}
+
+std::shared_ptr<const ElfInfo> ImageTree::elf(const std::string& path) const {
+  auto it = nodes_.find(path);
+  if (it == nodes_.end()) throw FileError(path, "no such file in the image");
+  if (!it->second.elf_error.empty()) throw Error(it->second.elf_error);
+  return it->second.elf;
+}
+
+std::optional<std::string> ImageTree::read(const std::string& path, size_t limit) const {
+  auto it = nodes_.find(path);
+  if (it == nodes_.end() || !it->second.content) return std::nullopt;
+  return it->second.content->substr(0, limit);
+}
+
+bool ImageTree::has_file_caps(const std::string& path) const {
+  auto it = nodes_.find(path);
+  return it != nodes_.end() && it->second.file_caps;
+}
+
+std::shared_ptr<const std::string> ImageTree::path_strings(const std::string& path) const {
+  auto it = nodes_.find(path);
+  return it == nodes_.end() ? nullptr : it->second.path_strings;
+}
+
+void ImageTree::walk(const std::string& dir, const std::function<void(const std::string&)>& on_file) const {
+  std::string prefix = dir == "/" ? "/" : dir + "/";
+  for (auto it = nodes_.lower_bound(prefix); it != nodes_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
+    if (it->second.kind == LayerNode::Kind::File) on_file(it->first);
+}
+
+}  // namespace memprofile

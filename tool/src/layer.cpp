@@ -1,0 +1,347 @@
+#include "layer.h"
+
+#include <elf.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <set>
+
+#include "error.h"
+#include "file_tree.h"
+#include "tar_reader.h"
+
+namespace memprofile {
+
+namespace {
+
+constexpr size_t kChunk = 256 << 10;
+constexpr size_t kHead = 64 << 10;          // where ELF and program headers live
+constexpr uint64_t kPrefix = 1 << 20;       // always kept: dynamic tables of most layouts
+constexpr uint64_t kElfBudget = 16 << 20;   // most bytes kept for one ELF file
+constexpr uint64_t kMaxElfSize = 4ull << 30;
+constexpr size_t kConfigMax = 4 << 20;
+constexpr size_t kScriptHead = 256;
+constexpr size_t kPathStringsMax = 64 << 10;
+
+// Keeps the parts of an ELF file that the reader will look at, as the file
+// streams past: the start (headers, dynamic tables of most layouts), then,
+// once the program headers are known, PT_DYNAMIC, PT_INTERP, PT_NOTE, the
+// start of the first writable segment (Go's build info) and the read-only
+// segments, within a budget. The rest is never stored.
+class ElfCapture {
+ public:
+  explicit ElfCapture(uint64_t size) : size_(size) {}
+
+  void feed(const char* p, size_t n) {
+    uint64_t start = pos_;
+    pos_ += n;
+    if (!planned_) {
+      size_t take = static_cast<size_t>(std::min<uint64_t>(n, kHead - std::min<uint64_t>(head_.size(), kHead)));
+      head_.append(p, take);
+      if (head_.size() >= std::min<uint64_t>(size_, kHead)) plan();
+    }
+    for (auto& r : ranges_) {
+      uint64_t lo = std::max(start, r.from + r.bytes.size()), hi = std::min(pos_, r.to);
+      if (lo < hi && lo == r.from + r.bytes.size()) r.bytes.append(p + (lo - start), static_cast<size_t>(hi - lo));
+    }
+  }
+
+  std::shared_ptr<const ElfInfo> finish(const std::string& name) {
+    if (!planned_) plan();
+    if (size_ > kMaxElfSize) throw FileError(name, "ELF file too large to summarise");
+    // A sparse image: untouched pages of an anonymous mapping cost no memory.
+    size_t len = static_cast<size_t>(std::max<uint64_t>(size_, 1));
+    void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) throw FileError(name, "cannot map a sparse image of the file");
+    auto* img = static_cast<char*>(m);
+    std::memcpy(img, head_.data(), std::min<size_t>(head_.size(), len));
+    for (const auto& r : ranges_)
+      if (r.from < len) std::memcpy(img + r.from, r.bytes.data(), std::min<size_t>(r.bytes.size(), len - r.from));
+    try {
+      auto info = std::make_shared<ElfInfo>(read_elf_buffer(img, static_cast<size_t>(size_), name, false));
+      munmap(m, len);
+      return info;
+    } catch (...) {
+      munmap(m, len);
+      throw;
+    }
+  }
+
+ private:
+  struct Range {
+    uint64_t from, to;
+    std::string bytes;
+  };
+
+  void want(uint64_t from, uint64_t len) {
+    if (from >= size_ || len == 0) return;
+    uint64_t to = std::min(size_, from + std::min<uint64_t>(len, kElfBudget));
+    for (const auto& r : ranges_)
+      if (from >= r.from && to <= r.to) return;
+    uint64_t cost = to - from;
+    if (budget_used_ + cost > kElfBudget) return;
+    budget_used_ += cost;
+    ranges_.push_back({from, to, {}});
+    // Everything before the current chunk is still in the head (plan() runs
+    // while the head is being completed); the rest arrives through feed().
+    if (from < head_.size())
+      ranges_.back().bytes = head_.substr(static_cast<size_t>(from),
+                                          static_cast<size_t>(std::min<uint64_t>(to, head_.size()) - from));
+  }
+
+  void plan() {
+    planned_ = true;
+    want(0, kPrefix);
+    std::vector<char> copy(head_.begin(), head_.end());
+    if (copy.size() < EI_NIDENT) return;
+    Elf* e = elf_memory(copy.data(), copy.size());
+    if (!e) return;
+    size_t n = 0;
+    if (elf_getphdrnum(e, &n) == 0 && n < 4096) {
+      std::vector<GElf_Phdr> ph;
+      for (size_t i = 0; i < n; ++i) {
+        GElf_Phdr p;
+        if (gelf_getphdr(e, static_cast<int>(i), &p)) ph.push_back(p);
+      }
+      for (const auto& p : ph)
+        if (p.p_type == PT_DYNAMIC || p.p_type == PT_INTERP || p.p_type == PT_NOTE) want(p.p_offset, p.p_filesz);
+      for (const auto& p : ph)
+        if (p.p_type == PT_LOAD && (p.p_flags & PF_W)) {
+          want(p.p_offset, 64 << 10);
+          break;
+        }
+      for (const auto& p : ph)
+        if (p.p_type == PT_LOAD && !(p.p_flags & PF_X) && !(p.p_flags & PF_W)) want(p.p_offset, p.p_filesz);
+    }
+    elf_end(e);
+  }
+
+  uint64_t size_, pos_ = 0, budget_used_ = 0;
+  bool planned_ = false;
+  std::string head_;
+  std::vector<Range> ranges_;
+};
+
+// Collects runs of path characters that start with '/', such as
+// "/bin/numaflow-rs". Rust packs string literals without separators, so a
+// run may hold several paths; matching is done later by substring.
+class PathStrings {
+ public:
+  void feed(const char* p, size_t n) {
+    static const auto table = [] {
+      std::array<bool, 256> t{};
+      for (int c = 0; c < 256; ++c) t[c] = std::isalnum(c) || c == '/' || c == '_' || c == '-' || c == '.' || c == '+';
+      return t;
+    }();
+    size_t i = 0;
+    while (i < n) {
+      if (run_.empty()) {
+        // Outside a run only a '/' can start one: jump to it.
+        const void* slash = std::memchr(p + i, '/', n - i);
+        if (!slash) return;
+        i = static_cast<size_t>(static_cast<const char*>(slash) - p);
+      }
+      size_t j = i;
+      while (j < n && table[static_cast<unsigned char>(p[j])]) ++j;
+      if (run_.size() < 255) run_.append(p + i, std::min(j - i, 255 - run_.size()));
+      if (j < n) flush();  // the run ended inside this chunk
+      i = j + (j < n);
+    }
+  }
+  std::shared_ptr<const std::string> finish() {
+    flush();
+    if (out_.empty()) return nullptr;
+    return std::make_shared<const std::string>(std::move(out_));
+  }
+
+ private:
+  void flush() {
+    if (run_.size() >= 4 && std::count(run_.begin(), run_.end(), '/') >= 2 && out_.size() + run_.size() < kPathStringsMax &&
+        seen_.insert(run_).second) {
+      out_ += run_;
+      out_ += '\n';
+    }
+    run_.clear();
+  }
+  std::string run_, out_;
+  std::set<std::string> seen_;
+};
+
+std::string note(const TarEntry& e, const std::string& what) {
+  return "entry '" + e.name + "' (offset " + std::to_string(e.offset) + "): " + what;
+}
+
+// "./usr/../bin//x" -> "/bin/x"; nullopt-like "" when it climbs out of the root.
+std::string clean_entry_path(const std::string& raw, bool* escaped) {
+  std::vector<std::string> parts;
+  size_t i = 0;
+  *escaped = false;
+  while (i <= raw.size()) {
+    size_t j = raw.find('/', i);
+    if (j == std::string::npos) j = raw.size();
+    std::string c = raw.substr(i, j - i);
+    i = j + 1;
+    if (c.empty() || c == ".") continue;
+    if (c == "..") {
+      if (parts.empty()) {
+        *escaped = true;
+        return "";
+      }
+      parts.pop_back();
+      continue;
+    }
+    parts.push_back(c);
+  }
+  std::string out;
+  for (const auto& p : parts) out += "/" + p;
+  return out.empty() ? "/" : out;
+}
+
+}  // namespace
+
+std::shared_ptr<const std::string> scan_path_strings(Reader& in) {
+  PathStrings strings;
+  std::vector<char> buf(kChunk);
+  for (size_t r; (r = in.read(buf.data(), buf.size())) > 0;) strings.feed(buf.data(), r);
+  return strings.finish();
+}
+
+bool is_config_file(const std::string& path) {
+  return path == "/etc/passwd" || path == "/etc/group" || path == "/etc/ld.so.cache" || path == "/etc/os-release" ||
+         path == "/usr/lib/os-release" || (path.rfind("/etc/ld-musl-", 0) == 0 && path.size() > 18 &&
+                                           path.compare(path.size() - 5, 5, ".path") == 0) ||
+         path.rfind("/etc/memprofile/", 0) == 0;
+}
+
+LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerLimits& limits) {
+  LayerSummary s;
+  s.name = name;
+  HashingReader stored(blob);
+  auto tar_stream = decompress(stored, name, limits.max_tar_bytes, &s.compression);
+  HashingReader tar_bytes(*tar_stream);
+  TarReader tar(tar_bytes, name);
+  std::vector<char> buf(kChunk);
+  std::set<std::string> seen;
+  size_t specials = 0;
+  std::string first_special;
+  TarEntry e;
+  while (tar.next(e)) {
+    bool escaped = false;
+    if (!e.name.empty() && e.name[0] == '/') s.anomalies.push_back(note(e, "absolute path, taken relative to the image root"));
+    std::string path = clean_entry_path(e.name, &escaped);
+    if (escaped) {
+      s.anomalies.push_back(note(e, "path climbs out of the image root with '..'; ignored"));
+      continue;
+    }
+    if (path == "/") continue;  // the root directory itself
+    LayerNode n;
+    n.mode = e.mode;
+    n.uid = e.uid;
+    n.gid = e.gid;
+    n.size = e.size;
+    n.file_caps = e.file_caps;
+    std::string dir = dirname_of(path), base = path.substr(path.rfind('/') + 1);
+    if (base == ".wh..wh..opq") {
+      n.kind = LayerNode::Kind::Opaque;
+      n.path = dir;
+      s.nodes.push_back(std::move(n));
+      continue;
+    }
+    if (base.rfind(".wh.", 0) == 0) {
+      n.kind = LayerNode::Kind::Whiteout;
+      n.path = (dir == "/" ? "" : dir) + "/" + base.substr(4);
+      if (base.size() == 4) {
+        s.anomalies.push_back(note(e, "whiteout with an empty name; ignored"));
+        continue;
+      }
+      s.nodes.push_back(std::move(n));
+      continue;
+    }
+    n.path = path;
+    if (!seen.insert(path).second) s.anomalies.push_back(note(e, "duplicate entry in the layer; the later one wins"));
+    switch (e.type) {
+      case '0':
+      case '7':
+      case 'S':
+        n.kind = LayerNode::Kind::File;
+        break;
+      case '1': {
+        n.kind = LayerNode::Kind::Hardlink;
+        bool esc = false;
+        n.link = clean_entry_path(e.linkname, &esc);
+        if (esc || e.linkname.empty()) {
+          s.anomalies.push_back(note(e, "hard link to '" + e.linkname + "' escapes the image root; ignored"));
+          continue;
+        }
+        break;
+      }
+      case '2':
+        n.kind = LayerNode::Kind::Symlink;
+        n.link = e.linkname;
+        break;
+      case '5':
+        n.kind = LayerNode::Kind::Dir;
+        break;
+      case '3':
+      case '4':
+      case '6':
+        n.kind = LayerNode::Kind::Other;
+        if (specials++ == 0) first_special = path;
+        break;
+      default:
+        s.anomalies.push_back(note(e, std::string("unknown entry type '") + e.type + "'; ignored"));
+        continue;
+    }
+    if (n.kind == LayerNode::Kind::File) {
+      std::unique_ptr<ElfCapture> elf;
+      std::unique_ptr<PathStrings> strings;
+      std::string kept;
+      bool config = is_config_file(path);
+      bool first = true;
+      bool executable = n.mode & 0111;
+      for (size_t r; (r = tar.read(buf.data(), buf.size())) > 0;) {
+        if (first) {
+          first = false;
+          if (has_elf_magic(buf.data(), r)) {
+            elf = std::make_unique<ElfCapture>(e.size);
+            if (executable) strings = std::make_unique<PathStrings>();
+          }
+        }
+        if (elf) elf->feed(buf.data(), r);
+        if (strings) strings->feed(buf.data(), r);
+        size_t cap = config ? kConfigMax : (executable || kept.rfind("#!", 0) == 0 || kept.empty()) ? kScriptHead : 0;
+        if (!elf && kept.size() < cap) kept.append(buf.data(), std::min(r, cap - kept.size()));
+      }
+      if (elf) {
+        try {
+          n.elf = elf->finish(path);
+        } catch (const Error& err) {
+          n.elf_error = err.what();
+        }
+        if (strings) n.path_strings = strings->finish();
+      } else if (!kept.empty() && (config || executable || kept.rfind("#!", 0) == 0)) {
+        n.content = std::make_shared<const std::string>(std::move(kept));
+      }
+    }
+    s.nodes.push_back(std::move(n));
+  }
+  if (specials)
+    s.anomalies.push_back(std::to_string(specials) + " device node" + (specials == 1 ? "" : "s") + " or FIFO" +
+                          (specials == 1 ? "" : "s") + " (e.g. " + first_special + "): recorded, never opened");
+  // Trailing zero blocks and padding belong to the tar too (diff_id).
+  for (size_t r; (r = tar_bytes.read(buf.data(), buf.size())) > 0;) {
+  }
+  for (size_t r; (r = stored.read(buf.data(), buf.size())) > 0;) {
+  }
+  s.blob_sha256 = stored.hex();
+  s.diff_id = tar_bytes.hex();
+  s.stored_bytes = stored.count();
+  s.tar_bytes = tar_bytes.count();
+  return s;
+}
+
+}  // namespace memprofile

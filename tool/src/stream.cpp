@@ -1,0 +1,287 @@
+#include "stream.h"
+
+#include <isa-l/igzip_lib.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "error.h"
+
+namespace memprofile {
+
+void Reader::read_exact(void* buf, size_t n, const std::string& what) {
+  auto* p = static_cast<unsigned char*>(buf);
+  size_t got = 0;
+  while (got < n) {
+    size_t r = read(p + got, n - got);
+    if (r == 0) throw Error(what + ": truncated (wanted " + std::to_string(n) + " bytes, got " + std::to_string(got) + ")");
+    got += r;
+  }
+}
+
+void Reader::skip(uint64_t n) {
+  char buf[65536];
+  while (n > 0) {
+    size_t r = read(buf, static_cast<size_t>(std::min<uint64_t>(n, sizeof buf)));
+    if (r == 0) return;
+    n -= r;
+  }
+}
+
+FdReader::FdReader(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
+
+FdReader::FdReader(int fd, std::string name, uint64_t offset, uint64_t length)
+    : fd_(fd), name_(std::move(name)), windowed_(true), pos_(offset), end_(offset + length) {}
+
+size_t FdReader::read(void* buf, size_t n) {
+  for (;;) {
+    ssize_t r;
+    if (windowed_) {
+      if (pos_ >= end_) return 0;
+      n = static_cast<size_t>(std::min<uint64_t>(n, end_ - pos_));
+      r = pread(fd_, buf, n, static_cast<off_t>(pos_));
+    } else {
+      r = ::read(fd_, buf, n);
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw FileError(name_, std::string("read error: ") + std::strerror(errno));
+    pos_ += static_cast<uint64_t>(r);
+    return static_cast<size_t>(r);
+  }
+}
+
+void FdReader::skip(uint64_t n) {
+  if (windowed_) {
+    pos_ = std::min(end_, pos_ + n);
+    return;
+  }
+  Reader::skip(n);
+}
+
+size_t MemReader::read(void* buf, size_t n) {
+  n = std::min(n, left_);
+  std::memcpy(buf, p_, n);
+  p_ += n;
+  left_ -= n;
+  return n;
+}
+
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
+  EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
+}
+Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
+void Sha256::update(const void* data, size_t n) { EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data, n); }
+std::string Sha256::hex() {
+  unsigned char md[32];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), md, &len);
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out += digits[md[i] >> 4];
+    out += digits[md[i] & 15];
+  }
+  return out;
+}
+
+std::string sha256_hex(const std::string& data) {
+  Sha256 s;
+  s.update(data.data(), data.size());
+  return s.hex();
+}
+
+size_t HashingReader::read(void* buf, size_t n) {
+  size_t r = in_.read(buf, n);
+  sha_.update(buf, r);
+  count_ += r;
+  return r;
+}
+
+const char* to_string(Compression c) {
+  switch (c) {
+    case Compression::None: return "none";
+    case Compression::Gzip: return "gzip";
+    case Compression::Zstd: return "zstd";
+  }
+  return "none";
+}
+
+namespace {
+
+constexpr size_t kInBuf = 256 << 10;
+
+// Bytes already read while sniffing, then the rest of the stream.
+class PeekedReader : public Reader {
+ public:
+  PeekedReader(Reader& in, std::string head) : in_(in), head_(std::move(head)) {}
+  size_t read(void* buf, size_t n) override {
+    if (pos_ < head_.size()) {
+      n = std::min(n, head_.size() - pos_);
+      std::memcpy(buf, head_.data() + pos_, n);
+      pos_ += n;
+      return n;
+    }
+    return in_.read(buf, n);
+  }
+
+ private:
+  Reader& in_;
+  std::string head_;
+  size_t pos_ = 0;
+};
+
+class Limited : public Reader {
+ public:
+  Limited(std::string name, uint64_t max) : name_(std::move(name)), max_(max) {}
+
+ protected:
+  void account(size_t n) {
+    out_ += n;
+    if (out_ > max_)
+      throw FileError(name_, "decompresses to more than " + std::to_string(max_) +
+                                 " bytes; refusing (a decompression bomb?)");
+  }
+  std::string name_;
+  uint64_t max_, out_ = 0;
+};
+
+class PlainReader : public Limited {
+ public:
+  PlainReader(std::unique_ptr<Reader> in, std::string name, uint64_t max)
+      : Limited(std::move(name), max), in_(std::move(in)) {}
+  size_t read(void* buf, size_t n) override {
+    size_t r = in_->read(buf, n);
+    account(r);
+    return r;
+  }
+  void skip(uint64_t n) override {
+    in_->skip(n);
+    out_ += n;
+  }
+
+ private:
+  std::unique_ptr<Reader> in_;
+};
+
+// gzip through ISA-L's igzip, which inflates 2-3x faster than zlib. Handles
+// concatenated members as gzip(1) does.
+class GzipReader : public Limited {
+ public:
+  GzipReader(std::unique_ptr<Reader> in, std::string name, uint64_t max)
+      : Limited(std::move(name), max), in_(std::move(in)), buf_(kInBuf) {
+    isal_inflate_init(&st_);
+    st_.crc_flag = ISAL_GZIP;
+  }
+  size_t read(void* buf, size_t n) override {
+    if (n == 0 || done_) return 0;
+    st_.next_out = static_cast<uint8_t*>(buf);
+    st_.avail_out = static_cast<uint32_t>(std::min<size_t>(n, 1u << 30));
+    while (st_.avail_out > 0) {
+      if (st_.block_state == ISAL_BLOCK_FINISH) {
+        // One member ended. Another may follow, after NUL padding, as gzip(1) allows.
+        for (;;) {
+          while (st_.avail_in > 0 && *st_.next_in == 0) {
+            ++st_.next_in;
+            --st_.avail_in;
+          }
+          if (st_.avail_in > 0 || !refill()) break;
+        }
+        if (st_.avail_in == 0) {
+          done_ = true;
+          break;
+        }
+        uint8_t* next = st_.next_in;
+        uint32_t avail = st_.avail_in;
+        uint8_t* out = st_.next_out;
+        uint32_t out_avail = st_.avail_out;
+        isal_inflate_reset(&st_);
+        st_.crc_flag = ISAL_GZIP;
+        st_.next_in = next;
+        st_.avail_in = avail;
+        st_.next_out = out;
+        st_.avail_out = out_avail;
+      }
+      if (st_.avail_in == 0 && !refill()) throw FileError(name_, "truncated gzip stream");
+      int rc = isal_inflate(&st_);
+      if (rc < 0) throw FileError(name_, "corrupt gzip data (igzip error " + std::to_string(rc) + ")");
+    }
+    size_t got = static_cast<size_t>(st_.next_out - static_cast<uint8_t*>(buf));
+    account(got);
+    return got;
+  }
+
+ private:
+  bool refill() {
+    size_t r = in_->read(buf_.data(), buf_.size());
+    st_.next_in = buf_.data();
+    st_.avail_in = static_cast<uint32_t>(r);
+    return r > 0;
+  }
+  std::unique_ptr<Reader> in_;
+  std::vector<uint8_t> buf_;
+  inflate_state st_;
+  bool done_ = false;
+};
+
+class ZstdReader : public Limited {
+ public:
+  ZstdReader(std::unique_ptr<Reader> in, std::string name, uint64_t max)
+      : Limited(std::move(name), max), in_(std::move(in)), buf_(kInBuf), ds_(ZSTD_createDStream()) {
+    ZSTD_initDStream(ds_);
+  }
+  ~ZstdReader() override { ZSTD_freeDStream(ds_); }
+  size_t read(void* buf, size_t n) override {
+    ZSTD_outBuffer out{buf, n, 0};
+    while (out.pos == 0) {
+      if (in_buf_.pos == in_buf_.size) {
+        size_t r = in_->read(buf_.data(), buf_.size());
+        if (r == 0) {
+          if (!frame_done_) throw FileError(name_, "truncated zstd stream");
+          return 0;
+        }
+        in_buf_ = {buf_.data(), r, 0};
+      }
+      size_t rc = ZSTD_decompressStream(ds_, &out, &in_buf_);
+      if (ZSTD_isError(rc)) throw FileError(name_, std::string("corrupt zstd data: ") + ZSTD_getErrorName(rc));
+      frame_done_ = rc == 0;
+    }
+    account(out.pos);
+    return out.pos;
+  }
+
+ private:
+  std::unique_ptr<Reader> in_;
+  std::vector<uint8_t> buf_;
+  ZSTD_DStream* ds_;
+  ZSTD_inBuffer in_buf_{nullptr, 0, 0};
+  bool frame_done_ = true;
+};
+
+}  // namespace
+
+std::unique_ptr<Reader> decompress(Reader& in, const std::string& name, uint64_t max_output, Compression* detected) {
+  unsigned char magic[4];
+  size_t got = 0;
+  while (got < sizeof magic) {
+    size_t r = in.read(magic + got, sizeof magic - got);
+    if (r == 0) break;
+    got += r;
+  }
+  auto peeked = std::make_unique<PeekedReader>(in, std::string(reinterpret_cast<char*>(magic), got));
+  Compression c = Compression::None;
+  if (got >= 2 && magic[0] == 0x1f && magic[1] == 0x8b) c = Compression::Gzip;
+  if (got >= 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd) c = Compression::Zstd;
+  if (detected) *detected = c;
+  switch (c) {
+    case Compression::Gzip: return std::make_unique<GzipReader>(std::move(peeked), name, max_output);
+    case Compression::Zstd: return std::make_unique<ZstdReader>(std::move(peeked), name, max_output);
+    case Compression::None: break;
+  }
+  return std::make_unique<PlainReader>(std::move(peeked), name, max_output);
+}
+
+}  // namespace memprofile
