@@ -35,3 +35,5 @@ for dir in "$@"; do
   [[ -f "${dir}/etc/ld.so.cache" ]] && elf_cache_seeds+=("${dir}/etc")
 done
 run_target fuzz_ld_cache "${elf_cache_seeds[@]}"
+run_target fuzz_tar "${TAR_SEEDS:-${work}/no-tar-seeds}"
+run_target fuzz_config "${CONFIG_SEEDS:-${work}/no-config-seeds}"

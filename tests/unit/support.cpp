@@ -26,6 +26,7 @@ std::string setting(const char* name) {
   if (const char* v = std::getenv(name); v && *v) return v;
   static const std::map<std::string, std::string> defaults = {
       {"MEMPROFILE_FIXTURES", MEMPROFILE_FIXTURES_DEFAULT},
+      {"MEMPROFILE_IMAGES", MEMPROFILE_IMAGES_DEFAULT},
       {"MEMPROFILE_SCRATCH", MEMPROFILE_SCRATCH_DEFAULT},
       {"MEMPROFILE_BIN", MEMPROFILE_BIN_DEFAULT},
       {"MEMPROFILE_SOURCE_DIR", MEMPROFILE_SOURCE_DIR_DEFAULT},
@@ -43,6 +44,7 @@ std::string slug(const std::string& s) {
 
 std::string fixtures() { return setting("MEMPROFILE_FIXTURES"); }
 std::string fixture(const std::string& name) { return fixtures() + "/" + name; }
+std::string images() { return setting("MEMPROFILE_IMAGES"); }
 std::string memprofile_bin() { return setting("MEMPROFILE_BIN"); }
 std::string source_dir() { return setting("MEMPROFILE_SOURCE_DIR"); }
 
@@ -97,7 +99,7 @@ RunResult run(const std::string& command_line) {
   return r;
 }
 
-RunResult memprofile(const std::vector<std::string>& args) {
+RunResult run_memprofile(const std::vector<std::string>& args) {
   std::string cmd = quote(memprofile_bin());
   for (const auto& a : args) cmd += " " + quote(a);
   return run(cmd);

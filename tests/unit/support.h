@@ -10,6 +10,8 @@ namespace testing {
 // Directory of ELF fixtures built by tests/fixtures/build.sh.
 std::string fixtures();
 std::string fixture(const std::string& name);
+// Container images built by tests/fixtures/images.sh.
+std::string images();
 // An extracted Debian minbase root filesystem ("amd64" or "arm64").
 std::string rootfs(const std::string& arch);
 // The memprofile binary under test.
@@ -38,7 +40,7 @@ struct RunResult {
 // Runs a shell command line, capturing stdout and stderr.
 RunResult run(const std::string& command_line);
 // Runs memprofile with the given arguments (each shell-quoted).
-RunResult memprofile(const std::vector<std::string>& args);
+RunResult run_memprofile(const std::vector<std::string>& args);
 std::string quote(const std::string& s);
 
 void write_file(const std::string& path, const std::string& bytes, unsigned mode = 0644);

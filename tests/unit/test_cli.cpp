@@ -10,7 +10,7 @@
 
 using nlohmann::json;
 using testing::fixture;
-using testing::memprofile;
+using testing::run_memprofile;
 using testing::RunResult;
 using testing::Scratch;
 
@@ -35,20 +35,20 @@ std::vector<json> json_lines(const std::string& out) {
 }  // namespace
 
 TEST_CASE("cli: exit 0 when every file is profilable") {
-  RunResult r = memprofile({"check", fixture("dynamic"), fixture("rust-dynamic")});
+  RunResult r = run_memprofile({"check", fixture("dynamic"), fixture("rust-dynamic")});
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("profilable: yes"));
 }
 
 TEST_CASE("cli: exit 1 when some file is not") {
-  RunResult r = memprofile({"check", fixture("dynamic"), fixture("static-pie")});
+  RunResult r = run_memprofile({"check", fixture("dynamic"), fixture("static-pie")});
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.out, Catch::Contains("STATIC_PIE"));
   CHECK_THAT(r.out, Catch::Contains("2 ELF files checked: 1 profilable, 1 not"));
 }
 
 TEST_CASE("cli: --json has the documented fields") {
-  RunResult r = memprofile({"check", "--json", fixture("static-pie"), fixture("arm64-dynamic")});
+  RunResult r = run_memprofile({"check", "--json", fixture("static-pie"), fixture("arm64-dynamic")});
   REQUIRE(r.exit_code == 1);
   auto objs = json_lines(r.out);
   REQUIRE(objs.size() == 2);
@@ -71,7 +71,7 @@ TEST_CASE("cli: a directory is scanned recursively, non-ELF files counted and sk
   testing::write_file(s / "README", "text");
   testing::write_file(s / "bin/run.sh", "#!/bin/sh\n", 0755);
   testing::symlink_to("app", s / "bin/link-to-app");
-  RunResult r = memprofile({"check", "--json", s.path()});
+  RunResult r = run_memprofile({"check", "--json", s.path()});
   CHECK(r.exit_code == 1);
   auto objs = json_lines(r.out);
   REQUIRE(objs.size() == 2);
@@ -84,10 +84,10 @@ TEST_CASE("cli: --root takes absolute paths inside the root and relative host pa
   Scratch s;
   testing::make_glibc_root(s.path());
   testing::copy_file(fixture("dynamic"), s / "usr/bin/app");
-  RunResult a = memprofile({"check", "--root", s.path(), "/usr/bin/app"});
+  RunResult a = run_memprofile({"check", "--root", s.path(), "/usr/bin/app"});
   CHECK(a.exit_code == 0);
   CHECK_THAT(a.out, Catch::Contains("libc.so.6 => /usr/lib/x86_64-linux-gnu/libc.so.6 (ld.so.cache)"));
-  RunResult b = memprofile({"check", "--root", s.path(), "--json", s / "usr/bin/app"});
+  RunResult b = run_memprofile({"check", "--root", s.path(), "--json", s / "usr/bin/app"});
   CHECK(b.exit_code == 0);
   auto j = json::parse(b.out);
   CHECK(j["path"] == "/usr/bin/app");
@@ -99,7 +99,7 @@ TEST_CASE("cli: --root takes absolute paths inside the root and relative host pa
 TEST_CASE("cli: a scratch-like root fails on the interpreter") {
   Scratch s;
   testing::copy_file(fixture("dynamic"), s / "app");
-  RunResult r = memprofile({"check", "--root", s.path(), "/app"});
+  RunResult r = run_memprofile({"check", "--root", s.path(), "/app"});
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.out, Catch::Contains("INTERPRETER_MISSING"));
 }
@@ -107,28 +107,28 @@ TEST_CASE("cli: a scratch-like root fails on the interpreter") {
 TEST_CASE("bad input: empty file") {
   Scratch s;
   testing::write_file(s / "empty", "");
-  require_one_line_error(memprofile({"check", s / "empty"}), s / "empty", "empty file");
+  require_one_line_error(run_memprofile({"check", s / "empty"}), s / "empty", "empty file");
 }
 
 TEST_CASE("bad input: text file") {
   Scratch s;
   testing::write_file(s / "notes.txt", "hello\n");
-  require_one_line_error(memprofile({"check", s / "notes.txt"}), s / "notes.txt", "not an ELF file");
+  require_one_line_error(run_memprofile({"check", s / "notes.txt"}), s / "notes.txt", "not an ELF file");
 }
 
 TEST_CASE("bad input: shell script names its interpreter") {
-  require_one_line_error(memprofile({"check", fixture("script.sh")}), fixture("script.sh"),
+  require_one_line_error(run_memprofile({"check", fixture("script.sh")}), fixture("script.sh"),
                          "a script run by '/bin/sh'");
 }
 
 TEST_CASE("bad input: truncated ELF header") {
   Scratch s;
   testing::write_file(s / "trunc", testing::ElfBuilder{}.build().substr(0, 10));
-  require_one_line_error(memprofile({"check", s / "trunc"}), s / "trunc", "truncated ELF header");
+  require_one_line_error(run_memprofile({"check", s / "trunc"}), s / "trunc", "truncated ELF header");
   testing::ElfBuilder b;
   b.truncate_to = 40;  // ident complete, rest of the header missing
   testing::write_file(s / "trunc2", b.build());
-  require_one_line_error(memprofile({"check", s / "trunc2"}), s / "trunc2", "");
+  require_one_line_error(run_memprofile({"check", s / "trunc2"}), s / "trunc2", "");
 }
 
 TEST_CASE("bad input: hand-built ELF is read correctly when intact") {
@@ -136,7 +136,7 @@ TEST_CASE("bad input: hand-built ELF is read correctly when intact") {
   testing::ElfBuilder b;
   b.needed = {"libc.so.6", "libfoo.so.1"};
   testing::write_file(s / "good", b.build(), 0755);
-  RunResult r = memprofile({"check", "--json", s / "good"});
+  RunResult r = run_memprofile({"check", "--json", s / "good"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   auto j = json::parse(r.out);
@@ -149,7 +149,7 @@ TEST_CASE("bad input: absurd e_phnum") {
   testing::ElfBuilder b;
   b.phnum_override = 0xfffe;
   testing::write_file(s / "phnum", b.build());
-  require_one_line_error(memprofile({"check", s / "phnum"}), s / "phnum", "program header");
+  require_one_line_error(run_memprofile({"check", s / "phnum"}), s / "phnum", "program header");
 }
 
 TEST_CASE("bad input: program headers past the end of the file") {
@@ -157,7 +157,7 @@ TEST_CASE("bad input: program headers past the end of the file") {
   testing::ElfBuilder b;
   b.phoff_override = 1u << 30;
   testing::write_file(s / "phoff", b.build());
-  require_one_line_error(memprofile({"check", s / "phoff"}), s / "phoff", "program header");
+  require_one_line_error(run_memprofile({"check", s / "phoff"}), s / "phoff", "program header");
 }
 
 TEST_CASE("bad input: dynamic segment past the end of the file") {
@@ -165,7 +165,7 @@ TEST_CASE("bad input: dynamic segment past the end of the file") {
   testing::ElfBuilder b;
   b.dynamic_offset_override = 0x7fffffff00;
   testing::write_file(s / "dyn", b.build());
-  require_one_line_error(memprofile({"check", s / "dyn"}), s / "dyn", "PT_DYNAMIC at offset 0x7fffffff00");
+  require_one_line_error(run_memprofile({"check", s / "dyn"}), s / "dyn", "PT_DYNAMIC at offset 0x7fffffff00");
 }
 
 TEST_CASE("bad input: string table without terminator") {
@@ -173,7 +173,7 @@ TEST_CASE("bad input: string table without terminator") {
   testing::ElfBuilder b;
   b.strtab_unterminated = true;
   testing::write_file(s / "str", b.build());
-  require_one_line_error(memprofile({"check", s / "str"}), s / "str", "no terminator");
+  require_one_line_error(run_memprofile({"check", s / "str"}), s / "str", "no terminator");
 }
 
 TEST_CASE("bad input: string table size past its segment") {
@@ -181,7 +181,7 @@ TEST_CASE("bad input: string table size past its segment") {
   testing::ElfBuilder b;
   b.strsz_override = 1u << 20;
   testing::write_file(s / "strsz", b.build());
-  require_one_line_error(memprofile({"check", s / "strsz"}), s / "strsz", "DT_STRTAB");
+  require_one_line_error(run_memprofile({"check", s / "strsz"}), s / "strsz", "DT_STRTAB");
 }
 
 TEST_CASE("bad input: every prefix of a real binary is an error or a verdict, never a crash") {
@@ -189,7 +189,7 @@ TEST_CASE("bad input: every prefix of a real binary is an error or a verdict, ne
   std::string bytes = testing::read_file(fixture("dynamic"));
   for (size_t n : {1ul, 4ul, 16ul, 63ul, 64ul, 100ul, 300ul, 700ul, 1000ul, 4096ul, 8000ul}) {
     testing::write_file(s / "cut", bytes.substr(0, n));
-    RunResult r = memprofile({"check", s / "cut"});
+    RunResult r = run_memprofile({"check", s / "cut"});
     INFO("prefix " << n << ": " << r.err);
     CHECK((r.exit_code == 2 || r.exit_code == 0 || r.exit_code == 1));
     if (r.exit_code == 2) CHECK(testing::lines(r.err).size() == 1);
@@ -198,7 +198,7 @@ TEST_CASE("bad input: every prefix of a real binary is an error or a verdict, ne
 
 TEST_CASE("bad input: missing file") {
   Scratch s;
-  require_one_line_error(memprofile({"check", s / "nope"}), s / "nope", "no such file or directory");
+  require_one_line_error(run_memprofile({"check", s / "nope"}), s / "nope", "no such file or directory");
 }
 
 TEST_CASE("bad input: unreadable file") {
@@ -215,12 +215,12 @@ TEST_CASE("bad input: symlink loop inside the root") {
   Scratch s;
   testing::symlink_to("/bin/b", s / "bin/a");
   testing::symlink_to("/bin/a", s / "bin/b");
-  RunResult r = memprofile({"check", "--root", s.path(), "/bin/a"});
+  RunResult r = run_memprofile({"check", "--root", s.path(), "/bin/a"});
   require_one_line_error(r, "/bin/a", "too many levels of symbolic links");
 }
 
 TEST_CASE("bad input: --root that is not a directory") {
-  RunResult r = memprofile({"check", "--root", fixture("dynamic"), "/x"});
+  RunResult r = run_memprofile({"check", "--root", fixture("dynamic"), "/x"});
   require_one_line_error(r, fixture("dynamic"), "cannot open root directory");
 }
 
@@ -232,7 +232,7 @@ TEST_CASE("bad input: relative path outside --root") {
 }
 
 TEST_CASE("bad input: unknown option is a usage error with exit 2") {
-  RunResult r = memprofile({"check", "--bogus", fixture("dynamic")});
+  RunResult r = run_memprofile({"check", "--bogus", fixture("dynamic")});
   CHECK(r.exit_code == 2);
   CHECK_FALSE(r.err.empty());
 }

@@ -51,7 +51,7 @@ std::map<std::string, ReadelfFacts> readelf_all(const std::string& list_file, co
 TEST_CASE("differential: linkage, interpreter and needed agree with readelf over /usr") {
   Scratch s;
   std::string multiarch = "/usr/lib/x86_64-linux-gnu";
-  testing::RunResult r = testing::memprofile({"check", "--json", "/usr/bin", multiarch});
+  testing::RunResult r = testing::run_memprofile({"check", "--json", "/usr/bin", multiarch});
   REQUIRE((r.exit_code == 0 || r.exit_code == 1 || r.exit_code == 2));
   std::map<std::string, json> ours;
   std::string list;
@@ -90,7 +90,7 @@ TEST_CASE("differential: linkage, interpreter and needed agree with readelf over
 TEST_CASE("differential: no ordinary library in /usr is called static-pie") {
   // file(1) 5.44 calls dozens of libraries here "static-pie"; a library with
   // a SONAME or DT_NEEDED is never one.
-  testing::RunResult r = testing::memprofile({"check", "--json", "/usr/lib/x86_64-linux-gnu"});
+  testing::RunResult r = testing::run_memprofile({"check", "--json", "/usr/lib/x86_64-linux-gnu"});
   size_t libs = 0;
   for (const auto& line : testing::lines(r.out)) {
     json j = json::parse(line);

@@ -190,7 +190,9 @@ class GzipReader : public Limited {
           }
           if (st_.avail_in > 0 || !refill()) break;
         }
-        if (st_.avail_in == 0) {
+        // Anything but another member is trailing garbage: gzip(1) ignores
+        // it, and the blob's digest tells whether it belongs there.
+        if (st_.avail_in == 0 || *st_.next_in != 0x1f) {
           done_ = true;
           break;
         }
