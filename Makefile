@@ -88,3 +88,4 @@ lint: deps ## Lint shell scripts with shellcheck.
 .PHONY: bench
 bench: build ## Run the benchmarks in bench/ (ratios against baselines measured in the same run).
 	bench/check_vs_scanelf.sh $(MEMPROFILE) /usr
+	bench/preflight_vs_gzip.sh $(MEMPROFILE)

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     limits.max_tar_bytes = 64 << 20;
     memprofile::LayerSummary s = memprofile::summarize_layer(r, "fuzz", limits);
     memprofile::ImageTree tree;
-    tree.apply(s);
+    tree.apply(std::move(s));
     tree.walk("/", [](const std::string&) {});
   } catch (const memprofile::Error&) {
   }

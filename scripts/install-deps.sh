@@ -11,7 +11,7 @@ packages=(
   libzstd-dev zlib1g-dev libisal-dev libssl-dev
   # test fixtures: real binaries from real toolchains
   musl-tools gcc-aarch64-linux-gnu libc6-dev-arm64-cross golang-go rustc
-  libcap2-bin elfutils binutils pax-utils file bc util-linux
+  libcap2-bin elfutils binutils pax-utils file bc util-linux zstd time
   # root filesystems, images and other architectures
   mmdebstrap arch-test qemu-user-static binfmt-support buildah podman skopeo
   # lint

@@ -113,11 +113,12 @@ TEST_CASE("layer: ELF files are summarised, setuid and capabilities kept") {
   CHECK(app.path == "/usr/bin/app");
   CHECK(app.mode == 04755);
   CHECK(app.file_caps);
-  REQUIRE(app.elf);
-  CHECK(app.elf->linkage == Linkage::Dynamic);
-  CHECK(app.elf->needed == std::vector<std::string>{"libc.so.6"});
-  REQUIRE(s.nodes[1].content);
-  CHECK(*s.nodes[1].content == "root:x:0:0::/root:/bin/sh\n");
+  REQUIRE(app.facts);
+  REQUIRE(app.facts->elf);
+  CHECK(app.facts->elf->linkage == Linkage::Dynamic);
+  CHECK(app.facts->elf->needed == std::vector<std::string>{"libc.so.6"});
+  REQUIRE(s.nodes[1].facts);
+  CHECK(s.nodes[1].facts->content == "root:x:0:0::/root:/bin/sh\n");
   CHECK(s.diff_id == sha256_hex(tar));
 }
 
@@ -127,13 +128,15 @@ TEST_CASE("layer: a large ELF file is summarised from a sparse capture") {
   std::string elf = testing::read_file(testing::fixture("rust-crt-static"));
   REQUIRE(elf.size() > (2u << 20));
   LayerSummary s = summarize(testing::gzip(TarWriter().add("app", elf, '0', 0755).finish()));
-  REQUIRE(s.nodes[0].elf);
-  CHECK(s.nodes[0].elf->linkage == Linkage::StaticPie);
+  REQUIRE(s.nodes[0].facts);
+  REQUIRE(s.nodes[0].facts->elf);
+  CHECK(s.nodes[0].facts->elf->linkage == Linkage::StaticPie);
   LayerSummary go = summarize(TarWriter().add("go", testing::read_file(testing::fixture("go-cgo")), '0', 0755).finish());
-  REQUIRE(go.nodes[0].elf);
-  CHECK(go.nodes[0].elf->go);
-  CHECK(go.nodes[0].elf->go_version.rfind("go1.", 0) == 0);
-  CHECK(go.nodes[0].elf->needed == std::vector<std::string>{"libc.so.6"});
+  REQUIRE(go.nodes[0].facts);
+  REQUIRE(go.nodes[0].facts->elf);
+  CHECK(go.nodes[0].facts->elf->go);
+  CHECK(go.nodes[0].facts->elf->go_version.rfind("go1.", 0) == 0);
+  CHECK(go.nodes[0].facts->elf->needed == std::vector<std::string>{"libc.so.6"});
 }
 
 TEST_CASE("flatten: a file replaces a directory and its children; a directory over a directory merges") {

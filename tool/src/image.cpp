@@ -580,14 +580,14 @@ std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadO
 
     auto tree = std::make_shared<ImageTree>();
     for (size_t i = 0; i < summaries.size(); ++i) {
-      const LayerSummary& s = summaries[i];
+      LayerSummary& s = summaries[i];
       if (!c.layer_digests[i].empty() && s.blob_sha256 != c.layer_digests[i])
         throw FileError(s.name, "digest mismatch: layer does not hash to sha256:" + c.layer_digests[i]);
       if (i < img.config.diff_ids.size() && img.config.diff_ids[i] != "sha256:" + s.diff_id)
         throw FileError(s.name, "diff_id mismatch: uncompressed layer is sha256:" + s.diff_id + ", config says " +
                                     img.config.diff_ids[i]);
-      tree->apply(s);
       img.layer_bytes += s.tar_bytes;
+      tree->apply(std::move(summaries[i]));
     }
     img.layers = summaries.size();
     img.anomalies = tree->anomalies();

@@ -39,7 +39,7 @@ void ImageTree::ensure_parents(const std::string& path) {
   }
 }
 
-void ImageTree::apply(const LayerSummary& layer) {
+void ImageTree::apply(LayerSummary&& layer) {
   for (const auto& a : layer.anomalies) anomalies_.push_back(layer.name + ": " + a);
   // Opaque directories and whiteouts hide what lower layers put there,
   // wherever the marker sits in this layer's tar.
@@ -47,7 +47,7 @@ void ImageTree::apply(const LayerSummary& layer) {
     if (n.kind == LayerNode::Kind::Opaque) remove_subtree(n.path, true);
   for (const auto& n : layer.nodes)
     if (n.kind == LayerNode::Kind::Whiteout) remove_subtree(n.path, false);
-  for (const auto& n : layer.nodes) {
+  for (auto& n : layer.nodes) {
     if (n.kind == LayerNode::Kind::Opaque || n.kind == LayerNode::Kind::Whiteout) continue;
     ensure_parents(n.path);
     auto it = nodes_.find(n.path);
@@ -70,12 +70,15 @@ void ImageTree::apply(const LayerSummary& layer) {
         continue;
       }
       LayerNode copy = target->second;  // same inode: same content, mode and owner
-      copy.path = n.path;
-      nodes_[n.path] = copy;
+      nodes_[n.path] = std::move(copy);
       continue;
     }
-    nodes_[n.path] = n;
+    std::string key = std::move(n.path);  // the map key holds the path; don't keep it twice
+    n.path.clear();
+    nodes_[key] = std::move(n);
   }
+  layer.nodes.clear();
+  layer.nodes.shrink_to_fit();
 }
 
 FsNode ImageTree::lstat(const std::string& path) const {
@@ -102,14 +105,16 @@ FsNode ImageTree::lstat(const std::string& path) const {
 std::shared_ptr<const ElfInfo> ImageTree::elf(const std::string& path) const {
   auto it = nodes_.find(path);
   if (it == nodes_.end()) throw FileError(path, "no such file in the image");
-  if (!it->second.elf_error.empty()) throw Error(it->second.elf_error);
-  return it->second.elf;
+  const auto& facts = it->second.facts;
+  if (!facts) return nullptr;
+  if (!facts->elf_error.empty()) throw Error(facts->elf_error);
+  return facts->elf;
 }
 
 std::optional<std::string> ImageTree::read(const std::string& path, size_t limit) const {
   auto it = nodes_.find(path);
-  if (it == nodes_.end() || !it->second.content) return std::nullopt;
-  return it->second.content->substr(0, limit);
+  if (it == nodes_.end() || !it->second.facts || it->second.facts->content.empty()) return std::nullopt;
+  return it->second.facts->content.substr(0, limit);
 }
 
 bool ImageTree::has_file_caps(const std::string& path) const {
@@ -119,7 +124,8 @@ bool ImageTree::has_file_caps(const std::string& path) const {
 
 std::shared_ptr<const std::string> ImageTree::path_strings(const std::string& path) const {
   auto it = nodes_.find(path);
-  return it == nodes_.end() ? nullptr : it->second.path_strings;
+  if (it == nodes_.end() || !it->second.facts || it->second.facts->path_strings.empty()) return nullptr;
+  return std::shared_ptr<const std::string>(it->second.facts, &it->second.facts->path_strings);
 }
 
 void ImageTree::walk(const std::string& dir, const std::function<void(const std::string&)>& on_file) const {

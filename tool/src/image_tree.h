@@ -17,8 +17,9 @@ namespace memprofile {
 class ImageTree : public FileTree {
  public:
   ImageTree();
-  // Applies one layer on top of what is there; records anomalies.
-  void apply(const LayerSummary& layer);
+  // Applies one layer on top of what is there (taking its nodes); records
+  // anomalies.
+  void apply(LayerSummary&& layer);
   const std::vector<std::string>& anomalies() const { return anomalies_; }
   size_t size() const { return nodes_.size(); }
   // Path-like strings found in the ELF file at `path`, '\n'-separated.

@@ -21,7 +21,7 @@ namespace {
 constexpr size_t kChunk = 256 << 10;
 constexpr size_t kHead = 64 << 10;          // where ELF and program headers live
 constexpr uint64_t kPrefix = 1 << 20;       // always kept: dynamic tables of most layouts
-constexpr uint64_t kElfBudget = 16 << 20;   // most bytes kept for one ELF file
+constexpr uint64_t kElfBudget = 12 << 20;   // most bytes kept for one ELF file
 constexpr uint64_t kMaxElfSize = 4ull << 30;
 constexpr size_t kConfigMax = 4 << 20;
 constexpr size_t kScriptHead = 256;
@@ -31,10 +31,15 @@ constexpr size_t kPathStringsMax = 64 << 10;
 // streams past: the start (headers, dynamic tables of most layouts), then,
 // once the program headers are known, PT_DYNAMIC, PT_INTERP, PT_NOTE, the
 // start of the first writable segment (Go's build info) and the read-only
-// segments, within a budget. The rest is never stored.
+// segments, within a budget. They are copied straight into a sparse,
+// file-sized anonymous mapping: untouched pages cost no memory, so only the
+// kept bytes do. The rest is never stored.
 class ElfCapture {
  public:
   explicit ElfCapture(uint64_t size) : size_(size) {}
+  ~ElfCapture() { unmap(); }
+  ElfCapture(const ElfCapture&) = delete;
+  ElfCapture& operator=(const ElfCapture&) = delete;
 
   void feed(const char* p, size_t n) {
     uint64_t start = pos_;
@@ -44,86 +49,80 @@ class ElfCapture {
       head_.append(p, take);
       if (head_.size() >= std::min<uint64_t>(size_, kHead)) plan();
     }
-    for (auto& r : ranges_) {
-      uint64_t lo = std::max(start, r.from + r.bytes.size()), hi = std::min(pos_, r.to);
-      if (lo < hi && lo == r.from + r.bytes.size()) r.bytes.append(p + (lo - start), static_cast<size_t>(hi - lo));
+    if (!map_) return;
+    for (const auto& r : ranges_) {
+      uint64_t lo = std::max(start, r.first), hi = std::min(pos_, r.second);
+      if (lo < hi) std::memcpy(map_ + lo, p + (lo - start), static_cast<size_t>(hi - lo));
     }
   }
 
   std::shared_ptr<const ElfInfo> finish(const std::string& name) {
     if (!planned_) plan();
-    if (size_ > kMaxElfSize) throw FileError(name, "ELF file too large to summarise");
-    // A sparse image: untouched pages of an anonymous mapping cost no memory.
-    size_t len = static_cast<size_t>(std::max<uint64_t>(size_, 1));
-    void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) throw FileError(name, "cannot map a sparse image of the file");
-    auto* img = static_cast<char*>(m);
-    std::memcpy(img, head_.data(), std::min<size_t>(head_.size(), len));
-    for (const auto& r : ranges_)
-      if (r.from < len) std::memcpy(img + r.from, r.bytes.data(), std::min<size_t>(r.bytes.size(), len - r.from));
-    try {
-      auto info = std::make_shared<ElfInfo>(read_elf_buffer(img, static_cast<size_t>(size_), name, false));
-      munmap(m, len);
-      return info;
-    } catch (...) {
-      munmap(m, len);
-      throw;
-    }
+    if (!map_) throw FileError(name, "ELF file too large to summarise");
+    auto info = std::make_shared<ElfInfo>(read_elf_buffer(map_, static_cast<size_t>(size_), name, false));
+    unmap();
+    return info;
   }
 
  private:
-  struct Range {
-    uint64_t from, to;
-    std::string bytes;
-  };
+  void unmap() {
+    if (map_) munmap(map_, map_len_);
+    map_ = nullptr;
+  }
 
   void want(uint64_t from, uint64_t len) {
     if (from >= size_ || len == 0) return;
     uint64_t to = std::min(size_, from + std::min<uint64_t>(len, kElfBudget));
     for (const auto& r : ranges_)
-      if (from >= r.from && to <= r.to) return;
-    uint64_t cost = to - from;
-    if (budget_used_ + cost > kElfBudget) return;
-    budget_used_ += cost;
-    ranges_.push_back({from, to, {}});
-    // Everything before the current chunk is still in the head (plan() runs
-    // while the head is being completed); the rest arrives through feed().
-    if (from < head_.size())
-      ranges_.back().bytes = head_.substr(static_cast<size_t>(from),
-                                          static_cast<size_t>(std::min<uint64_t>(to, head_.size()) - from));
+      if (from >= r.first && to <= r.second) return;
+    if (budget_used_ + (to - from) > kElfBudget) return;
+    budget_used_ += to - from;
+    ranges_.push_back({from, to});
   }
 
   void plan() {
     planned_ = true;
+    if (size_ == 0 || size_ > kMaxElfSize) return;
+    map_len_ = static_cast<size_t>(size_);
+    void* m = mmap(nullptr, map_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return;
+    map_ = static_cast<char*>(m);
+    // Everything streamed so far is in the head.
+    std::memcpy(map_, head_.data(), std::min<size_t>(head_.size(), map_len_));
     want(0, kPrefix);
-    std::vector<char> copy(head_.begin(), head_.end());
-    if (copy.size() < EI_NIDENT) return;
-    Elf* e = elf_memory(copy.data(), copy.size());
-    if (!e) return;
-    size_t n = 0;
-    if (elf_getphdrnum(e, &n) == 0 && n < 4096) {
-      std::vector<GElf_Phdr> ph;
-      for (size_t i = 0; i < n; ++i) {
-        GElf_Phdr p;
-        if (gelf_getphdr(e, static_cast<int>(i), &p)) ph.push_back(p);
-      }
-      for (const auto& p : ph)
-        if (p.p_type == PT_DYNAMIC || p.p_type == PT_INTERP || p.p_type == PT_NOTE) want(p.p_offset, p.p_filesz);
-      for (const auto& p : ph)
-        if (p.p_type == PT_LOAD && (p.p_flags & PF_W)) {
-          want(p.p_offset, 64 << 10);
-          break;
+    Elf* e = elf_memory(map_, std::min<size_t>(head_.size(), map_len_));
+    if (e) {
+      size_t n = 0;
+      if (elf_getphdrnum(e, &n) == 0 && n < 4096) {
+        std::vector<GElf_Phdr> ph;
+        for (size_t i = 0; i < n; ++i) {
+          GElf_Phdr p;
+          if (gelf_getphdr(e, static_cast<int>(i), &p)) ph.push_back(p);
         }
-      for (const auto& p : ph)
-        if (p.p_type == PT_LOAD && !(p.p_flags & PF_X) && !(p.p_flags & PF_W)) want(p.p_offset, p.p_filesz);
+        for (const auto& p : ph)
+          if (p.p_type == PT_DYNAMIC || p.p_type == PT_INTERP || p.p_type == PT_NOTE) want(p.p_offset, p.p_filesz);
+        for (const auto& p : ph)
+          if (p.p_type == PT_LOAD && (p.p_flags & PF_W)) {
+            want(p.p_offset, 64 << 10);
+            break;
+          }
+        for (const auto& p : ph)
+          if (p.p_type == PT_LOAD && !(p.p_flags & PF_X) && !(p.p_flags & PF_W)) want(p.p_offset, p.p_filesz);
+      }
+      elf_end(e);
     }
-    elf_end(e);
+    // Bytes of wanted ranges beyond the head that arrived in the current
+    // chunk are copied by feed() right after this.
+    head_.clear();
+    head_.shrink_to_fit();
   }
 
   uint64_t size_, pos_ = 0, budget_used_ = 0;
   bool planned_ = false;
   std::string head_;
-  std::vector<Range> ranges_;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+  char* map_ = nullptr;
+  size_t map_len_ = 0;
 };
 
 // Collects runs of path characters that start with '/', such as
@@ -317,14 +316,19 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
         if (!elf && kept.size() < cap) kept.append(buf.data(), std::min(r, cap - kept.size()));
       }
       if (elf) {
+        auto facts = std::make_shared<FileFacts>();
         try {
-          n.elf = elf->finish(path);
+          facts->elf = elf->finish(path);
         } catch (const Error& err) {
-          n.elf_error = err.what();
+          facts->elf_error = err.what();
         }
-        if (strings) n.path_strings = strings->finish();
+        if (strings)
+          if (auto found = strings->finish()) facts->path_strings = *found;
+        n.facts = std::move(facts);
       } else if (!kept.empty() && (config || executable || kept.rfind("#!", 0) == 0)) {
-        n.content = std::make_shared<const std::string>(std::move(kept));
+        auto facts = std::make_shared<FileFacts>();
+        facts->content = std::move(kept);
+        n.facts = std::move(facts);
       }
     }
     s.nodes.push_back(std::move(n));

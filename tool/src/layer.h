@@ -14,18 +14,24 @@
 
 namespace memprofile {
 
-struct LayerNode {
-  enum class Kind { File, Dir, Symlink, Hardlink, Other, Whiteout, Opaque };
-  std::string path;  // normalised absolute path ("/usr/bin/app"); for Whiteout the path it deletes
-  Kind kind = Kind::File;
-  uint32_t mode = 0, uid = 0, gid = 0;
-  uint64_t size = 0;
-  std::string link;  // symlink target as stored; hardlink target as a normalised absolute path
-  bool file_caps = false;
+// What a file's content told us; most files have none, so it is shared and
+// optional to keep a node small (images hold tens of thousands of them).
+struct FileFacts {
   std::shared_ptr<const ElfInfo> elf;  // ELF files only
   std::string elf_error;               // set when an ELF file could not be parsed
-  std::shared_ptr<const std::string> content;       // whole small config files, or the head of executables
-  std::shared_ptr<const std::string> path_strings;  // ELF executables: path-like strings in the file, '\n'-separated
+  std::string content;                 // whole small config files, or the head of executables
+  std::string path_strings;            // ELF executables: path-like strings in the file, '\n'-separated
+};
+
+struct LayerNode {
+  enum class Kind : uint8_t { File, Dir, Symlink, Hardlink, Other, Whiteout, Opaque };
+  std::string path;  // normalised absolute path ("/usr/bin/app"); for Whiteout the path it deletes
+  std::string link;  // symlink target as stored; hardlink target as a normalised absolute path
+  std::shared_ptr<const FileFacts> facts;
+  uint64_t size = 0;
+  uint32_t mode = 0, uid = 0, gid = 0;
+  Kind kind = Kind::File;
+  bool file_caps = false;
 };
 
 struct LayerSummary {

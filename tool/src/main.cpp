@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "cmd_check.h"
+#include "cmd_launcher.h"
 #include "cmd_preflight.h"
 #include "error.h"
 
@@ -25,6 +26,9 @@ int main(int argc, char** argv) {
   int exit_code = kExitOk;
   setup_check(app, exit_code);
   setup_preflight(app, exit_code);
+  setup_exec(app, exit_code);
+  setup_attached(app, exit_code);
+  setup_collect(app, exit_code);
 
   auto logger = spdlog::stderr_color_st("memprofile");
   logger->set_pattern("memprofile: %^%l%$: %v");

@@ -1,6 +1,10 @@
 #include "stream.h"
 
+#ifdef MEMPROFILE_WITH_ISAL
 #include <isa-l/igzip_lib.h>
+#else
+#include <zlib.h>
+#endif
 #include <openssl/evp.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -167,6 +171,7 @@ class PlainReader : public Limited {
   std::unique_ptr<Reader> in_;
 };
 
+#ifdef MEMPROFILE_WITH_ISAL
 // gzip through ISA-L's igzip, which inflates 2-3x faster than zlib. Handles
 // concatenated members as gzip(1) does.
 class GzipReader : public Limited {
@@ -228,6 +233,64 @@ class GzipReader : public Limited {
   inflate_state st_;
   bool done_ = false;
 };
+
+#else
+// gzip through zlib, for static builds (Debian ships no static ISA-L).
+// Handles concatenated members as gzip(1) does.
+class GzipReader : public Limited {
+ public:
+  GzipReader(std::unique_ptr<Reader> in, std::string name, uint64_t max)
+      : Limited(std::move(name), max), in_(std::move(in)), buf_(kInBuf) {
+    if (inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK) throw FileError(name_, "cannot initialise zlib");
+  }
+  ~GzipReader() override { inflateEnd(&z_); }
+  size_t read(void* buf, size_t n) override {
+    if (n == 0 || done_) return 0;
+    z_.next_out = static_cast<Bytef*>(buf);
+    z_.avail_out = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    while (z_.avail_out > 0) {
+      if (member_done_) {
+        for (;;) {
+          while (z_.avail_in > 0 && *z_.next_in == 0) {
+            ++z_.next_in;
+            --z_.avail_in;
+          }
+          if (z_.avail_in > 0 || !refill()) break;
+        }
+        if (z_.avail_in == 0 || *z_.next_in != 0x1f) {
+          done_ = true;
+          break;
+        }
+        inflateReset(&z_);
+        member_done_ = false;
+      }
+      if (z_.avail_in == 0 && !refill()) throw FileError(name_, "truncated gzip stream");
+      int rc = inflate(&z_, Z_NO_FLUSH);
+      if (rc == Z_STREAM_END) {
+        member_done_ = true;
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        throw FileError(name_, std::string("corrupt gzip data (") + (z_.msg ? z_.msg : "zlib error") + ")");
+      }
+    }
+    size_t got = static_cast<size_t>(z_.next_out - static_cast<Bytef*>(buf));
+    account(got);
+    return got;
+  }
+
+ private:
+  bool refill() {
+    size_t r = in_->read(buf_.data(), buf_.size());
+    z_.next_in = buf_.data();
+    z_.avail_in = static_cast<uInt>(r);
+    return r > 0;
+  }
+  std::unique_ptr<Reader> in_;
+  std::vector<uint8_t> buf_;
+  z_stream z_{};
+  bool done_ = false, member_done_ = false;
+};
+
+#endif
 
 class ZstdReader : public Limited {
  public:

@@ -1,0 +1,43 @@
+// What memprofile knows about each heap profiler it injects: where its
+// preload library lives in our images, the environment it reads, and what
+// its output files are called. Shared by exec, attached and collect, and by
+// the config file baked into images (/etc/memprofile/exec.conf).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace memprofile {
+
+enum class Backend { Bytehound, Jemalloc, Heaptrack };
+const char* to_string(Backend);
+Backend parse_backend(const std::string& name);  // throws Error
+
+// Install path of the backend's preload library in memprofile images.
+std::string default_preload(Backend b);
+// The settings the backend reads, with memprofile's defaults for `output_dir`.
+// `dispatcher`: the program execs the real target (bytehound must then keep
+// LD_PRELOAD across exec). `aarch64`: the target runs on arm64.
+std::vector<std::pair<std::string, std::string>> backend_env(Backend b, const std::string& output_dir, bool dispatcher,
+                                                           bool aarch64);
+// Whether a file name in the output directory is one of this backend's profiles (or logs).
+bool is_profile_file(Backend b, const std::string& name);
+// Substrings that identify the backend's library in /proc/PID/maps.
+std::vector<std::string> library_markers(Backend b);
+
+// The launcher's settings: /etc/memprofile/exec.conf (KEY=VALUE lines),
+// overridden by flags.
+struct LauncherConfig {
+  std::string backend = "bytehound";
+  std::string preload;     // "" = default_preload(backend)
+  std::string output_dir = "/var/memprofile";
+  std::string target;      // the real process when the program is a dispatcher
+  uint64_t min_free_mb = 256;
+  bool strict = false;
+};
+// Reads `path` into `cfg` if it exists; throws FileError on a bad line.
+void load_launcher_config(const std::string& path, LauncherConfig& cfg);
+constexpr const char* kDefaultConfigPath = "/etc/memprofile/exec.conf";
+
+}  // namespace memprofile
