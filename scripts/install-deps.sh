@@ -10,16 +10,24 @@ packages=(
   libelf-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
   libzstd-dev zlib1g-dev libisal-dev libssl-dev
   # test fixtures: real binaries from real toolchains
-  musl-tools gcc-aarch64-linux-gnu libc6-dev-arm64-cross golang-go rustc
+  musl-tools gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross golang-go rustc
   libcap2-bin elfutils binutils pax-utils file bc util-linux zstd time
   # root filesystems, images and other architectures
   mmdebstrap arch-test qemu-user-static binfmt-support buildah podman skopeo
+  # real preload libraries and their analysis tools
+  libjemalloc2 libjemalloc-dev heaptrack libheaptrack
   # lint
   shellcheck
 )
+# The static launcher cross-built for arm64 links arm64 static libraries,
+# installed side by side through Debian's multiarch.
+arm64_packages=(libelf-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64 libssl-dev:arm64)
 
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  dpkg --add-architecture arm64
+fi
 missing=()
-for p in "${packages[@]}"; do
+for p in "${packages[@]}" "${arm64_packages[@]}"; do
   dpkg-query -W -f='${Status}' "${p}" 2>/dev/null | grep -q "install ok installed" || missing+=("${p}")
 done
 if ((${#missing[@]})); then

@@ -29,6 +29,8 @@ std::string setting(const char* name) {
       {"MEMPROFILE_IMAGES", MEMPROFILE_IMAGES_DEFAULT},
       {"MEMPROFILE_SCRATCH", MEMPROFILE_SCRATCH_DEFAULT},
       {"MEMPROFILE_BIN", MEMPROFILE_BIN_DEFAULT},
+      {"MEMPROFILE_LAUNCHER", MEMPROFILE_LAUNCHER_DEFAULT},
+      {"MEMPROFILE_LAUNCHER_ARM64", MEMPROFILE_LAUNCHER_ARM64_DEFAULT},
       {"MEMPROFILE_SOURCE_DIR", MEMPROFILE_SOURCE_DIR_DEFAULT},
   };
   return defaults.at(name);
@@ -46,6 +48,8 @@ std::string fixtures() { return setting("MEMPROFILE_FIXTURES"); }
 std::string fixture(const std::string& name) { return fixtures() + "/" + name; }
 std::string images() { return setting("MEMPROFILE_IMAGES"); }
 std::string memprofile_bin() { return setting("MEMPROFILE_BIN"); }
+std::string launcher_bin() { return setting("MEMPROFILE_LAUNCHER"); }
+std::string launcher_arm64_bin() { return setting("MEMPROFILE_LAUNCHER_ARM64"); }
 std::string source_dir() { return setting("MEMPROFILE_SOURCE_DIR"); }
 
 std::string rootfs(const std::string& arch) {

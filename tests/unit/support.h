@@ -16,6 +16,10 @@ std::string images();
 std::string rootfs(const std::string& arch);
 // The memprofile binary under test.
 std::string memprofile_bin();
+// The binary that goes into images (static); the dynamic one in sanitizer builds.
+std::string launcher_bin();
+// The static launcher cross-built for arm64.
+std::string launcher_arm64_bin();
 // The repository checkout.
 std::string source_dir();
 

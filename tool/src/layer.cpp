@@ -21,7 +21,7 @@ namespace {
 constexpr size_t kChunk = 256 << 10;
 constexpr size_t kHead = 64 << 10;          // where ELF and program headers live
 constexpr uint64_t kPrefix = 1 << 20;       // always kept: dynamic tables of most layouts
-constexpr uint64_t kElfBudget = 12 << 20;   // most bytes kept for one ELF file
+constexpr uint64_t kElfBudget = 8 << 20;    // most bytes kept for one ELF file
 constexpr uint64_t kMaxElfSize = 4ull << 30;
 constexpr size_t kConfigMax = 4 << 20;
 constexpr size_t kScriptHead = 256;
@@ -221,7 +221,10 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
   s.name = name;
   HashingReader stored(blob);
   auto tar_stream = decompress(stored, name, limits.max_tar_bytes, &s.compression);
-  HashingReader tar_bytes(*tar_stream);
+  // Reading, hashing and decompressing the blob run on one thread; hashing
+  // and parsing the tar on this one.
+  PrefetchReader ahead(*tar_stream);
+  HashingReader tar_bytes(ahead);
   TarReader tar(tar_bytes, name);
   std::vector<char> buf(kChunk);
   std::set<std::string> seen;
@@ -339,6 +342,7 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
   // Trailing zero blocks and padding belong to the tar too (diff_id).
   for (size_t r; (r = tar_bytes.read(buf.data(), buf.size())) > 0;) {
   }
+  ahead.finish();
   for (size_t r; (r = stored.read(buf.data(), buf.size())) > 0;) {
   }
   s.blob_sha256 = stored.hex();

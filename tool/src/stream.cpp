@@ -11,7 +11,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "error.h"
 
@@ -103,6 +108,83 @@ size_t HashingReader::read(void* buf, size_t n) {
   sha_.update(buf, r);
   count_ += r;
   return r;
+}
+
+struct PrefetchReader::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::vector<char>> queue;
+  bool eof = false, stop = false;
+  std::exception_ptr error;
+  std::vector<char> current;
+  size_t pos = 0;
+  std::thread thread;
+};
+
+PrefetchReader::PrefetchReader(Reader& in, size_t chunk, size_t depth)
+    : in_(in), chunk_(chunk), depth_(depth), st_(std::make_unique<State>()) {
+  st_->thread = std::thread([this] { run(); });
+}
+
+PrefetchReader::~PrefetchReader() { finish(); }
+
+void PrefetchReader::finish() {
+  {
+    std::lock_guard<std::mutex> lock(st_->mu);
+    st_->stop = true;
+  }
+  st_->cv.notify_all();
+  if (st_->thread.joinable()) st_->thread.join();
+}
+
+void PrefetchReader::run() {
+  try {
+    for (;;) {
+      std::vector<char> buf(chunk_);
+      size_t got = 0;
+      while (got < buf.size()) {
+        size_t r = in_.read(buf.data() + got, buf.size() - got);
+        if (r == 0) break;
+        got += r;
+      }
+      buf.resize(got);
+      std::unique_lock<std::mutex> lock(st_->mu);
+      st_->cv.wait(lock, [&] { return st_->stop || st_->queue.size() < depth_; });
+      if (st_->stop) return;
+      if (got == 0) {
+        st_->eof = true;
+        st_->cv.notify_all();
+        return;
+      }
+      st_->queue.push_back(std::move(buf));
+      st_->cv.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(st_->mu);
+    st_->error = std::current_exception();
+    st_->eof = true;
+    st_->cv.notify_all();
+  }
+}
+
+size_t PrefetchReader::read(void* buf, size_t n) {
+  State& s = *st_;
+  if (s.pos == s.current.size()) {
+    std::unique_lock<std::mutex> lock(s.mu);
+    s.cv.wait(lock, [&] { return !s.queue.empty() || s.eof; });
+    if (s.queue.empty()) {
+      if (s.error) std::rethrow_exception(s.error);
+      return 0;
+    }
+    s.current = std::move(s.queue.front());
+    s.queue.pop_front();
+    s.pos = 0;
+    s.cv.notify_all();
+  }
+  n = std::min(n, s.current.size() - s.pos);
+  std::memcpy(buf, s.current.data() + s.pos, n);
+  s.pos += n;
+  return n;
 }
 
 const char* to_string(Compression c) {

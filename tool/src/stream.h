@@ -76,6 +76,26 @@ class HashingReader : public Reader {
   uint64_t count_ = 0;
 };
 
+// Reads ahead of its consumer on a thread of its own, through a bounded
+// queue: decompressing a layer and parsing it then use two cores.
+class PrefetchReader : public Reader {
+ public:
+  explicit PrefetchReader(Reader& in, size_t chunk = 128 << 10, size_t depth = 4);
+  ~PrefetchReader() override;
+  PrefetchReader(const PrefetchReader&) = delete;
+  PrefetchReader& operator=(const PrefetchReader&) = delete;
+  size_t read(void* buf, size_t n) override;
+  // Stops the reader thread and waits for it; `in` is then free to use.
+  void finish();
+
+ private:
+  void run();
+  struct State;
+  Reader& in_;
+  size_t chunk_, depth_;
+  std::unique_ptr<State> st_;
+};
+
 enum class Compression { None, Gzip, Zstd };
 const char* to_string(Compression);
 
