@@ -6,7 +6,7 @@ SHELL = /usr/bin/env bash -o pipefail
 BUILD_DIR ?= build
 ASAN_BUILD_DIR ?= build-asan
 FUZZ_BUILD_DIR ?= build-fuzz
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 25
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 # Skip the dependency installer (e.g. on a machine without apt, or offline).
@@ -35,9 +35,28 @@ build: deps ## Configure and build memprofile into $(BUILD_DIR).
 	cmake -S . -B $(BUILD_DIR) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+ARCH ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+
+.PHONY: static
+static: deps ## Build the static memprofile binary for ARCH (amd64, arm64) into dist/memprofile/ARCH/.
+ifeq ($(ARCH),amd64)
+	cmake -S . -B $(BUILD_DIR) $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target memprofile-static
+	install -D -m 0755 $(BUILD_DIR)/tool/memprofile-static dist/memprofile/amd64/memprofile
+else ifeq ($(ARCH),arm64)
+	cmake -S . -B build-arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DMEMPROFILE_STATIC_ONLY=ON \
+	  -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build build-arm64 -j $(JOBS)
+	install -D -m 0755 build-arm64/tool/memprofile-static dist/memprofile/arm64/memprofile
+else
+	$(error ARCH must be amd64 or arm64, not '$(ARCH)')
+endif
+	strip --strip-debug dist/memprofile/$(ARCH)/memprofile 2>/dev/null || \
+	  aarch64-linux-gnu-strip --strip-debug dist/memprofile/$(ARCH)/memprofile
+
 .PHONY: clean
-clean: ## Remove build directories (caches under ~/.cache/memprofile stay).
-	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR)
+clean: ## Remove build directories and dist/ (caches under ~/.cache/memprofile stay).
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR) build-arm64 dist
 
 ##@ Main job
 
@@ -77,7 +96,14 @@ test-fuzz: deps ## Build the libFuzzer targets with clang and run each for FUZZ_
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS)
 	tests/fixtures/build.sh $(FUZZ_BUILD_DIR)/seeds
-	fuzz/run.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS) $(FUZZ_BUILD_DIR)/seeds "$$(tests/fixtures/rootfs.sh amd64)"
+	mkdir -p $(FUZZ_BUILD_DIR)/tar-seeds $(FUZZ_BUILD_DIR)/config-seeds
+	tar -C $(FUZZ_BUILD_DIR)/seeds -cf $(FUZZ_BUILD_DIR)/tar-seeds/layer.tar dynamic static-pie script.sh
+	gzip -1 -c $(FUZZ_BUILD_DIR)/tar-seeds/layer.tar > $(FUZZ_BUILD_DIR)/tar-seeds/layer.tar.gz
+	zstd -q -f $(FUZZ_BUILD_DIR)/tar-seeds/layer.tar -o $(FUZZ_BUILD_DIR)/tar-seeds/layer.tar.zst
+	printf '%s' '{"architecture":"arm64","os":"linux","variant":"v8","config":{"Entrypoint":["/app"],"Cmd":["-x"],"Env":["PATH=/bin","LD_PRELOAD=/l.so"],"User":"nobody:nogroup","WorkingDir":"/w"},"rootfs":{"type":"layers","diff_ids":["sha256:00"]}}' \
+	  > $(FUZZ_BUILD_DIR)/config-seeds/config.json
+	TAR_SEEDS=$(FUZZ_BUILD_DIR)/tar-seeds CONFIG_SEEDS=$(FUZZ_BUILD_DIR)/config-seeds \
+	  fuzz/run.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS) $(FUZZ_BUILD_DIR)/seeds "$$(tests/fixtures/rootfs.sh amd64)"
 
 .PHONY: lint
 lint: deps ## Lint shell scripts with shellcheck.
