@@ -16,12 +16,14 @@ packages=(
   mmdebstrap arch-test qemu-user-static binfmt-support buildah podman skopeo
   # real preload libraries and their analysis tools
   libjemalloc2 libjemalloc-dev heaptrack libheaptrack
+  # building preload libraries from source (heaptrack needs libunwind)
+  libunwind-dev curl xz-utils bzip2
   # lint
   shellcheck
 )
 # The static launcher cross-built for arm64 links arm64 static libraries,
 # installed side by side through Debian's multiarch.
-arm64_packages=(libelf-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64 libssl-dev:arm64)
+arm64_packages=(libelf-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64 libssl-dev:arm64 libunwind-dev:arm64)
 
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   dpkg --add-architecture arm64

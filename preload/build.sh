@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds one profiler's preload library from pinned, verified source for one
+# architecture (natively, or cross-compiled with the gcc-<triplet> toolchain),
+# writes a manifest beside it and verifies it with `memprofile check`.
+# The same entry serves the host, Dockerfile builder stages and CI.
+# usage: preload/build.sh BACKEND ARCH [OUT]   (default OUT: dist/preload/BACKEND/ARCH)
+# env:   PRELOAD_CACHE (sources), MEMPROFILE (the memprofile binary used to verify)
+set -o errexit -o nounset -o pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "${here}/.." && pwd)"
+# shellcheck source=preload/lib.sh
+source "${here}/lib.sh"
+
+backend="${1:-}"
+arch="${2:-}"
+[[ -n "${backend}" && -n "${arch}" ]] || die "usage: preload/build.sh BACKEND ARCH [OUT] (BACKEND: bytehound, jemalloc, heaptrack; ARCH: amd64, arm64)"
+[[ -f "${here}/${backend}/recipe.sh" ]] || die "unknown backend '${backend}' (bytehound, jemalloc or heaptrack)"
+triplet="$(arch_triplet "${arch}")"
+case "${arch}" in linux/*) arch="${arch#linux/}"; arch="${arch%%/*}" ;; esac
+out="${3:-${root}/dist/preload/${backend}/${arch}}"
+memprofile="${MEMPROFILE:-${root}/build/tool/memprofile}"
+[[ -x "${memprofile}" ]] || die "${memprofile} not found: build memprofile first (make build), or set MEMPROFILE"
+if [[ "${arch}" != "$(host_arch)" ]] && ! command -v "${triplet}-gcc" >/dev/null; then
+  die "cross-compiling for ${arch} needs ${triplet}-gcc (apt-get install gcc-${triplet})"
+fi
+
+# shellcheck source=preload/jemalloc/recipe.sh
+source "${here}/${backend}/recipe.sh"
+work="$(mktemp -d)"
+trap 'rm -rf "${work}"' EXIT
+mkdir -p "${work}/src" "${work}/build" "${out}"
+
+if [[ "${backend}" == bytehound ]]; then
+  vendored="$(preload_cache)/sources/${VENDORED_NAME}"
+  if [[ -e "${vendored}" ]]; then
+    tar -C "${work}/src" --strip-components=1 -xzf "${vendored}"
+  else
+    curl --fail --location --silent --connect-timeout 20 -o "${work}/src.tar.gz" "${SOURCE_URLS[0]}" 2>/dev/null ||
+      die "cannot fetch bytehound ${VERSION}: download ${SOURCE_URLS[0]} (or make the offline source with preload/bytehound/vendor.sh) and put it at ${vendored}"
+    tar -C "${work}/src" --strip-components=1 -xzf "${work}/src.tar.gz"
+  fi
+  verify_source "${work}/src"
+  source_pin="git tree ${TREE} (commit ${COMMIT})"
+else
+  tarball="$(fetch "${SOURCE_NAME}" "${SOURCE_SHA256}" "${SOURCE_URLS[@]}")"
+  tar -C "${work}/src" --strip-components=1 -xf "${tarball}"
+  source_pin="sha256 ${SOURCE_SHA256}"
+fi
+
+BUILD_FLAGS=""
+echo "preload: building ${backend} ${VERSION} for ${arch}..." >&2
+build_recipe "${work}/src" "${work}/build" "${arch}" "${triplet}" "${out}"
+
+lib="${out}/${LIBRARY}"
+report="$("${memprofile}" check --json --preload "${lib}" "${lib}")" ||
+  die "${lib} fails memprofile check --preload: ${report}"
+machine="$(printf '%s' "${report}" | grep -o '"arch":"[^"]*"' | cut -d'"' -f4)"
+[[ "${machine}" == "${triplet%%-*}" ]] || die "${lib} is ${machine}, not ${triplet%%-*}: the cross toolchain was not used"
+glibc="$(glibc_requirement "${lib}")"
+needed="$(printf '%s' "${report}" | grep -o '"needed":\[[^]]*\]' | sed 's/"needed"://; s/[]["]//g')"
+write_manifest "${out}" backend="${backend}" version="${VERSION}" source="${SOURCE_NAME}" source_pin="${source_pin}" \
+  arch="${arch}" triplet="${triplet}" glibc_required="${glibc}" needed="${needed}" build_flags="${BUILD_FLAGS}" \
+  library="${LIBRARY}" install_path="${INSTALL_PATH}" env="${ENV_VARS}"
+echo "preload: ${lib} (${arch}, needs ${glibc:-no GLIBC_ version}; ${needed})" >&2

@@ -1,0 +1,30 @@
+# heaptrack's preload library only (no GUI, no print, no interpret).
+# shellcheck shell=bash
+VERSION=1.5.0
+# Debian repacks upstream's tarball (+dfsg1: non-free files removed); both are
+# accepted, each with its own checksum.
+SOURCE_NAME=heaptrack_1.5.0+dfsg1.orig.tar.xz
+SOURCE_SHA256=576d83385cfbc255cb50d285ef756a0f76653f96d99ad81219c95757dda9942d
+SOURCE_URLS=(
+  "http://deb.debian.org/debian/pool/main/h/heaptrack/heaptrack_1.5.0+dfsg1.orig.tar.xz"
+)
+INSTALL_PATH=/usr/lib/memprofile/libheaptrack_preload.so
+LIBRARY=libheaptrack_preload.so
+ENV_VARS="DUMP_HEAPTRACK_OUTPUT"
+
+build_recipe() {
+  local src="$1" build="$2" arch="$3" triplet="$4" out="$5"
+  local flags=(-DCMAKE_BUILD_TYPE=Release -DHEAPTRACK_BUILD_GUI=OFF -DHEAPTRACK_BUILD_PRINT=OFF
+    -DHEAPTRACK_BUILD_INTERPRET=OFF -DBUILD_TESTING=OFF)
+  if [[ "${arch}" != "$(host_arch)" ]]; then
+    flags+=(-DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR="${triplet%%-*}"
+      -DCMAKE_C_COMPILER="${triplet}-gcc" -DCMAKE_CXX_COMPILER="${triplet}-g++"
+      -DCMAKE_LIBRARY_ARCHITECTURE="${triplet}" -DCMAKE_FIND_ROOT_PATH_MODE_PROGRAM=NEVER)
+  fi
+  BUILD_FLAGS="${flags[*]}"
+  cmake -S "${src}" -B "${build}" "${flags[@]}" >"${build}.configure.log" 2>&1 ||
+    { tail -20 "${build}.configure.log" >&2; return 1; }
+  cmake --build "${build}" -j "$(nproc)" --target heaptrack_preload >"${build}.make.log" 2>&1 ||
+    { tail -20 "${build}.make.log" >&2; return 1; }
+  cp "$(find "${build}" -name libheaptrack_preload.so | head -1)" "${out}/libheaptrack_preload.so"
+}
