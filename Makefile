@@ -54,6 +54,13 @@ endif
 	strip --strip-debug dist/memprofile/$(ARCH)/memprofile 2>/dev/null || \
 	  aarch64-linux-gnu-strip --strip-debug dist/memprofile/$(ARCH)/memprofile
 
+BACKEND ?=
+
+.PHONY: preload
+preload: build ## Build BACKEND's preload library for ARCH from pinned source into dist/preload/BACKEND/ARCH/.
+	$(if $(BACKEND),,$(error BACKEND is required: make preload BACKEND=jemalloc|heaptrack|bytehound ARCH=amd64|arm64))
+	MEMPROFILE=$(abspath $(MEMPROFILE)) preload/build.sh $(BACKEND) $(ARCH)
+
 .PHONY: clean
 clean: ## Remove build directories and dist/ (caches under ~/.cache/memprofile stay).
 	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR) build-arm64 dist
@@ -107,7 +114,7 @@ test-fuzz: deps ## Build the libFuzzer targets with clang and run each for FUZZ_
 
 .PHONY: lint
 lint: deps ## Lint shell scripts with shellcheck.
-	shellcheck -x scripts/*.sh tests/fixtures/*.sh bench/*.sh fuzz/*.sh .ci/run
+	shellcheck -x scripts/*.sh tests/fixtures/*.sh tests/e2e/*.sh bench/*.sh fuzz/*.sh preload/*.sh preload/*/*.sh .ci/run
 
 ##@ Benchmarks
 
@@ -115,3 +122,4 @@ lint: deps ## Lint shell scripts with shellcheck.
 bench: build ## Run the benchmarks in bench/ (ratios against baselines measured in the same run).
 	bench/check_vs_scanelf.sh $(MEMPROFILE) /usr
 	bench/preflight_vs_gzip.sh $(MEMPROFILE)
+	MEMPROFILE=$(abspath $(MEMPROFILE)) bench/preload_cross_vs_emulated.sh

@@ -3,6 +3,7 @@
 # project's machines cannot reach: everything up to `cargo` is tested, and the
 # build runs wherever rustup and crates.io (or a vendored tree) are there.
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # the variables are read by preload/build.sh
 VERSION=0.11.0
 COMMIT=acce3bce127705ea8c840767ed351229a3c2738c   # tag 0.11.0
 # GitHub generates archive tarballs on the fly, so their bytes (and sha256)

@@ -1,5 +1,6 @@
 # heaptrack's preload library only (no GUI, no print, no interpret).
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # the variables are read by preload/build.sh
 VERSION=1.5.0
 # Debian repacks upstream's tarball (+dfsg1: non-free files removed); both are
 # accepted, each with its own checksum.

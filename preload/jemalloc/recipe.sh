@@ -1,5 +1,6 @@
 # jemalloc 5.3.0 with heap profiling, as a preload library.
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # the variables are read by preload/build.sh
 VERSION=5.3.0
 SOURCE_NAME=jemalloc-5.3.0.tar.bz2
 SOURCE_SHA256=2db82d1e7119df3e71b7640219b6dfe84789bc0537983c3b7ac4f7189aecfeaa
@@ -25,5 +26,5 @@ build_recipe() {
     "${src}/configure" "${flags[@]}" >configure.log 2>&1) || { tail -20 "${build}/configure.log" >&2; return 1; }
   make -C "${build}" -j "$(nproc)" build_lib_shared >"${build}/make.log" 2>&1 || { tail -20 "${build}/make.log" >&2; return 1; }
   cp "${build}/lib/libjemalloc.so.2" "${out}/libjemalloc.so.2"
-  cp "${build}/bin/jeprof" "${out}/jeprof"
+  install -m 0755 "${build}/bin/jeprof" "${out}/jeprof"
 }
