@@ -122,4 +122,5 @@ lint: deps ## Lint shell scripts with shellcheck.
 bench: build ## Run the benchmarks in bench/ (ratios against baselines measured in the same run).
 	bench/check_vs_scanelf.sh $(MEMPROFILE) /usr
 	bench/preflight_vs_gzip.sh $(MEMPROFILE)
+	bench/exec_overhead.sh $(BUILD_DIR)/tool/memprofile-static
 	MEMPROFILE=$(abspath $(MEMPROFILE)) bench/preload_cross_vs_emulated.sh
