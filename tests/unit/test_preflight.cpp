@@ -355,3 +355,32 @@ TEST_CASE("layers: zstd and uncompressed layers read like gzip ones") {
   plain.write(s / "plain");
   CHECK(preflight_json({s / "plain"}, 1)["target"]["linkage"] == "static");
 }
+
+TEST_CASE("docker >= 25 archive: manifest.json supplies layers the OCI manifest's blobs lack (moby#47065)") {
+  Scratch s;
+  std::string elf = testing::read_file(testing::fixture("static"));
+  std::string tar = TarWriter().add("app", elf, '0', 0755).finish();
+  std::string layer = testing::gzip(tar);
+  std::string missing = OciImage::digest(layer + "not exported");
+  std::string config = "{\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":{\"Entrypoint\":[\"/app\"]},"
+                       "\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"" + OciImage::digest(tar) + "\"]}}";
+  std::string manifest = "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
+                         "\"config\":{\"digest\":\"" + OciImage::digest(config) + "\"},\"layers\":[{\"digest\":\"" +
+                         missing + "\"}]}";
+  std::string dir = s / "archive";
+  OciImage writer;
+  writer.write_blob(dir, layer);
+  writer.write_blob(dir, config);
+  writer.write_blob(dir, manifest);
+  testing::write_file(dir + "/oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}");
+  testing::write_file(dir + "/index.json", "{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"application/vnd.oci."
+                                           "image.manifest.v1+json\",\"digest\":\"" + OciImage::digest(manifest) + "\"}]}");
+  testing::write_file(dir + "/manifest.json", "[{\"Config\":\"blobs/sha256/" + OciImage::digest(config).substr(7) +
+                                                  "\",\"RepoTags\":[\"app:latest\"],\"Layers\":[\"blobs/sha256/" +
+                                                  OciImage::digest(layer).substr(7) + "\"]}]");
+  REQUIRE(testing::run("tar -C " + testing::quote(dir) + " -cf " + testing::quote(s / "docker25.tar") + " .").exit_code == 0);
+  json j = preflight_json({s / "docker25.tar"}, 1);
+  CHECK(j["format"] == "docker-archive");
+  CHECK(j["target"]["linkage"] == "static");
+  CHECK(j["blocking"] == json::array({"STATIC_BINARY"}));
+}
