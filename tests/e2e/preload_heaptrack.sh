@@ -18,5 +18,6 @@ raw=$(find "${SCRATCH}" -maxdepth 1 -name "heaptrack.*.raw" | head -1)
 [[ -s "${raw}" ]] || fail "no heaptrack output"
 # The raw file is not for heaptrack_print: heaptrack_interpret turns it into one.
 /usr/lib/heaptrack/libexec/heaptrack_interpret < "${raw}" > "${SCRATCH}/trace"
-heaptrack_print "${SCRATCH}/trace" | grep -q leaky_function || fail "the trace does not name leaky_function"
+heaptrack_print "${SCRATCH}/trace" > "${SCRATCH}/printed"
+grep -q leaky_function "${SCRATCH}/printed" || fail "the trace does not name leaky_function"
 pass "amd64 trace names leaky_function"

@@ -18,7 +18,8 @@ mkdir -p "${SCRATCH}/amd64" "${SCRATCH}/arm64"
 LD_PRELOAD="${amd64}/libjemalloc.so.2" MALLOC_CONF="prof:true,prof_final:true,prof_prefix:${SCRATCH}/amd64/jeprof" \
   "${FIXTURES}/leak" leak 32
 heap=$(find "${SCRATCH}/amd64" -name "jeprof.*.heap" | sort | tail -1)
-"${amd64}/jeprof" --text "${FIXTURES}/leak" "${heap}" 2>/dev/null | grep -q leaky_function || fail "amd64 profile does not name leaky_function"
+"${amd64}/jeprof" --text "${FIXTURES}/leak" "${heap}" > "${SCRATCH}/amd64/text" 2>/dev/null
+grep -q leaky_function "${SCRATCH}/amd64/text" || fail "amd64 profile does not name leaky_function"
 pass "amd64 profile names leaky_function"
 
 # qemu-aarch64 through binfmt; QEMU_LD_PREFIX finds the arm64 loader and libc.
@@ -28,6 +29,7 @@ heap=$(find "${SCRATCH}/arm64" -name "jeprof.*.heap" | sort | tail -1)
 # qemu 7.2 shows guest code as r--p in /proc/self/maps, and jeprof skips maps
 # that are not executable: mark the program's and libraries' maps executable.
 sed -E '/^MAPPED_LIBRARIES:/,$ s/ r--p / r-xp /' "${heap}" > "${SCRATCH}/arm64/fixed.heap"
-"${arm64}/jeprof" --tools=/usr/bin/aarch64-linux-gnu- --text "${FIXTURES}/arm64-leak" "${SCRATCH}/arm64/fixed.heap" 2>/dev/null |
-  grep -q leaky_function || fail "arm64 profile does not name leaky_function"
+"${arm64}/jeprof" --tools=/usr/bin/aarch64-linux-gnu- --text "${FIXTURES}/arm64-leak" "${SCRATCH}/arm64/fixed.heap" \
+  > "${SCRATCH}/arm64/text" 2>/dev/null
+grep -q leaky_function "${SCRATCH}/arm64/text" || fail "arm64 profile does not name leaky_function"
 pass "arm64 profile (under qemu) names leaky_function"

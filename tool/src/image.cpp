@@ -58,24 +58,17 @@ json parse_json(const std::string& text, const std::string& name) {
 }
 
 // "./a//b/../c" -> "a/c": names inside an archive, relative to its root.
-std::string clean_name(const std::string& raw) {
-  std::vector<std::string> parts;
-  size_t i = 0;
-  while (i <= raw.size()) {
-    size_t j = raw.find('/', i);
-    if (j == std::string::npos) j = raw.size();
-    std::string c = raw.substr(i, j - i);
-    i = j + 1;
-    if (c.empty() || c == ".") continue;
-    if (c == "..") {
-      if (!parts.empty()) parts.pop_back();
-      continue;
-    }
-    parts.push_back(c);
+std::string clean_name(const std::string& raw) { return normalize_path("/" + raw).substr(1); }
+
+// Follows symlink and hard-link entries of an archive (names -> targets).
+std::string follow_aliases(const std::map<std::string, std::string>& aliases, std::string n) {
+  n = clean_name(n);
+  for (int i = 0; i < 16; ++i) {
+    auto it = aliases.find(n);
+    if (it == aliases.end()) return n;
+    n = it->second;
   }
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : "/") + p;
-  return out;
+  return n;
 }
 
 std::string blob_name(const std::string& digest, const std::string& where) {
@@ -136,15 +129,7 @@ class TarFileStore : public Store {
   }
 
  private:
-  std::string resolve(std::string n) const {
-    n = clean_name(n);
-    for (int i = 0; i < 16; ++i) {
-      auto it = aliases_.find(n);
-      if (it == aliases_.end()) return n;
-      n = it->second;
-    }
-    return n;
-  }
+  std::string resolve(const std::string& n) const { return follow_aliases(aliases_, n); }
   const std::pair<uint64_t, uint64_t>& find(const std::string& name) const {
     auto it = entries_.find(resolve(name));
     if (it == entries_.end()) throw FileError(path_, "missing blob " + name);
@@ -214,15 +199,7 @@ class StreamStore : public Store {
   }
 
  private:
-  std::string resolve(std::string n) const {
-    n = clean_name(n);
-    for (int i = 0; i < 16; ++i) {
-      auto it = aliases_.find(n);
-      if (it == aliases_.end()) return n;
-      n = it->second;
-    }
-    return n;
-  }
+  std::string resolve(const std::string& n) const { return follow_aliases(aliases_, n); }
   std::string name_;
   std::map<std::string, std::string> small_, aliases_;
   std::map<std::string, LayerSummary> summaries_;
