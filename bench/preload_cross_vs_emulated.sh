@@ -35,6 +35,7 @@ if ${emulated}; then
   tarball="${PRELOAD_CACHE}/sources/jemalloc-5.3.0.tar.bz2"
   cp "${tarball}" "${chroot_dir}/tmp/"
   build() {
+    # shellcheck disable=SC2016 # $(nproc) runs inside the arm64 root
     chroot "${chroot_dir}" /bin/sh -c 'cd /tmp && tar xjf jemalloc-5.3.0.tar.bz2 && cd jemalloc-5.3.0 &&
       ./configure --enable-prof --disable-static --disable-cxx --with-lg-page=16 && make -j"$(nproc)" build_lib_shared'
   }
