@@ -10,18 +10,9 @@ tree="${2:-/usr}"
 runs="${3:-3}"
 command -v scanelf >/dev/null || { echo "bench: scanelf not found (apt-get install pax-utils)" >&2; exit 2; }
 
-best() {  # best wall time in seconds of "$@" over ${runs} runs
-  local best="" t
-  for ((i = 0; i < runs; i++)); do
-    local start end
-    start=$(date +%s.%N)
-    "$@" >/dev/null 2>&1 || true
-    end=$(date +%s.%N)
-    t=$(echo "${end} - ${start}" | bc -l)
-    if [[ -z "${best}" ]] || (($(echo "${t} < ${best}" | bc -l))); then best="${t}"; fi
-  done
-  printf '%.3f' "${best}"
-}
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/../scripts/lib.sh"
+best() { best_seconds "${runs}" "$@"; }
 
 # Warm the page cache for both.
 scanelf -R -i -n -b "${tree}" >/dev/null 2>&1 || true

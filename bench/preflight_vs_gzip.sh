@@ -9,15 +9,9 @@ set -o errexit -o nounset -o pipefail
 memprofile="$(realpath "${1:-build/tool/memprofile}")"
 cache="${MEMPROFILE_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/memprofile}"
 bench="${cache}/bench"
-store="${bench}/containers"
-mkdir -p "${store}"
-cat > "${store}/storage.conf" <<CONF
-[storage]
-driver = "vfs"
-graphroot = "${store}/graph"
-runroot = "${store}/run"
-CONF
-export CONTAINERS_STORAGE_CONF="${store}/storage.conf"
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/../scripts/lib.sh"
+use_vfs_storage "${bench}/containers"
 
 # Three layers of real files from this machine: libraries, shared data, programs.
 if [[ ! -e "${bench}/gzip/index.json" || ! -e "${bench}/zstd/index.json" ]]; then
@@ -45,17 +39,7 @@ layers() {  # the layer blobs of an OCI layout, in order
     sed "s|^|${dir}/blobs/sha256/|"
 }
 
-seconds() {  # wall seconds of a command, best of 3
-  local best="" start end t
-  for _ in 1 2 3; do
-    start=$(date +%s.%N)
-    "$@" >/dev/null 2>&1 || true
-    end=$(date +%s.%N)
-    t=$(echo "${end} - ${start}" | bc -l)
-    if [[ -z "${best}" ]] || (($(echo "${t} < ${best}" | bc -l))); then best="${t}"; fi
-  done
-  printf '%.3f' "${best}"
-}
+seconds() { best_seconds 3 "$@"; }
 
 gzip_all() { local b; for b in "${gz_layers[@]}"; do gzip -dc "${b}"; done >/dev/null; }
 zstd_all() { local b; for b in $(layers "${bench}/zstd"); do zstd -dcq "${b}"; done >/dev/null; }
