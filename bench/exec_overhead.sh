@@ -17,11 +17,16 @@ run() {  # "wall cpu" seconds for n runs of "$@" (cpu: user+sys of the children)
     tail -1 | awk '{print $1, $2 + $3}'
 }
 
-# The preload library is loaded by /bin/true in both runs, so the difference
-# is memprofile's own work.
-read -r bare_wall bare_cpu < <(LD_PRELOAD="${preload}" run /bin/true)
-read -r ours_wall ours_cpu < <(run "${launcher}" exec --backend jemalloc --preload "${preload}" --output-dir "${out}" -- /bin/true)
+launch=("${launcher}" exec --backend jemalloc --preload "${preload}" --output-dir "${out}" --)
+# The baseline gets exactly the environment the launcher hands the program
+# (LD_PRELOAD and MALLOC_CONF with prof:true): jemalloc's profiling start-up
+# and its final dump belong to the profiler, not to memprofile.
+mapfile -t injected < <("${launch[@]}" /usr/bin/env 2>/dev/null | grep -E '^(LD_PRELOAD|MALLOC_CONF)=')
+[[ "${#injected[@]}" -eq 2 ]] || { echo "bench: the launcher did not inject LD_PRELOAD and MALLOC_CONF" >&2; exit 1; }
+read -r bare_wall bare_cpu < <(env "${injected[@]}" bash -c "$(declare -f run); n=${n}; run /bin/true")
+read -r ours_wall ours_cpu < <(run "${launch[@]}" /bin/true)
 ms() { echo "scale=3; $1 * 1000 / ${n}" | bc -l; }
 echo "bare exec of /bin/true (with the preload library): wall $(ms "${bare_wall}") ms, cpu $(ms "${bare_cpu}") ms per run"
 echo "memprofile exec -- /bin/true:                      wall $(ms "${ours_wall}") ms, cpu $(ms "${ours_cpu}") ms per run"
 echo "added: wall $(echo "scale=3; ($(ms "${ours_wall}")) - ($(ms "${bare_wall}"))" | bc -l) ms, cpu $(echo "scale=3; ($(ms "${ours_cpu}")) - ($(ms "${bare_cpu}"))" | bc -l) ms (target <= 2 ms)"
+echo "ratio: wall $(echo "scale=2; ${ours_wall} / ${bare_wall}" | bc -l)x, cpu $(echo "scale=2; ${ours_cpu} / ${bare_cpu}" | bc -l)x"
