@@ -34,6 +34,7 @@ struct ExecOptions {
   std::string backend, preload, output_dir, target;
   int64_t min_free_mb = -1;
   bool strict = false;
+  bool from_config = false;
   std::string log_format = "text";
 };
 
@@ -160,6 +161,19 @@ int run_exec(const ExecOptions& o) {
   Logger log(o.log_format);
 
   std::vector<std::string> argv = o.command;
+  if (o.from_config) {
+    if (!config_error.empty()) {
+      log.error("launcher_config", config_error, {{"code", "LAUNCHER_CONFIG"}});
+      return kExitRefused;
+    }
+    argv = config_command(cfg, o.command);
+  }
+  if (argv.empty() || argv[0].empty()) {
+    log.error("no_command",
+              o.from_config ? o.config + " has no entrypoint or cmd to run" : "no PROGRAM given (exec [options] -- PROGRAM [ARGS...])",
+              {{"code", "LAUNCHER_CONFIG"}});
+    return 2;
+  }
   std::string program = find_program(argv[0]);
   if (program.empty()) {
     log.error("program_not_found", argv[0] + " is not found on PATH", {{"program", argv[0]}});
@@ -237,7 +251,9 @@ void setup_exec(CLI::App& app, int& exit_code) {
   cmd->add_option("--min-free-mb", o->min_free_mb, "free space the output filesystem must have (default 256)");
   cmd->add_flag("--strict", o->strict, "exit 3 instead of running unprofiled when a check fails (or MEMPROFILE_STRICT=1)");
   cmd->add_option("--log-format", o->log_format, "text or json")->check(CLI::IsMember({"text", "json"}));
-  cmd->add_option("command", o->command, "-- PROGRAM [ARGS...]")->required();
+  cmd->add_flag("--from-config", o->from_config,
+                "run the config's entrypoint with ARGS, or with its cmd when none are given (images/ set this)");
+  cmd->add_option("command", o->command, "-- PROGRAM [ARGS...]");
   cmd->callback([o, &exit_code] { exit_code = run_exec(*o); });
 }
 

@@ -15,6 +15,7 @@ constexpr int kExitRefused = 3;
 void setup_exec(CLI::App& app, int& exit_code);
 void setup_attached(CLI::App& app, int& exit_code);
 void setup_collect(CLI::App& app, int& exit_code);
+void setup_image_setup(CLI::App& app, int& exit_code);
 
 // One structured line per event on stderr: text ("memprofile: info: ...")
 // or JSON ({"level":...,"event":...,"msg":...,<fields>}).

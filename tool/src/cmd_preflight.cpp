@@ -1,6 +1,12 @@
 #include "cmd_preflight.h"
 
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <iomanip>
 #include <iostream>
@@ -8,6 +14,7 @@
 #include <sstream>
 
 #include "error.h"
+#include "findings.h"
 #include "file_tree.h"
 #include "image.h"
 #include "preflight.h"
@@ -40,6 +47,62 @@ std::string human_size(uint64_t bytes) {
   return s.str();
 }
 
+// Runs the target with LD_TRACE_LOADED_OBJECTS=1 and LD_PRELOAD: the
+// image's own ld.so maps everything, prints the list and exits before any
+// of the program's code runs. The library must be on that list.
+void trace_loader(PreflightResult& r) {
+  if (!r.target || r.preload.empty()) return;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw Error(std::string("--trace-loader: pipe: ") + strerror(errno));
+  std::vector<std::string> env_strings = {"LD_TRACE_LOADED_OBJECTS=1", "LD_PRELOAD=" + r.preload, "PATH=/usr/bin:/bin"};
+  std::vector<char*> env;
+  for (auto& e : env_strings) env.push_back(e.data());
+  env.push_back(nullptr);
+  std::string path = r.target->path;
+  char* argv[] = {path.data(), nullptr};
+  pid_t pid = fork();
+  if (pid < 0) throw Error(std::string("--trace-loader: fork: ") + strerror(errno));
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    execve(path.c_str(), argv, env.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    if (out.size() < (1u << 20)) out.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  char real[PATH_MAX];
+  std::string want = realpath(r.preload.c_str(), real) ? real : r.preload;
+  bool mapped = false;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream ws(line);
+    std::string first, arrow, third;
+    ws >> first >> arrow >> third;
+    std::string lib = arrow == "=>" ? third : first;
+    char rl[PATH_MAX];
+    if (lib == r.preload || lib == want || (realpath(lib.c_str(), rl) && want == rl)) mapped = true;
+  }
+  if (!mapped || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::string first_line = out.substr(0, out.find('\n'));
+    r.findings.insert(r.findings.begin(),
+                      make_finding("PRELOAD_NOT_LOADED", "the image's loader, run on " + path + " with LD_PRELOAD=" +
+                                                            r.preload + " in trace mode, did not map it (" +
+                                                            (first_line.empty() ? "no output" : first_line) + ")"));
+  } else {
+    r.findings.push_back(make_finding("LOADER_TRACED", "the image's loader maps " + r.preload + " into " + path));
+  }
+}
+
 json to_json(const LoadedImage& img, const PreflightResult& r) {
   json findings = json::array(), blocking = json::array(), dispatch = json::array();
   for (const auto& f : r.findings) {
@@ -67,6 +130,12 @@ json to_json(const LoadedImage& img, const PreflightResult& r) {
             {"target", r.target ? to_json(*r.target) : json(nullptr)},
             {"dispatch", dispatch},
             {"preload", r.preload.empty() ? json(nullptr) : json{{"path", r.preload}, {"backend", r.backend}}},
+            {"launcher", r.launcher ? json{{"path", r.launcher->path},
+                                           {"backend", r.launcher->backend},
+                                           {"preload", r.launcher->preload},
+                                           {"output_dir", r.launcher->output_dir},
+                                           {"target", r.launcher->target}}
+                                    : json(nullptr)},
             {"findings", findings},
             {"blocking", blocking},
             {"anomalies", img.anomalies},
@@ -94,6 +163,7 @@ void print_report(std::ostream& out, const LoadedImage& img, const PreflightResu
   for (size_t i = 0; i < r.argv.size(); ++i) out << (i ? " " : "") << r.argv[i];
   out << "\nuser: " << (img.config.user.empty() ? "root" : img.config.user)
       << ", workdir: " << (img.config.working_dir.empty() ? "/" : img.config.working_dir) << "\n";
+  if (r.launcher) out << "launcher: " << r.launcher->path << " exec (output in " << r.launcher->output_dir << ")\n";
   for (const auto& sc : r.scripts) out << "script: " << sc << "\n";
   if (!r.preload.empty()) out << "preload: " << r.preload << " (" << r.backend << ")\n";
   for (const auto& d : r.dispatch)
@@ -132,6 +202,9 @@ void setup_preflight(CLI::App& app, int& exit_code) {
   cmd->add_option("--target", opts->target, "the process to judge, when the entrypoint dispatches to another program");
   cmd->add_option("--preload", opts->preload, "the preload library (a path in the image) instead of LD_PRELOAD from its env");
   cmd->add_flag("--json", opts->json, "print one JSON object per image instead of the report");
+  cmd->add_flag("--trace-loader", opts->trace_loader,
+                "with --rootfs /, inside the image: also run the image's own loader in trace mode "
+                "(LD_TRACE_LOADED_OBJECTS=1 with LD_PRELOAD) and require it to map the preload library");
   cmd->add_option("-j,--jobs", opts->jobs, "layers decoded in parallel (default: one per core)");
   cmd->add_option("--max-layer-bytes", opts->max_layer_bytes, "refuse a layer that decompresses to more than this");
   cmd->callback([opts, &exit_code] { exit_code = run_preflight(*opts); });
@@ -142,6 +215,12 @@ int run_preflight(const PreflightCliOptions& opts) {
   if (opts.rootfs.empty() && (!opts.entrypoint.empty() || !opts.cmd.empty() || !opts.env.empty() || !opts.user.empty() ||
                               !opts.workdir.empty()))
     throw Error("preflight: --entrypoint, --cmd, --env, --user and --workdir go with --rootfs (an image has its own config)");
+  if (opts.trace_loader) {
+    char real[PATH_MAX];
+    if (opts.rootfs.empty() || !realpath(opts.rootfs.c_str(), real) || std::string(real) != "/")
+      throw Error("preflight: --trace-loader runs the loader of the root it judges, so it goes with --rootfs / only "
+                  "(inside the image, e.g. a Dockerfile RUN step)");
+  }
   std::vector<LoadedImage> images;
   if (!opts.rootfs.empty()) {
     LoadedImage img;
@@ -168,6 +247,7 @@ int run_preflight(const PreflightCliOptions& opts) {
   bool all_ready = true;
   for (size_t i = 0; i < images.size(); ++i) {
     PreflightResult r = preflight(images[i], po);
+    if (opts.trace_loader && r.ready()) trace_loader(r);
     all_ready = all_ready && r.ready();
     if (opts.json) {
       std::cout << to_json(images[i], r).dump() << "\n";

@@ -18,6 +18,7 @@ struct PreflightCliOptions {
   bool all_platforms = false;
   std::string target, preload;
   bool json = false;
+  bool trace_loader = false;  // --rootfs / only: run the image's own loader in trace mode
   unsigned jobs = 0;
   uint64_t max_layer_bytes = 64ull << 30;
 };

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   setup_exec(app, exit_code);
   setup_attached(app, exit_code);
   setup_collect(app, exit_code);
+  setup_image_setup(app, exit_code);
 
   auto logger = spdlog::stderr_color_st("memprofile");
   logger->set_pattern("memprofile: %^%l%$: %v");

@@ -12,6 +12,7 @@
 #include "error.h"
 #include "image_tree.h"
 #include "layer.h"
+#include "profiler.h"
 
 namespace memprofile {
 
@@ -25,7 +26,7 @@ constexpr size_t kMaxDispatchCandidates = 20000;
 // library, then how it is wired, then where the profile goes.
 int priority(const std::string& code) {
   static const std::vector<std::string> order = {
-      "NO_ENTRYPOINT", "ENTRYPOINT_MISSING", "ENTRYPOINT_NOT_EXECUTABLE", "TARGET_NOT_FOUND", "INTERPRETER_MISSING",
+      "NO_ENTRYPOINT", "LAUNCHER_WRONG_ARCH", "LAUNCHER_CONFIG", "ENTRYPOINT_MISSING", "ENTRYPOINT_NOT_EXECUTABLE", "TARGET_NOT_FOUND", "INTERPRETER_MISSING",
       "LIBC_MISSING", "STATIC_BINARY", "STATIC_PIE", "MUSL_LIBC", "NOT_A_PROGRAM", "NEEDED_MISSING", "GLIBC_TOO_OLD",
       "VERSION_MISSING", "USER_UNKNOWN", "PRELOAD_NOT_FOUND", "PRELOAD_NOT_ELF", "PRELOAD_NOT_SHARED",
       "PRELOAD_WRONG_ARCH", "PRELOAD_NEEDED_MISSING", "PRELOAD_GLIBC_TOO_NEW", "PRELOAD_NO_MALLOC", "SETUID_AS_USER",
@@ -68,6 +69,74 @@ std::optional<Resolved> lookup_program(const FileTree& tree, const std::string& 
     if (is_executable_file(r)) return r;
   }
   return std::nullopt;
+}
+
+// `memprofile exec [options] [--] COMMAND` as the entrypoint: what the
+// launcher will run and with which settings, read as run_exec reads them.
+struct LauncherUse {
+  std::string path;
+  LauncherConfig cfg;
+  std::vector<std::string> argv;
+  std::string error;
+};
+
+std::optional<LauncherUse> launcher_of(const FileTree& tree, const std::vector<std::string>& argv,
+                                       const std::string& path_env, const std::string& cwd) {
+  if (argv.size() < 2 || argv[1] != "exec") return std::nullopt;
+  auto r = lookup_program(tree, argv[0], path_env, cwd);
+  if (!is_executable_file(r)) return std::nullopt;
+  std::string base = r->path.substr(r->path.rfind('/') + 1);
+  if (base != "memprofile" && base != "memprofile-static") return std::nullopt;
+  LauncherUse use;
+  use.path = r->path;
+  std::string config = kDefaultConfigPath, backend, preload, output_dir, target, ignored;
+  bool from_config = false;
+  size_t i = 2;
+  for (; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.empty() || a[0] != '-') break;  // the command, given without "--"
+    auto value = [&](const std::string& name, std::string* out) {
+      if (a == name && i + 1 < argv.size()) {
+        *out = argv[++i];
+        return true;
+      }
+      if (a.rfind(name + "=", 0) == 0) {
+        *out = a.substr(name.size() + 1);
+        return true;
+      }
+      return false;
+    };
+    if (value("--config", &config) || value("--backend", &backend) || value("--preload", &preload) ||
+        value("--output-dir", &output_dir) || value("--target", &target) || value("--min-free-mb", &ignored) ||
+        value("--log-format", &ignored) || a == "--strict")
+      continue;
+    if (a == "--from-config") {
+      from_config = true;
+      continue;
+    }
+    use.error = "the entrypoint passes memprofile exec an option it does not know: " + a;
+  }
+  std::vector<std::string> rest(argv.begin() + static_cast<std::ptrdiff_t>(std::min(i, argv.size())), argv.end());
+  try {
+    std::string cfg_path = config[0] == '/' ? config : normalize_path(cwd + "/" + config);
+    if (auto text = tree.read(cfg_path, 64 * 1024)) parse_launcher_config(*text, cfg_path, use.cfg);
+    if (!backend.empty()) use.cfg.backend = backend;
+    parse_backend(use.cfg.backend);
+  } catch (const Error& e) {
+    if (use.error.empty()) use.error = e.what();
+  }
+  if (!preload.empty()) use.cfg.preload = preload;
+  if (!output_dir.empty()) use.cfg.output_dir = output_dir;
+  if (!target.empty()) use.cfg.target = target;
+  use.argv = from_config ? config_command(use.cfg, rest) : rest;
+  if (use.argv.empty() && use.error.empty())
+    use.error = from_config ? config + " has no entrypoint or cmd for memprofile exec --from-config"
+                            : "memprofile exec is the entrypoint but is given no command";
+  return use;
 }
 
 std::shared_ptr<const std::string> strings_of(const FileTree& tree, const std::string& path) {
@@ -218,10 +287,32 @@ PreflightResult preflight(const LoadedImage& image, const PreflightOptions& opts
   res.argv = cfg.entrypoint;
   res.argv.insert(res.argv.end(), cfg.cmd.begin(), cfg.cmd.end());
 
+  // 0. memprofile exec as the entrypoint: the launcher is static and sets
+  // LD_PRELOAD for its command only, so that command is what is judged.
+  auto launcher = launcher_of(tree, res.argv, path_env, cwd);
+  std::string target_path = opts.target;
+  if (launcher) {
+    Backend backend = Backend::Bytehound;
+    try {
+      backend = parse_backend(launcher->cfg.backend);
+    } catch (const Error&) {
+    }
+    res.launcher = LauncherSettings{launcher->path, to_string(backend),
+                                    launcher->cfg.preload.empty() ? default_preload(backend) : launcher->cfg.preload,
+                                    launcher->cfg.output_dir, launcher->cfg.target};
+    if (!launcher->error.empty()) add(make_finding("LAUNCHER_CONFIG", launcher->error));
+    std::string cmdline;
+    for (const auto& a : launcher->argv) cmdline += (cmdline.empty() ? "" : " ") + a;
+    add(make_finding("LAUNCHER", launcher->path + " exec starts `" + cmdline + "` with " + res.launcher->backend + " (" +
+                                     res.launcher->preload + "), output in " + res.launcher->output_dir));
+    res.argv = launcher->argv;
+    if (target_path.empty()) target_path = launcher->cfg.target;
+  }
+
   // 1. The program the container starts, through any #! scripts.
   std::optional<Resolved> entry;
   if (res.argv.empty() || res.argv[0].empty()) {
-    if (opts.target.empty())
+    if (target_path.empty() && !(launcher && !launcher->error.empty()))
       add(make_finding("NO_ENTRYPOINT", "the image config has neither Entrypoint nor Cmd: nothing to judge"));
   } else {
     std::string name = res.argv[0];
@@ -315,10 +406,10 @@ PreflightResult preflight(const LoadedImage& image, const PreflightOptions& opts
 
   // 3. The process to judge.
   std::optional<Resolved> target = entry;
-  if (!opts.target.empty()) {
-    auto r = lookup_program(tree, opts.target, path_env, cwd);
+  if (!target_path.empty()) {
+    auto r = lookup_program(tree, target_path, path_env, cwd);
     if (!is_executable_file(r)) {
-      add(make_finding("TARGET_NOT_FOUND", "--target " + opts.target + " is not an executable file in the image"));
+      add(make_finding("TARGET_NOT_FOUND", "--target " + target_path + " is not an executable file in the image"));
       target.reset();
     } else {
       target = r;
@@ -333,6 +424,7 @@ PreflightResult preflight(const LoadedImage& image, const PreflightOptions& opts
                      "LD_PRELOAD=" + env_preload + " is in the image ENV: it loads into every process of the container, "
                      "including `kubectl exec` shells and the tar behind `kubectl cp` (which crashes under bytehound)"));
   res.preload = opts.preload;
+  if (res.preload.empty() && res.launcher) res.preload = res.launcher->preload;
   if (res.preload.empty() && !env_preload.empty()) {
     auto items = split(env_preload, ": ");
     if (!items.empty()) res.preload = items.front();
@@ -341,6 +433,7 @@ PreflightResult preflight(const LoadedImage& image, const PreflightOptions& opts
     add(make_finding("NO_PRELOAD", "no preload library named (no LD_PRELOAD in the image ENV, no --preload): judged "
                                    "whether one could attach"));
   res.backend = res.preload.empty() ? "" : backend_of(res.preload);
+  if (res.launcher && res.preload == res.launcher->preload) res.backend = res.launcher->backend;
 
   UserIds ids;
   std::string user_error;
@@ -376,6 +469,15 @@ PreflightResult preflight(const LoadedImage& image, const PreflightOptions& opts
       if (!cfg.platform.architecture.empty() && cfg.platform.architecture != want_arch)
         add(make_finding("PLATFORM_MISMATCH", "the image config says " + cfg.platform.architecture + " but " +
                                                   target->path + " is " + machine_name(elf->machine)));
+      if (res.launcher) {
+        try {
+          auto lelf = tree.elf(res.launcher->path);
+          if (lelf && lelf->machine != elf->machine)
+            add(make_finding("LAUNCHER_WRONG_ARCH", res.launcher->path + " is " + machine_name(lelf->machine) + " but " +
+                                                        target->path + " is " + machine_name(elf->machine)));
+        } catch (const Error&) {
+        }
+      }
       res.target = std::move(rep);
     }
   }
@@ -396,7 +498,7 @@ PreflightResult preflight(const LoadedImage& image, const PreflightOptions& opts
       names += (names.empty() ? "" : ", ") + d.path + (d.profilable ? " (profilable)" : " (not profilable)");
     }
     add(make_finding("DISPATCHER", res.program + " names other programs of the image and may exec them: " + names +
-                                       (opts.target.empty() ? "; judging " + res.program + " itself" : "")));
+                                       (target_path.empty() ? "; judging " + res.program + " itself" : "")));
   }
 
   // 6. bytehound drops LD_PRELOAD in the first process it loads into.
@@ -404,12 +506,14 @@ PreflightResult preflight(const LoadedImage& image, const PreflightOptions& opts
   std::string lost;
   if (target && entry && target->path != entry->path) {
     lost = target->path;
-  } else if (opts.target.empty()) {
+  } else if (target_path.empty()) {
     for (const auto& d : res.dispatch) lost += (lost.empty() ? "" : ", ") + d.path;
   }
   if (res.backend == "bytehound" && entry_elf && entry_elf->linkage == Linkage::Dynamic && !lost.empty()) {
     std::string track = cfg.env_value("MEMORY_PROFILER_TRACK_CHILD_PROCESSES");
-    if (track != "1")
+    // The launcher sets it whenever its target is not the program it starts.
+    bool launcher_tracks = res.launcher && target && target->path != entry->path;
+    if (track != "1" && !launcher_tracks)
       add(make_finding("BYTEHOUND_CHILD_UNTRACKED",
                        "bytehound loads into the dispatcher " + entry->path + " first and, with "
                        "MEMORY_PROFILER_TRACK_CHILD_PROCESSES " + (track.empty() ? "unset" : "=" + track) +
@@ -419,15 +523,20 @@ PreflightResult preflight(const LoadedImage& image, const PreflightOptions& opts
   // 7. Where the profile goes, and whether the user can write there.
   if (!res.preload.empty() && res.backend != "unknown") {
     std::string out;
+    // A variable set in the image wins over the launcher's, as at run time.
+    bool launched = res.launcher.has_value();
     if (res.backend == "bytehound") {
       out = cfg.env_value("MEMORY_PROFILER_OUTPUT");
-      if (out.empty()) out = "memory-profiling_%e_%t_%p.dat";
+      if (out.empty()) out = launched ? res.launcher->output_dir + "/x" : "memory-profiling_%e_%t_%p.dat";
     } else if (res.backend == "jemalloc") {
-      for (const auto& kv : split(cfg.env_value("MALLOC_CONF"), ","))
+      bool set = false;
+      std::string conf = cfg.env_value("MALLOC_CONF", &set);
+      for (const auto& kv : split(conf, ","))
         if (kv.rfind("prof_prefix:", 0) == 0) out = kv.substr(12);
-      if (out.empty()) out = "jeprof";
+      if (out.empty()) out = launched && !set ? res.launcher->output_dir + "/jeprof" : "jeprof";
     } else if (res.backend == "heaptrack") {
       out = cfg.env_value("DUMP_HEAPTRACK_OUTPUT");
+      if (out.empty() && launched) out = res.launcher->output_dir + "/heaptrack";
     }
     if (!out.empty()) {
       std::string dir = dirname_of(out[0] == '/' ? out : normalize_path(cwd + "/" + out));

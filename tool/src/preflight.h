@@ -24,6 +24,11 @@ struct DispatchedProgram {
   std::string linkage;
 };
 
+// The `memprofile exec` entrypoint's settings, when the image has one.
+struct LauncherSettings {
+  std::string path, backend, preload, output_dir, target;
+};
+
 struct PreflightResult {
   std::vector<std::string> argv;     // Entrypoint + Cmd
   std::string program;               // what argv[0] resolves to (after #! scripts)
@@ -31,6 +36,7 @@ struct PreflightResult {
   std::optional<FileReport> target;  // the judged process
   std::vector<DispatchedProgram> dispatch;
   std::string preload, backend;      // the preload library checked and its profiler
+  std::optional<LauncherSettings> launcher;
   std::vector<Finding> findings;     // in the order to fix them
   bool ready() const;
 };

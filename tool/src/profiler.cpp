@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "error.h"
 
 namespace memprofile {
@@ -90,6 +92,35 @@ std::vector<std::string> library_markers(Backend b) {
 void load_launcher_config(const std::string& path, LauncherConfig& cfg) {
   std::ifstream in(path);
   if (!in) return;  // no baked-in config: defaults and flags
+  std::ostringstream text;
+  text << in.rdbuf();
+  parse_launcher_config(text.str(), path, cfg);
+}
+
+namespace {
+std::vector<std::string> json_argv(const std::string& value, const std::string& path, int n, const std::string& key) {
+  nlohmann::json j = nlohmann::json::parse(value, nullptr, false);
+  std::vector<std::string> out;
+  if (j.is_array()) {
+    for (const auto& item : j) {
+      if (!item.is_string()) break;
+      out.push_back(item.get<std::string>());
+    }
+    if (out.size() == j.size()) return out;
+  }
+  throw FileError(path, "line " + std::to_string(n) + ": " + key + " must be a JSON array of strings, as in an image config");
+}
+}  // namespace
+
+std::vector<std::string> config_command(const LauncherConfig& cfg, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = cfg.entrypoint;
+  const auto& rest = args.empty() ? cfg.cmd : args;
+  argv.insert(argv.end(), rest.begin(), rest.end());
+  return argv;
+}
+
+void parse_launcher_config(const std::string& text, const std::string& path, LauncherConfig& cfg) {
+  std::istringstream in(text);
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     size_t b = line.find_first_not_of(" \t");
@@ -117,6 +148,12 @@ void load_launcher_config(const std::string& path, LauncherConfig& cfg) {
       }
     } else if (key == "strict") {
       cfg.strict = value == "1" || value == "true";
+    } else if (key == "entrypoint") {
+      cfg.entrypoint = json_argv(value, path, n, key);
+      cfg.has_command = true;
+    } else if (key == "cmd") {
+      cfg.cmd = json_argv(value, path, n, key);
+      cfg.has_command = true;
     } else {
       throw FileError(path, "line " + std::to_string(n) + ": unknown key '" + key + "'");
     }

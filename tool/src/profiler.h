@@ -35,9 +35,18 @@ struct LauncherConfig {
   std::string target;      // the real process when the program is a dispatcher
   uint64_t min_free_mb = 256;
   bool strict = false;
+  // The application's own Entrypoint and Cmd, as images/ bake them in for
+  // `exec --from-config`: a Dockerfile cannot put a build arg into ENTRYPOINT.
+  std::vector<std::string> entrypoint, cmd;
+  bool has_command = false;  // either key was given
 };
 // Reads `path` into `cfg` if it exists; throws FileError on a bad line.
 void load_launcher_config(const std::string& path, LauncherConfig& cfg);
+// The same from text already read (`name` is used in error messages).
+void parse_launcher_config(const std::string& text, const std::string& name, LauncherConfig& cfg);
+// The command `exec --from-config [-- ARGS]` runs: entrypoint + (ARGS, or cmd
+// when there are none), as a container runtime combines them.
+std::vector<std::string> config_command(const LauncherConfig& cfg, const std::vector<std::string>& args);
 constexpr const char* kDefaultConfigPath = "/etc/memprofile/exec.conf";
 
 }  // namespace memprofile
