@@ -11,6 +11,8 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 # Skip the dependency installer (e.g. on a machine without apt, or offline).
 SKIP_DEPS ?= false
+# Where host-built artifacts go: static launchers and preload libraries.
+DIST ?= dist
 
 MEMPROFILE := $(BUILD_DIR)/tool/memprofile
 
@@ -35,35 +37,151 @@ build: deps ## Configure and build memprofile into $(BUILD_DIR).
 	cmake -S . -B $(BUILD_DIR) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-ARCH ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null || uname -m | sed 's/x86_64/amd64/; s/aarch64/arm64/')
+ARCH ?= $(HOST_ARCH)
+STATIC_BUILD_DIR = build-static-$(ARCH)
 
 .PHONY: static
-static: deps ## Build the static memprofile binary for ARCH (amd64, arm64) into dist/memprofile/ARCH/.
-ifeq ($(ARCH),amd64)
-	cmake -S . -B $(BUILD_DIR) $(CMAKE_FLAGS) >/dev/null
-	cmake --build $(BUILD_DIR) -j $(JOBS) --target memprofile-static
-	install -D -m 0755 $(BUILD_DIR)/tool/memprofile-static dist/memprofile/amd64/memprofile
-else ifeq ($(ARCH),arm64)
-	cmake -S . -B build-arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DMEMPROFILE_STATIC_ONLY=ON \
+static: deps ## Build the static memprofile binary for ARCH (amd64, arm64) into $(DIST)/memprofile/ARCH/.
+	$(if $(filter $(ARCH),amd64 arm64),,$(error ARCH must be amd64 or arm64, not '$(ARCH)'))
+ifeq ($(ARCH),$(HOST_ARCH))
+	cmake -S . -B $(STATIC_BUILD_DIR) -DMEMPROFILE_STATIC_ONLY=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+else ifeq ($(ARCH)-$(HOST_ARCH),arm64-amd64)
+	cmake -S . -B $(STATIC_BUILD_DIR) -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DMEMPROFILE_STATIC_ONLY=ON \
 	  -DCMAKE_BUILD_TYPE=Release >/dev/null
-	cmake --build build-arm64 -j $(JOBS)
-	install -D -m 0755 build-arm64/tool/memprofile-static dist/memprofile/arm64/memprofile
 else
-	$(error ARCH must be amd64 or arm64, not '$(ARCH)')
+	$(error cross-building for $(ARCH) on $(HOST_ARCH) is not supported; build on $(ARCH))
 endif
-	strip --strip-debug dist/memprofile/$(ARCH)/memprofile 2>/dev/null || \
-	  aarch64-linux-gnu-strip --strip-debug dist/memprofile/$(ARCH)/memprofile
+	cmake --build $(STATIC_BUILD_DIR) -j $(JOBS) --target memprofile-static
+	install -D -m 0755 $(STATIC_BUILD_DIR)/tool/memprofile-static $(DIST)/memprofile/$(ARCH)/memprofile
+	$(if $(filter $(ARCH),$(HOST_ARCH)),strip,aarch64-linux-gnu-strip) --strip-debug $(DIST)/memprofile/$(ARCH)/memprofile
 
-BACKEND ?=
+BACKEND ?= bytehound
+BACKENDS := bytehound jemalloc heaptrack
+# The host's own static memprofile verifies every preload build (it runs in
+# builder stages too, where the full dynamic build's libraries are absent).
+HOST_MEMPROFILE = $(DIST)/memprofile/$(HOST_ARCH)/memprofile
 
 .PHONY: preload
-preload: build ## Build BACKEND's preload library for ARCH from pinned source into dist/preload/BACKEND/ARCH/.
-	$(if $(BACKEND),,$(error BACKEND is required: make preload BACKEND=jemalloc|heaptrack|bytehound ARCH=amd64|arm64))
-	MEMPROFILE=$(abspath $(MEMPROFILE)) preload/build.sh $(BACKEND) $(ARCH)
+preload: deps ## Build BACKEND's preload library for ARCH from pinned source into $(DIST)/preload/BACKEND/ARCH/.
+	$(if $(filter $(BACKEND),$(BACKENDS)),,$(error BACKEND must be one of: $(BACKENDS)))
+	$(MAKE) --no-print-directory static ARCH=$(HOST_ARCH) SKIP_DEPS=true
+	MEMPROFILE=$(abspath $(HOST_MEMPROFILE)) preload/build.sh $(BACKEND) $(ARCH) $(DIST)/preload/$(BACKEND)/$(ARCH)
+
+ARTIFACTS_OUT ?= build/artifacts/$(BACKEND)/$(ARCH)
+
+.PHONY: image-artifacts
+image-artifacts: deps ## Stage the static memprofile and BACKEND's library for ARCH as a root tree in ARTIFACTS_OUT.
+	$(if $(filter $(BACKEND),$(BACKENDS)),,$(error BACKEND must be one of: $(BACKENDS)))
+	$(MAKE) --no-print-directory static ARCH=$(ARCH) SKIP_DEPS=true
+	@# A library already built from the same recipe is reused.
+	if [[ ! -e $(DIST)/preload/$(BACKEND)/$(ARCH)/manifest.json ]] || \
+	   [[ -n "$$(find preload/build.sh preload/lib.sh preload/$(BACKEND) -newer $(DIST)/preload/$(BACKEND)/$(ARCH)/manifest.json)" ]]; then \
+	  $(MAKE) --no-print-directory preload BACKEND=$(BACKEND) ARCH=$(ARCH) SKIP_DEPS=true; \
+	fi
+	scripts/stage-artifacts.sh $(DIST)/memprofile/$(ARCH)/memprofile $(DIST)/preload/$(BACKEND)/$(ARCH) $(ARTIFACTS_OUT)
 
 .PHONY: clean
 clean: ## Remove build directories and dist/ (caches under ~/.cache/memprofile stay).
-	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR) build-arm64 dist
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR) build-arm64 build-static-* $(DIST)
+
+##@ Images
+
+# The first engine that works here (docker with a daemon and buildx, podman,
+# buildah), detected once and only when an image target needs it.
+CONTAINER_ENGINE ?= $(eval CONTAINER_ENGINE := $$(shell scripts/container-engine.sh))$(CONTAINER_ENGINE)
+APP_IMAGE ?=
+APP_SRC ?=
+APP_BIN ?=
+APP_TARGET ?=
+CARGO_PROFILE ?= release
+BASE_IMAGE ?= debian:trixie-slim
+BUILDER_IMAGE ?=
+RUST_BUILDER_IMAGE ?=
+# dist: launcher and library built on the host (fast, also for other arches);
+# source: built inside the image build, in a builder stage.
+ARTIFACTS ?= dist
+IMAGE_NAMESPACE ?=
+APP_REF = $(lastword $(subst /, ,$(APP_IMAGE)))
+IMAGE_NAME ?= $(if $(APP_IMAGE),$(firstword $(subst :, ,$(subst @, ,$(APP_REF)))),$(APP_BIN))
+VERSION ?= $(if $(findstring :,$(APP_REF)),$(lastword $(subst :, ,$(APP_REF))),latest)
+MEMPROFILE_IMAGE_TAG ?= $(VERSION)-memprofile
+IMAGE ?= $(if $(IMAGE_NAMESPACE),$(IMAGE_NAMESPACE)/,localhost/)$(IMAGE_NAME):$(MEMPROFILE_IMAGE_TAG)
+DOCKER_PUSH ?= false
+SKIP_CLEAN ?= false
+PLATFORM ?=
+PLATFORMS ?= linux/amd64,linux/arm64
+PULL_POLICY ?=
+TLS_VERIFY ?= true
+IMAGE_WORK_DIR ?= build/image/$(IMAGE_NAME)
+
+define image_guards
+$(if $(APP_IMAGE)$(APP_SRC),,$(error name the app: APP_IMAGE=<dynamic glibc app image> (way 1) or APP_SRC=<cargo project> APP_BIN=<binary> (way 2)))
+$(if $(and $(APP_IMAGE),$(APP_SRC)),$(error give APP_IMAGE or APP_SRC, not both))
+$(if $(and $(APP_SRC),$(if $(APP_BIN),,x)),$(error APP_SRC needs APP_BIN, the cargo binary to package))
+$(if $(filter $(BACKEND),$(BACKENDS)),,$(error BACKEND must be one of: $(BACKENDS)))
+$(if $(filter $(DOCKER_PUSH),true false),,$(error DOCKER_PUSH must be true or false))
+$(if $(and $(filter true,$(DOCKER_PUSH)),$(if $(IMAGE_NAMESPACE),,x)),$(error DOCKER_PUSH=true needs IMAGE_NAMESPACE (the registry/namespace to push to)))
+$(if $(filter $(CONTAINER_ENGINE),docker podman buildah),,$(error CONTAINER_ENGINE must be docker, podman or buildah (none detected; install one or set it)))
+endef
+
+IMAGE_ENV = ENGINE=$(CONTAINER_ENGINE) MEMPROFILE=$(abspath $(HOST_MEMPROFILE)) BACKEND=$(BACKEND) IMAGE=$(IMAGE) \
+  APP_IMAGE=$(APP_IMAGE) APP_SRC=$(if $(APP_SRC),$(abspath $(APP_SRC))) APP_BIN=$(APP_BIN) APP_TARGET=$(APP_TARGET) \
+  CARGO_PROFILE=$(CARGO_PROFILE) BASE_IMAGE=$(BASE_IMAGE) BUILDER_IMAGE=$(BUILDER_IMAGE) \
+  RUST_BUILDER_IMAGE=$(RUST_BUILDER_IMAGE) ARTIFACTS=$(ARTIFACTS) PULL_POLICY=$(PULL_POLICY) TLS_VERIFY=$(TLS_VERIFY) \
+  PUSH=$(DOCKER_PUSH) SKIP_CLEAN=$(SKIP_CLEAN) WORK_DIR=$(abspath $(IMAGE_WORK_DIR)) \
+  REVISION=$$(git rev-parse HEAD 2>/dev/null || echo unknown)
+
+.PHONY: image-memprofile
+image-memprofile: deps ## Build a profilable image for one platform: APP_IMAGE=... or APP_SRC=... APP_BIN=... [BACKEND= PLATFORM=].
+	$(image_guards)
+	$(MAKE) --no-print-directory static ARCH=$(HOST_ARCH) SKIP_DEPS=true
+	mkdir -p $(IMAGE_WORK_DIR)
+	$(IMAGE_ENV) DIST=$(abspath $(DIST)) PLATFORMS=$(PLATFORM) MULTI=false OUT_ARCHIVE=$(abspath $(IMAGE_WORK_DIR))/image.oci.tar \
+	  scripts/build-image.sh
+
+.PHONY: image-memprofile-multi
+image-memprofile-multi: deps ## Build a multi-arch manifest list for PLATFORMS (pushed when DOCKER_PUSH=true).
+	$(image_guards)
+	$(MAKE) --no-print-directory static ARCH=$(HOST_ARCH) SKIP_DEPS=true
+	mkdir -p $(IMAGE_WORK_DIR)
+	$(IMAGE_ENV) DIST=$(abspath $(DIST)) PLATFORMS=$(PLATFORMS) MULTI=true OUT_ARCHIVE=$(abspath $(IMAGE_WORK_DIR))/image-multi.oci.tar \
+	  scripts/build-image.sh
+
+IMAGE_ARCHIVE ?=
+
+.PHONY: preflight
+preflight: deps ## Judge an image: IMAGE=<name in the engine's store> or IMAGE_ARCHIVE=<docker/OCI archive or layout>.
+	$(if $(IMAGE_ARCHIVE)$(filter command line environment,$(origin IMAGE)),,$(error name the image: make preflight IMAGE=<ref> or IMAGE_ARCHIVE=<file>))
+	$(MAKE) --no-print-directory static ARCH=$(HOST_ARCH) SKIP_DEPS=true
+	if [[ -n "$(IMAGE_ARCHIVE)" ]]; then \
+	  $(HOST_MEMPROFILE) preflight "$(IMAGE_ARCHIVE)"; \
+	else \
+	  mkdir -p build/preflight; archive=build/preflight/image.tar; rm -f "$$archive"; \
+	  case "$(CONTAINER_ENGINE)" in \
+	    docker) docker save -o "$$archive" "$(IMAGE)" ;; \
+	    podman) podman save --format oci-archive -o "$$archive" "$(IMAGE)" >/dev/null ;; \
+	    buildah) buildah push --quiet "$(IMAGE)" "oci-archive:$$archive" >/dev/null ;; \
+	    *) echo "memprofile: no container engine to export $(IMAGE) from" >&2; exit 2 ;; \
+	  esac; \
+	  $(HOST_MEMPROFILE) preflight $(if $(PLATFORM),--platform $(PLATFORM)) "$$archive"; \
+	fi
+
+SUITE ?= bookworm
+BASE_VARIANT ?= slim
+BASE_TAG ?= localhost/memprofile-base:$(SUITE)-$(BASE_VARIANT)-$(ARCH)
+BUILDER_PACKAGES ?= gcc,libc6-dev,cargo
+
+.PHONY: base-image
+base-image: deps ## Import a Debian SUITE base for ARCH from Debian's archive (mmdebstrap); BASE_VARIANT=builder adds gcc and cargo.
+	$(if $(filter $(BASE_VARIANT),slim builder),,$(error BASE_VARIANT must be slim or builder))
+	tarball="$$(scripts/make-rootfs.sh $(ARCH) --suite $(SUITE) $(if $(filter builder,$(BASE_VARIANT)),--include $(BUILDER_PACKAGES)))"; \
+	case "$(CONTAINER_ENGINE)" in \
+	  docker) docker import --platform linux/$(ARCH) "$$tarball" $(BASE_TAG) ;; \
+	  podman|buildah) podman import --arch $(ARCH) "$$tarball" $(BASE_TAG) >/dev/null ;; \
+	  *) echo "memprofile: no container engine to import into" >&2; exit 2 ;; \
+	esac
+	@echo "$(BASE_TAG)"
 
 ##@ Main job
 

@@ -25,6 +25,7 @@ if [[ "${arch}" != "$(host_arch)" ]] && ! command -v "${triplet}-gcc" >/dev/null
   die "cross-compiling for ${arch} needs ${triplet}-gcc (apt-get install gcc-${triplet})"
 fi
 
+BUNDLED=""  # libraries the recipe ships beside its own (RUNPATH $ORIGIN)
 # shellcheck source=preload/jemalloc/recipe.sh
 source "${here}/${backend}/recipe.sh"
 work="$(mktemp -d)"
@@ -61,5 +62,5 @@ glibc="$(glibc_requirement "${lib}")"
 needed="$(printf '%s' "${report}" | grep -o '"needed":\[[^]]*\]' | sed 's/"needed"://; s/[]["]//g')"
 write_manifest "${out}" backend="${backend}" version="${VERSION}" source="${SOURCE_NAME}" source_pin="${source_pin}" \
   arch="${arch}" triplet="${triplet}" glibc_required="${glibc}" needed="${needed}" build_flags="${BUILD_FLAGS}" \
-  library="${LIBRARY}" install_path="${INSTALL_PATH}" env="${ENV_VARS}"
+  library="${LIBRARY}" install_path="${INSTALL_PATH}" env="${ENV_VARS}" bundled="${BUNDLED:-}"
 echo "preload: ${lib} (${arch}, needs ${glibc:-no GLIBC_ version}; ${needed})" >&2

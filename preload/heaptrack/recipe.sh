@@ -12,11 +12,16 @@ SOURCE_URLS=(
 INSTALL_PATH=/usr/lib/memprofile/libheaptrack_preload.so
 LIBRARY=libheaptrack_preload.so
 ENV_VARS="DUMP_HEAPTRACK_OUTPUT"
+# libunwind is not in slim bases (debian:*-slim has no libunwind8): it ships
+# beside the library, found through RUNPATH $ORIGIN.
+BUNDLED="libunwind.so.8"
 
 build_recipe() {
   local src="$1" build="$2" arch="$3" triplet="$4" out="$5"
+  # shellcheck disable=SC2016 # $ORIGIN is for the loader, not the shell
   local flags=(-DCMAKE_BUILD_TYPE=Release -DHEAPTRACK_BUILD_GUI=OFF -DHEAPTRACK_BUILD_PRINT=OFF
-    -DHEAPTRACK_BUILD_INTERPRET=OFF -DBUILD_TESTING=OFF)
+    -DHEAPTRACK_BUILD_INTERPRET=OFF -DBUILD_TESTING=OFF
+    -DCMAKE_INSTALL_RPATH='$ORIGIN' -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON)
   if [[ "${arch}" != "$(host_arch)" ]]; then
     flags+=(-DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR="${triplet%%-*}"
       -DCMAKE_C_COMPILER="${triplet}-gcc" -DCMAKE_CXX_COMPILER="${triplet}-g++"
@@ -28,4 +33,9 @@ build_recipe() {
   cmake --build "${build}" -j "$(nproc)" --target heaptrack_preload >"${build}.make.log" 2>&1 ||
     { tail -20 "${build}.make.log" >&2; return 1; }
   cp "$(find "${build}" -name libheaptrack_preload.so | head -1)" "${out}/libheaptrack_preload.so"
+  local lib
+  for lib in ${BUNDLED}; do
+    [[ -e "/usr/lib/${triplet}/${lib}" ]] || { echo "preload: /usr/lib/${triplet}/${lib} missing (apt-get install libunwind-dev:${arch})" >&2; return 1; }
+    cp "$(readlink -f "/usr/lib/${triplet}/${lib}")" "${out}/${lib}"
+  done
 }

@@ -1,0 +1,77 @@
+# syntax=docker/dockerfile:1
+# Way 2: rebuild a Rust app as a dynamic glibc program (crt-static off, the
+# -gnu target of TARGETPLATFORM) and package it on a glibc base with a
+# preload heap profiler and the memprofile launcher: the path for apps whose
+# images are static or FROM scratch, where LD_PRELOAD can never work.
+#
+# Build context (made by `make image-context`): app/ (the cargo project,
+# APP_SRC), artifacts/<arch>/ or src/ as in layer.Dockerfile.
+ARG BASE_IMAGE=debian:trixie-slim
+ARG RUST_BUILDER_IMAGE=rust:1-trixie
+ARG BUILDER_IMAGE=debian:trixie
+ARG ARTIFACTS=dist
+
+FROM scratch AS artifacts-dist
+ARG TARGETARCH
+COPY artifacts/${TARGETARCH}/ /out/
+
+FROM --platform=$BUILDPLATFORM ${BUILDER_IMAGE} AS artifacts-source
+ARG TARGETARCH
+ARG BACKEND=bytehound
+COPY src/ /src/
+WORKDIR /src
+RUN case "${TARGETARCH}" in \
+      amd64|arm64) ;; \
+      *) echo "memprofile: unsupported TARGETARCH '${TARGETARCH}' (amd64, arm64)" >&2; exit 1 ;; \
+    esac \
+ && make image-artifacts SKIP_DEPS=true ARCH="${TARGETARCH}" BACKEND="${BACKEND}" ARTIFACTS_OUT=/out
+
+FROM artifacts-${ARTIFACTS} AS artifacts
+
+# The app, dynamic. Cross-compiled from the build platform when the engine
+# honours --platform (needs the target's std and gcc-aarch64-linux-gnu in the
+# builder image), compiled natively when it runs this stage as the target.
+FROM --platform=$BUILDPLATFORM ${RUST_BUILDER_IMAGE} AS app
+ARG TARGETPLATFORM
+ARG APP_BIN
+ARG CARGO_PROFILE=release
+COPY app/ /app/
+WORKDIR /app
+RUN case "${TARGETPLATFORM}" in \
+      linux/amd64) target=x86_64-unknown-linux-gnu; cc=x86_64-linux-gnu-gcc ;; \
+      linux/arm64|linux/arm64/v8) target=aarch64-unknown-linux-gnu; cc=aarch64-linux-gnu-gcc ;; \
+      *) echo "memprofile: unsupported TARGETPLATFORM '${TARGETPLATFORM}' (linux/amd64, linux/arm64)" >&2; exit 1 ;; \
+    esac \
+ && if [ -z "${APP_BIN}" ]; then echo "memprofile: APP_BIN (the cargo binary to package) is required" >&2; exit 1; fi \
+ && host="$(rustc -vV | sed -n 's/^host: //p')" \
+ && if [ "${host}" = "${target}" ]; then cc=cc; fi \
+ && linker_var="CARGO_TARGET_$(echo "${target}" | tr 'a-z-' 'A-Z_')_LINKER" \
+ && export "${linker_var}=${cc}" \
+ && case "${CARGO_PROFILE}" in release) dir=release ;; dev|test) dir=debug ;; *) dir="${CARGO_PROFILE}" ;; esac \
+ && RUSTFLAGS="-C target-feature=-crt-static" \
+    cargo build --offline --locked --profile "${CARGO_PROFILE}" --target "${target}" --bin "${APP_BIN}" \
+ && install -D -m 0755 "target/${target}/${dir}/${APP_BIN}" "/out/usr/local/bin/${APP_BIN}"
+
+FROM ${BASE_IMAGE}
+ARG BASE_IMAGE
+ARG APP_BIN
+ARG BACKEND=bytehound
+ARG BACKEND_VERSION=unknown
+ARG SOURCE_URL=https://github.com/memprofile/memprofile
+ARG REVISION=unknown
+ARG APP_CMD=
+ARG APP_TARGET=
+ARG PROFILE_DIR=/var/memprofile
+LABEL org.opencontainers.image.source="${SOURCE_URL}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.base.name="${BASE_IMAGE}" \
+      io.memprofile.backend="${BACKEND}" \
+      io.memprofile.backend.version="${BACKEND_VERSION}"
+COPY --from=artifacts /out/ /
+COPY --from=app /out/ /
+ENV APP_ENTRYPOINT="[\"/usr/local/bin/${APP_BIN}\"]"
+RUN ["/usr/bin/memprofile", "image-setup"]
+RUN ["/usr/bin/memprofile", "preflight", "--rootfs", "/", "--trace-loader", \
+     "--entrypoint", "[\"/usr/bin/memprofile\",\"exec\",\"--from-config\",\"--\"]"]
+ENTRYPOINT ["/usr/bin/memprofile", "exec", "--from-config", "--"]
+CMD []

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# Builds a profilable image: `make image-memprofile` and
+# `make image-memprofile-multi` run this after checking their variables.
+#
+#   way 1 (APP_IMAGE): export the app image, preflight it (a static or scratch
+#     app stops here, pointing at way 2), read its Entrypoint/Cmd/User and
+#     platform, then images/layer.Dockerfile;
+#   way 2 (APP_SRC + APP_BIN): images/rebuild.Dockerfile.
+# Then the result is exported and judged by `memprofile preflight`: anything
+# but READY fails. Pushed only when PUSH=true.
+#
+# Environment (set by the Makefile): ENGINE MEMPROFILE BACKEND IMAGE PLATFORMS
+#   MULTI APP_IMAGE APP_SRC APP_BIN APP_TARGET CARGO_PROFILE BASE_IMAGE
+#   BUILDER_IMAGE RUST_BUILDER_IMAGE ARTIFACTS PULL_POLICY TLS_VERIFY PUSH
+#   SKIP_CLEAN WORK_DIR OUT_ARCHIVE REVISION SOURCE_URL
+set -o errexit -o nounset -o pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+die() {
+  echo "memprofile: $*" >&2
+  exit 1
+}
+say() { echo "== $*" >&2; }
+
+: "${ENGINE:?}" "${MEMPROFILE:?}" "${BACKEND:?}" "${IMAGE:?}" "${WORK_DIR:?}"
+PLATFORMS="${PLATFORMS:-}"
+MULTI="${MULTI:-false}"
+APP_IMAGE="${APP_IMAGE:-}"
+APP_SRC="${APP_SRC:-}"
+APP_BIN="${APP_BIN:-}"
+APP_TARGET="${APP_TARGET:-}"
+ARTIFACTS="${ARTIFACTS:-dist}"
+PULL_POLICY="${PULL_POLICY:-}"
+TLS_VERIFY="${TLS_VERIFY:-true}"
+PUSH="${PUSH:-false}"
+SKIP_CLEAN="${SKIP_CLEAN:-false}"
+OUT_ARCHIVE="${OUT_ARCHIVE:-${WORK_DIR}/image.oci.tar}"
+
+ctx="${WORK_DIR}/context"
+rm -rf "${ctx}"
+mkdir -p "${ctx}"
+cleanup() { [[ "${SKIP_CLEAN}" == true ]] || rm -rf "${ctx}" "${WORK_DIR}/app.tar"; }
+trap cleanup EXIT
+
+tls=()
+[[ "${TLS_VERIFY}" == true ]] || tls=(--tls-verify=false)
+
+# export_image REF ARCHIVE [list]: an image (or manifest list) from the engine's store into a file preflight reads.
+export_image() {
+  local ref="$1" archive="$2" list="${3:-}"
+  rm -f "${archive}"
+  case "${ENGINE}" in
+    docker) docker save -o "${archive}" "${ref}" ;;
+    podman)
+      if [[ -n "${list}" ]]; then podman manifest push --all "${ref}" "oci-archive:${archive}" >/dev/null
+      else podman save --format oci-archive -o "${archive}" "${ref}" >/dev/null; fi ;;
+    buildah)
+      if [[ -n "${list}" ]]; then buildah manifest push --quiet --all "${ref}" "oci-archive:${archive}" >/dev/null
+      else buildah push --quiet "${ref}" "oci-archive:${archive}" >/dev/null; fi ;;
+  esac
+}
+
+is_list() {  # REF: a manifest list in the local store (podman/buildah)
+  case "${ENGINE}" in
+    podman) podman manifest inspect "$1" >/dev/null 2>&1 ;;
+    buildah) buildah manifest inspect "$1" >/dev/null 2>&1 ;;
+    *) return 1 ;;
+  esac
+}
+
+platform_args=()
+if [[ -n "${PLATFORMS}" ]]; then platform_args=(--platform "${PLATFORMS}"); fi
+build_args=(--build-arg "BACKEND=${BACKEND}" --build-arg "ARTIFACTS=${ARTIFACTS}"
+  --build-arg "REVISION=${REVISION:-unknown}" --build-arg "SOURCE_URL=${SOURCE_URL:-https://github.com/memprofile/memprofile}")
+[[ -z "${APP_TARGET}" ]] || build_args+=(--build-arg "APP_TARGET=${APP_TARGET}")
+[[ -z "${BUILDER_IMAGE:-}" ]] || build_args+=(--build-arg "BUILDER_IMAGE=${BUILDER_IMAGE}")
+
+# 1. What to build on, and the app's own command.
+if [[ -n "${APP_IMAGE}" ]]; then
+  dockerfile="${root}/images/layer.Dockerfile"
+  say "preflight of the app image ${APP_IMAGE}"
+  list=""
+  is_list "${APP_IMAGE}" && list=yes
+  export_image "${APP_IMAGE}" "${WORK_DIR}/app.tar" "${list}" ||
+    die "cannot export ${APP_IMAGE} from ${ENGINE}: pull or build it first"
+  pick=()
+  if [[ -n "${list}" && "${MULTI}" == true ]]; then
+    pick=(--all-platforms)
+  elif [[ -n "${list}" ]]; then
+    pick=(--platform "${PLATFORMS:-linux/$(dpkg --print-architecture 2>/dev/null || echo amd64)}")
+  fi
+  verdict=0
+  "${MEMPROFILE}" preflight --json "${pick[@]}" "${WORK_DIR}/app.tar" >"${WORK_DIR}/app.json" || verdict=$?
+  ((verdict <= 1)) || die "memprofile preflight could not read ${APP_IMAGE} (exported to ${WORK_DIR}/app.tar)"
+  app_json="$(head -n 1 "${WORK_DIR}/app.json")"
+  if ((verdict != 0)); then
+    "${MEMPROFILE}" preflight "${pick[@]}" "${WORK_DIR}/app.tar" >&2 || true
+    die "${APP_IMAGE} cannot be profiled by layering a preload library onto it (blocking: $(jq -r '.blocking | join(", ")' "${WORK_DIR}/app.json" | sort -u | paste -sd' ')). Rebuild the app as a dynamic glibc program instead (way 2): make image-memprofile APP_SRC=<cargo project> APP_BIN=<binary>"
+  fi
+  app_platform="$(jq -r .platform <<<"${app_json}")"
+  if [[ -z "${PLATFORMS}" ]]; then
+    PLATFORMS="${app_platform}"
+    platform_args=(--platform "${PLATFORMS}")
+  fi
+  build_args+=(--build-arg "APP_IMAGE=${APP_IMAGE}"
+    --build-arg "APP_ENTRYPOINT=$(jq -c '.config.entrypoint // []' <<<"${app_json}")"
+    --build-arg "APP_CMD=$(jq -c '.config.cmd // []' <<<"${app_json}")"
+    --build-arg "APP_USER=$(jq -r '.config.user | if . == "" then "root" else . end' <<<"${app_json}")")
+  say "${APP_IMAGE} (${app_platform}) runs $(jq -c .argv <<<"${app_json}") as $(jq -r '.config.user | if . == "" then "root" else . end' <<<"${app_json}")"
+else
+  dockerfile="${root}/images/rebuild.Dockerfile"
+  [[ -f "${APP_SRC}/Cargo.toml" ]] || die "APP_SRC=${APP_SRC} has no Cargo.toml (way 2 rebuilds a cargo project)"
+  mkdir -p "${ctx}/app"
+  tar -C "${APP_SRC}" --exclude=./target --exclude=./.git -cf - . | tar -C "${ctx}/app" -xf -
+  build_args+=(--build-arg "APP_BIN=${APP_BIN}" --build-arg "CARGO_PROFILE=${CARGO_PROFILE:-release}")
+  [[ -z "${BASE_IMAGE:-}" ]] || build_args+=(--build-arg "BASE_IMAGE=${BASE_IMAGE}")
+  [[ -z "${RUST_BUILDER_IMAGE:-}" ]] || build_args+=(--build-arg "RUST_BUILDER_IMAGE=${RUST_BUILDER_IMAGE}")
+  [[ -n "${PLATFORMS}" ]] || { PLATFORMS="linux/$(dpkg --print-architecture 2>/dev/null || echo amd64)"; platform_args=(--platform "${PLATFORMS}"); }
+fi
+
+# 2. The launcher and the preload library for each target architecture.
+IFS=, read -r -a platforms <<<"${PLATFORMS}"
+for platform in "${platforms[@]}"; do
+  arch="${platform#linux/}"
+  arch="${arch%%/*}"
+  case "${platform}" in
+    linux/amd64 | linux/arm64 | linux/arm64/v8) ;;
+    *) die "unsupported platform '${platform}' (linux/amd64, linux/arm64)" ;;
+  esac
+  if [[ "${ARTIFACTS}" == dist ]]; then
+    say "artifacts for ${arch} (${BACKEND}), host-built"
+    make -C "${root}" --no-print-directory image-artifacts SKIP_DEPS=true ARCH="${arch}" BACKEND="${BACKEND}" DIST="${DIST:-dist}" \
+      ARTIFACTS_OUT="${ctx}/artifacts/${arch}" >&2
+  fi
+done
+if [[ "${ARTIFACTS}" == source ]]; then
+  mkdir -p "${ctx}/src"
+  tar -C "${root}" -cf - CMakeLists.txt Makefile cmake tool preload scripts | tar -C "${ctx}/src" -xf -
+elif [[ "${ARTIFACTS}" != dist ]]; then
+  die "ARTIFACTS must be dist or source, not '${ARTIFACTS}'"
+fi
+manifest="$(find "${ctx}/artifacts" -name "preload-${BACKEND}.json" -print -quit 2>/dev/null || true)"
+[[ -z "${manifest}" ]] || build_args+=(--build-arg "BACKEND_VERSION=$(jq -r .version "${manifest}")")
+
+# 3. Build.
+say "building ${IMAGE} for ${PLATFORMS} with ${ENGINE} ($(basename "${dockerfile}"))"
+pull=()
+[[ -z "${PULL_POLICY}" ]] || pull=(--pull="${PULL_POLICY}")
+list=""
+[[ "${MULTI}" == true ]] && list=yes
+case "${ENGINE}" in
+  docker)
+    if [[ -n "${list}" ]]; then
+      docker buildx build "${platform_args[@]}" -f "${dockerfile}" "${build_args[@]}" -t "${IMAGE}" \
+        --output "type=oci,dest=${OUT_ARCHIVE}" "${ctx}"
+    else
+      docker buildx build "${platform_args[@]}" -f "${dockerfile}" "${build_args[@]}" -t "${IMAGE}" --load "${ctx}"
+    fi ;;
+  podman | buildah)
+    if [[ "${ENGINE}" == podman ]]; then bud=(podman build); else bud=(buildah bud); fi
+    bud+=(--isolation "${BUILD_ISOLATION:-chroot}" "${pull[@]}")
+    if [[ -n "${list}" ]]; then
+      "${ENGINE}" manifest rm "${IMAGE}" >/dev/null 2>&1 || true
+      "${ENGINE}" rmi "${IMAGE}" >/dev/null 2>&1 || true
+      "${bud[@]}" "${platform_args[@]}" -f "${dockerfile}" "${build_args[@]}" --manifest "${IMAGE}" "${ctx}" >&2
+    else
+      "${bud[@]}" "${platform_args[@]}" -f "${dockerfile}" "${build_args[@]}" -t "${IMAGE}" "${ctx}" >&2
+    fi ;;
+  *) die "unknown CONTAINER_ENGINE '${ENGINE}' (docker, podman, buildah)" ;;
+esac
+
+# 4. Judge what was built, as it will be shipped.
+[[ "${ENGINE}" == docker && -n "${list}" ]] || export_image "${IMAGE}" "${OUT_ARCHIVE}" "${list}"
+say "preflight of ${IMAGE} (${OUT_ARCHIVE})"
+all=()
+[[ -z "${list}" ]] || all=(--all-platforms)
+"${MEMPROFILE}" preflight "${all[@]}" "${OUT_ARCHIVE}" >&2 || die "${IMAGE} is not READY: not pushed"
+
+# 5. Push.
+if [[ "${PUSH}" == true ]]; then
+  say "pushing ${IMAGE}"
+  case "${ENGINE}" in
+    docker)
+      if [[ -n "${list}" ]]; then
+        docker buildx build "${platform_args[@]}" -f "${dockerfile}" "${build_args[@]}" -t "${IMAGE}" --push "${ctx}"
+      else
+        docker push "${IMAGE}"
+      fi ;;
+    podman | buildah)
+      if [[ -n "${list}" ]]; then "${ENGINE}" manifest push "${tls[@]}" --all "${IMAGE}" "docker://${IMAGE}" >&2
+      else "${ENGINE}" push "${tls[@]}" "${IMAGE}" "docker://${IMAGE}" >&2; fi ;;
+  esac
+fi
+echo "${IMAGE}"

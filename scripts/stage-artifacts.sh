@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Lays out what a profilable image adds, as a root tree the Dockerfiles copy
+# with one COPY: the static memprofile, the preload library at its install
+# path (from its manifest), and the manifest itself.
+# usage: scripts/stage-artifacts.sh MEMPROFILE_STATIC PRELOAD_DIST_DIR OUT
+set -o errexit -o nounset -o pipefail
+
+launcher="${1:?usage: stage-artifacts.sh MEMPROFILE_STATIC PRELOAD_DIST_DIR OUT}"
+dist="${2:?usage: stage-artifacts.sh MEMPROFILE_STATIC PRELOAD_DIST_DIR OUT}"
+out="${3:?usage: stage-artifacts.sh MEMPROFILE_STATIC PRELOAD_DIST_DIR OUT}"
+manifest="${dist}/manifest.json"
+[[ -f "${manifest}" ]] || { echo "memprofile: ${manifest} missing: build the preload library first (make preload)" >&2; exit 1; }
+backend="$(jq -r .backend "${manifest}")"
+library="$(jq -r .library "${manifest}")"
+install_path="$(jq -r .install_path "${manifest}")"
+[[ "${install_path}" == /* && "${install_path}" != *..* ]] || { echo "memprofile: ${manifest}: bad install_path '${install_path}'" >&2; exit 1; }
+
+rm -rf "${out}"
+install -D -m 0755 "${launcher}" "${out}/usr/bin/memprofile"
+install -D -m 0755 "${dist}/${library}" "${out}${install_path}"
+# Libraries the recipe bundles go beside it (the library's RUNPATH is $ORIGIN).
+for lib in $(jq -r '.bundled // "" | split(" ")[]' "${manifest}"); do
+  [[ "${lib}" != */* ]] || { echo "memprofile: ${manifest}: bad bundled entry '${lib}'" >&2; exit 1; }
+  install -m 0644 "${dist}/${lib}" "${out}$(dirname "${install_path}")/${lib}"
+done
+install -D -m 0644 "${manifest}" "${out}/usr/share/memprofile/preload-${backend}.json"

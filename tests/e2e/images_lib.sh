@@ -1,0 +1,120 @@
+# Helpers for the image end-to-end tests (sourced after lib.sh): local Debian
+# bases from `make base-image`, the example app image, and running an image's
+# entrypoint with buildah. Bases, container storage and host-built artifacts
+# are cached under MEMPROFILE_CACHE between runs.
+# shellcheck shell=bash
+# shellcheck source=scripts/lib.sh
+source "${E2E_ROOT}/scripts/lib.sh"
+
+CACHE="${MEMPROFILE_CACHE:-${HOME}/.cache/memprofile}"
+use_vfs_storage "${CACHE}/containers"
+export DIST="${CACHE}/image-dist"
+SUITE=bookworm
+
+mk() {  # make in the repo with the test's engine and caches
+  make -C "${E2E_ROOT}" --no-print-directory SKIP_DEPS=true CONTAINER_ENGINE=buildah PULL_POLICY=never \
+    DIST="${DIST}" IMAGE_WORK_DIR="${SCRATCH}/image" "$@"
+}
+
+have_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
+
+# base_images ARCH [builder packages]: the slim and builder bases for ARCH.
+base_images() {
+  local arch="$1" packages="${2:-gcc,libc6-dev}"
+  have_image "localhost/memprofile-base:${SUITE}-slim-${arch}" || mk base-image ARCH="${arch}" SUITE="${SUITE}" >&2
+  have_image "localhost/memprofile-base:${SUITE}-builder-${arch}" ||
+    mk base-image ARCH="${arch}" SUITE="${SUITE}" BASE_VARIANT=builder BUILDER_PACKAGES="${packages}" >&2
+}
+
+# The preload libraries the recipe tests build (cached by recipe content) are
+# the ones the images get: no second build of the same thing.
+seed_dist() {  # BACKEND ARCH
+  local from
+  from="$(preload_dist "$1" "$2")"
+  if ! cmp -s "${from}/manifest.json" "${DIST}/preload/$1/$2/manifest.json" 2>/dev/null; then
+    rm -rf "${DIST}/preload/$1/$2"
+    mkdir -p "${DIST}/preload/$1"
+    cp -a "${from}" "${DIST}/preload/$1/$2"
+  fi
+}
+
+# example_app ARCH: the example leaking service as an ordinary app image,
+# localhost/leaky:ARCH, built by examples/leaky/Dockerfile.
+example_app() {
+  local arch="$1"
+  base_images "${arch}"
+  buildah bud --isolation chroot --pull=never --quiet --platform "linux/${arch}" \
+    --build-arg "BUILDER_IMAGE=localhost/memprofile-base:${SUITE}-builder-${arch}" \
+    --build-arg "BASE_IMAGE=localhost/memprofile-base:${SUITE}-slim-${arch}" \
+    -t "localhost/leaky:${arch}" "${E2E_ROOT}/examples/leaky" >/dev/null
+}
+
+# run_entrypoint IMAGE OUTDIR [ARGS...]: runs the image as a container would
+# (its Entrypoint, then ARGS or its Cmd, as its User), with OUTDIR mounted
+# at the profile directory.
+run_entrypoint() {
+  local image="$1" out="$2" ctr rc=0
+  shift 2
+  local -a argv
+  mapfile -t argv < <(buildah inspect --type image "${image}" | jq -r '.OCIv1.config.Entrypoint[]')
+  if (($# == 0)); then
+    mapfile -t -O "${#argv[@]}" argv < <(buildah inspect --type image "${image}" | jq -r '(.OCIv1.config.Cmd // [])[]')
+  fi
+  mkdir -p "${out}"
+  chmod 1777 "${out}"
+  ctr="$(buildah from --pull=never --quiet "${image}")"
+  buildah run --isolation chroot -v "${out}:/var/memprofile" "${ctr}" -- "${argv[@]}" "$@" || rc=$?
+  buildah rm "${ctr}" >/dev/null
+  return "${rc}"
+}
+
+# image_root IMAGE: mounts a container of IMAGE and prints its root; the
+# container goes when the test ends.
+MOUNTED=()
+image_root() {
+  local ctr
+  ctr="$(buildah from --pull=never --quiet "$1")"
+  MOUNTED+=("${ctr}")
+  buildah mount "${ctr}"
+}
+unmount_all() {
+  local ctr
+  for ctr in "${MOUNTED[@]}"; do
+    buildah umount "${ctr}" >/dev/null 2>&1 || true
+    buildah rm "${ctr}" >/dev/null 2>&1 || true
+  done
+  rm -rf "${SCRATCH}"
+}
+trap unmount_all EXIT
+
+# jeprof_names FUNCTION ROOT PROGRAM HEAP [arm64]: jeprof's text report of a
+# profile recorded in a container names FUNCTION. The mapped paths are the
+# container's: they are read under ROOT, the image's mounted root.
+jeprof_names() {
+  local fn="$1" root="$2" program="$3" heap="$4" arch="${5:-amd64}" jeprof="${DIST}/preload/jemalloc/amd64/jeprof"
+  local tools=() edits=(-e '/^MAPPED_LIBRARIES:/,$ s# (/[^ ]+)$# '"${root}"'\1#')
+  if [[ "${arch}" == arm64 ]]; then
+    tools=(--tools=/usr/bin/aarch64-linux-gnu-)
+    # qemu 7.2 shows guest code as r--p; jeprof skips maps that are not executable.
+    edits+=(-e '/^MAPPED_LIBRARIES:/,$ s/ r--p / r-xp /')
+  fi
+  sed -E "${edits[@]}" "${heap}" > "${heap}.rooted"
+  "${jeprof}" "${tools[@]}" --text "${root}${program}" "${heap}.rooted" > "${heap}.text" 2>/dev/null
+  grep -q "${fn}" "${heap}.text"
+}
+
+# heaptrack_names FUNCTION ROOT RAW: heaptrack_interpret | heaptrack_print of
+# a trace recorded in a container names FUNCTION. Module paths ("x" and "m"
+# lines: hex length, then the path) are rewritten to be read under ROOT.
+heaptrack_names() {
+  local fn="$1" root="$2" raw="$3"
+  awk -v root="${root}" '
+    ($1 == "x" || $1 == "m") && substr($3, 1, 1) == "/" {
+      $3 = root $3
+      $2 = sprintf("%x", length($3))
+    }
+    { print }' "${raw}" > "${raw}.rooted"
+  /usr/lib/heaptrack/libexec/heaptrack_interpret < "${raw}.rooted" > "${raw}.trace" 2>/dev/null
+  heaptrack_print "${raw}.trace" > "${raw}.printed" 2>/dev/null
+  grep -q "${fn}" "${raw}.printed"
+}
