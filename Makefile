@@ -170,6 +170,7 @@ preflight: deps ## Judge an image: IMAGE=<name in the engine's store> or IMAGE_A
 SUITE ?= bookworm
 BASE_VARIANT ?= slim
 BASE_TAG ?= localhost/memprofile-base:$(SUITE)-$(BASE_VARIANT)-$(ARCH)
+BASE_LIST ?= localhost/memprofile-base:$(SUITE)-$(BASE_VARIANT)
 BUILDER_PACKAGES ?= gcc,libc6-dev,cargo
 
 .PHONY: base-image
@@ -181,6 +182,16 @@ base-image: deps ## Import a Debian SUITE base for ARCH from Debian's archive (m
 	  podman|buildah) podman import --arch $(ARCH) "$$tarball" $(BASE_TAG) >/dev/null ;; \
 	  *) echo "memprofile: no container engine to import into" >&2; exit 2 ;; \
 	esac
+	@# podman/buildah: also a manifest list of every arch imported so far, so
+	@# that multi-platform builds resolve FROM $(BASE_LIST) per platform.
+	if [[ "$(CONTAINER_ENGINE)" != docker ]]; then \
+	  podman manifest rm $(BASE_LIST) >/dev/null 2>&1 || true; \
+	  podman manifest create $(BASE_LIST) >/dev/null; \
+	  for arch in amd64 arm64; do \
+	    ref=localhost/memprofile-base:$(SUITE)-$(BASE_VARIANT)-$$arch; \
+	    if podman image exists "$$ref"; then podman manifest add $(BASE_LIST) "containers-storage:$$ref" >/dev/null; fi; \
+	  done; \
+	fi
 	@echo "$(BASE_TAG)"
 
 ##@ Main job

@@ -18,12 +18,31 @@ mk() {  # make in the repo with the test's engine and caches
 
 have_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
 
-# base_images ARCH [builder packages]: the slim and builder bases for ARCH.
+# base_images ARCH: the slim and builder bases for ARCH. The amd64 builder
+# also has Debian's cargo (way 2); installing it under qemu for arm64 would
+# take minutes for a test that does not use it.
 base_images() {
-  local arch="$1" packages="${2:-gcc,libc6-dev}"
+  local arch="$1" packages=gcc,libc6-dev
+  [[ "${arch}" != amd64 ]] || packages=gcc,libc6-dev,cargo
   have_image "localhost/memprofile-base:${SUITE}-slim-${arch}" || mk base-image ARCH="${arch}" SUITE="${SUITE}" >&2
   have_image "localhost/memprofile-base:${SUITE}-builder-${arch}" ||
     mk base-image ARCH="${arch}" SUITE="${SUITE}" BASE_VARIANT=builder BUILDER_PACKAGES="${packages}" >&2
+}
+
+# base_lists: localhost/memprofile-base:SUITE-{slim,builder} as manifest
+# lists of both arches, for multi-platform builds (FROM resolves per platform).
+base_lists() {
+  local variant arch
+  base_images amd64
+  base_images arm64
+  for variant in slim builder; do
+    buildah manifest rm "localhost/memprofile-base:${SUITE}-${variant}" >/dev/null 2>&1 || true
+    buildah manifest create "localhost/memprofile-base:${SUITE}-${variant}" >/dev/null
+    for arch in amd64 arm64; do
+      buildah manifest add "localhost/memprofile-base:${SUITE}-${variant}" \
+        "containers-storage:localhost/memprofile-base:${SUITE}-${variant}-${arch}" >/dev/null
+    done
+  done
 }
 
 # The preload libraries the recipe tests build (cached by recipe content) are

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# make image-memprofile-multi: a multi-arch app image (amd64 + arm64) made
+# profilable for both platforms in one manifest list, judged READY per
+# platform, and pushed to a registry (Debian's docker-registry on loopback);
+# what the registry serves has both platforms and is READY for each.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/e2e/images_lib.sh
+source "$(dirname "$0")/images_lib.sh"
+
+command -v docker-registry >/dev/null || fail "docker-registry missing (scripts/install-deps.sh installs it)"
+seed_dist jemalloc amd64
+seed_dist jemalloc arm64
+base_lists
+buildah manifest rm localhost/leaky:multi >/dev/null 2>&1 || true
+buildah bud --isolation chroot --pull=never --quiet --platform linux/amd64,linux/arm64 \
+  --build-arg "BUILDER_IMAGE=localhost/memprofile-base:${SUITE}-builder" \
+  --build-arg "BASE_IMAGE=localhost/memprofile-base:${SUITE}-slim" \
+  --manifest localhost/leaky:multi "${E2E_ROOT}/examples/leaky" >/dev/null
+
+# A registry of the test's own, on a free loopback port.
+port=""
+for candidate in $(shuf -i 20000-60000 -n 20); do
+  if ! (exec 3<>"/dev/tcp/127.0.0.1/${candidate}") 2>/dev/null; then port="${candidate}"; break; fi
+done
+[[ -n "${port}" ]] || fail "no free port"
+cat > "${SCRATCH}/registry.yml" <<YAML
+version: 0.1
+storage:
+  filesystem:
+    rootdirectory: ${SCRATCH}/registry
+http:
+  addr: 127.0.0.1:${port}
+YAML
+docker-registry serve "${SCRATCH}/registry.yml" > "${SCRATCH}/registry.log" 2>&1 &
+registry_pid=$!
+trap 'kill "${registry_pid}" 2>/dev/null || true; unmount_all' EXIT
+for _ in $(seq 50); do curl -fsS "http://127.0.0.1:${port}/v2/" >/dev/null 2>&1 && break; sleep 0.2; done
+curl -fsS "http://127.0.0.1:${port}/v2/" >/dev/null || fail "the registry did not start: $(cat "${SCRATCH}/registry.log")"
+
+ns="127.0.0.1:${port}/memprofile"
+mk image-memprofile-multi APP_IMAGE=localhost/leaky:multi BACKEND=jemalloc DOCKER_PUSH=true IMAGE_NAMESPACE="${ns}" \
+  TLS_VERIFY=false > "${SCRATCH}/build.log" 2>&1 || { cat "${SCRATCH}/build.log" >&2; fail "make image-memprofile-multi"; }
+[[ "$(grep -c "LOADER_TRACED" "${SCRATCH}/build.log")" -ge 2 ]] || fail "not every platform was verified in the build"
+pass "built for both platforms, each verified in its build"
+
+ref="${ns}/leaky:multi-memprofile"
+skopeo inspect --raw --tls-verify=false "docker://${ref}" > "${SCRATCH}/index.json" || fail "nothing at ${ref}"
+platforms="$(jq -r '[.manifests[] | .platform.os + "/" + .platform.architecture] | sort | join(",")' "${SCRATCH}/index.json")"
+[[ "${platforms}" == "linux/amd64,linux/arm64" ]] || fail "the pushed manifest list has ${platforms}"
+skopeo copy --quiet --all --src-tls-verify=false "docker://${ref}" "oci-archive:${SCRATCH}/pulled.tar" >/dev/null
+"${MEMPROFILE}" preflight --all-platforms "${SCRATCH}/pulled.tar" > "${SCRATCH}/preflight" || fail "pulled image not READY"
+[[ "$(grep -c "^READY" "${SCRATCH}/preflight")" == 2 ]] || fail "not READY for both platforms"
+pass "the registry serves a manifest list with linux/amd64 and linux/arm64, READY for each"

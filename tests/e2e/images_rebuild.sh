@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Way 2: a Rust app rebuilt as a dynamic glibc program (crt-static off) with
+# Debian's cargo in a local builder image, packaged on a slim base with the
+# launcher and jemalloc; READY, and its profile names the leaking function.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/e2e/images_lib.sh
+source "$(dirname "$0")/images_lib.sh"
+
+seed_dist jemalloc amd64
+base_images amd64
+mk image-memprofile APP_SRC="${E2E_ROOT}/examples/leaky-rs" APP_BIN=leaky-rs BACKEND=jemalloc CARGO_PROFILE=dev \
+  PLATFORM=linux/amd64 BASE_IMAGE="localhost/memprofile-base:${SUITE}-slim-amd64" \
+  RUST_BUILDER_IMAGE="localhost/memprofile-base:${SUITE}-builder-amd64" > "${SCRATCH}/build.log" 2>&1 ||
+  { cat "${SCRATCH}/build.log" >&2; fail "make image-memprofile APP_SRC=... (way 2)"; }
+image=localhost/leaky-rs:latest-memprofile
+grep -q "LOADER_TRACED" "${SCRATCH}/build.log" || fail "the verify step did not trace the loader"
+"${MEMPROFILE}" preflight "${SCRATCH}/image/image.oci.tar" > "${SCRATCH}/preflight" || fail "not READY"
+root="$(image_root "${image}")"
+"${MEMPROFILE}" check "${root}/usr/local/bin/leaky-rs" > "${SCRATCH}/app" || true
+grep -q "dynamic, interpreter" "${SCRATCH}/app" || fail "the rebuilt app is not dynamic: $(cat "${SCRATCH}/app")"
+[[ "$(buildah inspect --type image "${image}" | jq -r '.OCIv1.config.Labels["org.opencontainers.image.base.name"]')" == \
+  "localhost/memprofile-base:${SUITE}-slim-amd64" ]] || fail "base.name label"
+pass "the Rust app rebuilt dynamically, packaged and READY"
+
+run_entrypoint "${image}" "${SCRATCH}/out" 1 > "${SCRATCH}/run.log" 2>&1 || { cat "${SCRATCH}/run.log" >&2; fail "run"; }
+heap="$(find "${SCRATCH}/out" -name 'jeprof.*.heap' | head -1)"
+[[ -s "${heap}" ]] || fail "no profile: $(cat "${SCRATCH}/run.log")"
+jeprof_names leaky_function "${root}" /usr/local/bin/leaky-rs "${heap}" || fail "the profile does not name leaky_function"
+pass "the rebuilt image records a profile naming leaky_function"
