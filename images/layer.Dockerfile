@@ -28,10 +28,14 @@ ARG TARGETARCH
 ARG BACKEND=bytehound
 COPY src/ /src/
 WORKDIR /src
+# A builder image that already has the toolchain (make base-image
+# BASE_VARIANT=toolchain) skips the install; the packages come from the
+# builder's own Debian suite, so their versions are pinned by it.
 RUN case "${TARGETARCH}" in \
       amd64|arm64) ;; \
       *) echo "memprofile: unsupported TARGETARCH '${TARGETARCH}' (amd64, arm64)" >&2; exit 1 ;; \
     esac \
+ && scripts/install-deps.sh --image-build "${TARGETARCH}" \
  && make image-artifacts SKIP_DEPS=true ARCH="${TARGETARCH}" BACKEND="${BACKEND}" ARTIFACTS_OUT=/out
 
 FROM artifacts-${ARTIFACTS} AS artifacts

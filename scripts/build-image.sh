@@ -12,7 +12,7 @@
 # Environment (set by the Makefile): ENGINE MEMPROFILE BACKEND IMAGE PLATFORMS
 #   MULTI APP_IMAGE APP_SRC APP_BIN APP_TARGET CARGO_PROFILE BASE_IMAGE
 #   BUILDER_IMAGE RUST_BUILDER_IMAGE ARTIFACTS PULL_POLICY TLS_VERIFY PUSH
-#   SKIP_CLEAN WORK_DIR OUT_ARCHIVE REVISION SOURCE_URL
+#   SKIP_CLEAN WORK_DIR OUT_ARCHIVE REVISION SOURCE_URL ENGINE_BUILD_FLAGS
 set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -34,7 +34,8 @@ PULL_POLICY="${PULL_POLICY:-}"
 TLS_VERIFY="${TLS_VERIFY:-true}"
 PUSH="${PUSH:-false}"
 SKIP_CLEAN="${SKIP_CLEAN:-false}"
-OUT_ARCHIVE="${OUT_ARCHIVE:-${WORK_DIR}/image.oci.tar}"
+OUT_ARCHIVE="${OUT_ARCHIVE:-${WORK_DIR}/image.tar}"
+read -r -a extra_flags <<<"${ENGINE_BUILD_FLAGS:-}"
 
 ctx="${WORK_DIR}/context"
 rm -rf "${ctx}"
@@ -70,7 +71,7 @@ is_list() {  # REF: a manifest list in the local store (podman/buildah)
 
 platform_args=()
 if [[ -n "${PLATFORMS}" ]]; then platform_args=(--platform "${PLATFORMS}"); fi
-build_args=(--build-arg "BACKEND=${BACKEND}" --build-arg "ARTIFACTS=${ARTIFACTS}"
+build_args=("${extra_flags[@]}" --build-arg "BACKEND=${BACKEND}" --build-arg "ARTIFACTS=${ARTIFACTS}"
   --build-arg "REVISION=${REVISION:-unknown}" --build-arg "SOURCE_URL=${SOURCE_URL:-https://github.com/memprofile/memprofile}")
 [[ -z "${APP_TARGET}" ]] || build_args+=(--build-arg "APP_TARGET=${APP_TARGET}")
 [[ -z "${BUILDER_IMAGE:-}" ]] || build_args+=(--build-arg "BUILDER_IMAGE=${BUILDER_IMAGE}")

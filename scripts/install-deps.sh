@@ -1,8 +1,39 @@
 #!/usr/bin/env bash
 # Installs everything memprofile's build, tests and benchmarks need on a
-# Debian 12 machine, from Debian's archive only. Idempotent: a second run
-# installs nothing and only re-checks binfmt.
+# Debian 12 machine, from Debian's archive and the npm registry only.
+# Idempotent: a second run installs nothing and only re-checks binfmt.
+#
+# usage: scripts/install-deps.sh [--image-build [TARGET_ARCH]]
+#   --image-build: only what `make image-memprofile` needs on a build host (a
+#   CI runner with docker, a Dockerfile builder stage): the static memprofile
+#   and preload builds, plus the cross toolchain when TARGET_ARCH differs.
 set -o errexit -o nounset -o pipefail
+
+image_build_packages=(
+  build-essential cmake pkg-config libelf-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  libzstd-dev zlib1g-dev libssl-dev libunwind-dev curl ca-certificates xz-utils bzip2 jq file
+)
+if [[ "${1:-}" == --image-build ]]; then
+  target="${2:-$(dpkg --print-architecture)}"
+  if [[ "${target}" != "$(dpkg --print-architecture)" ]]; then
+    [[ "${target}" == arm64 ]] || { echo "install-deps: no cross toolchain for ${target}" >&2; exit 2; }
+    dpkg --print-foreign-architectures | grep -qx arm64 || dpkg --add-architecture arm64
+    image_build_packages+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
+      libelf-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64 libssl-dev:arm64 libunwind-dev:arm64)
+  fi
+  missing=()
+  for p in "${image_build_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "${p}" 2>/dev/null | grep -q "install ok installed" || missing+=("${p}")
+  done
+  if ((${#missing[@]})); then
+    sudo=()
+    ((EUID == 0)) || sudo=(sudo)
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  echo "install-deps: ok (image build)" >&2
+  exit 0
+fi
 
 packages=(
   # build
@@ -18,7 +49,9 @@ packages=(
   libjemalloc2 libjemalloc-dev heaptrack libheaptrack
   # building preload libraries from source (heaptrack needs libunwind)
   libunwind-dev curl xz-utils bzip2
-  # lint
+  # images: a registry for the multi-arch push test, JSON in shell
+  docker-registry jq ca-certificates
+  # lint and the bats tests run on Node.js tools (tools/node/package.json)
   shellcheck
 )
 # The static launcher cross-built for arm64 links arm64 static libraries,
@@ -48,5 +81,15 @@ fi
 if [[ -e /proc/sys/fs/binfmt_misc/status && ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]]; then
   update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || \
     echo "install-deps: warning: cannot register qemu-aarch64 with binfmt_misc" >&2
+fi
+# Node.js usually comes with the machine (with its own npm); Debian's otherwise.
+if ! command -v npm >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+# Pinned by tools/node/package-lock.json; npm ci is skipped when up to date.
+node_tools="$(cd "$(dirname "$0")/../tools/node" && pwd)"
+if [[ ! -e "${node_tools}/node_modules/.package-lock.json" ||
+      "${node_tools}/package-lock.json" -nt "${node_tools}/node_modules/.package-lock.json" ]]; then
+  (cd "${node_tools}" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 echo "install-deps: ok" >&2

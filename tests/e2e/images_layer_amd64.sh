@@ -16,7 +16,7 @@ mk image-memprofile APP_IMAGE=localhost/leaky:amd64 BACKEND=jemalloc > "${SCRATC
   { cat "${SCRATCH}/build.log" >&2; fail "make image-memprofile (jemalloc)"; }
 image=localhost/leaky:amd64-memprofile
 grep -q "LOADER_TRACED" "${SCRATCH}/build.log" || fail "the build's own verify step did not trace the loader"
-"${MEMPROFILE}" preflight "${SCRATCH}/image/image.oci.tar" > "${SCRATCH}/preflight" || fail "exported image is not READY"
+"${MEMPROFILE}" preflight "${SCRATCH}/image/image.tar" > "${SCRATCH}/preflight" || fail "exported image is not READY"
 grep -q "^READY: a preload profiler will attach to /usr/local/bin/leaky" "${SCRATCH}/preflight" || fail "READY for the wrong program"
 pass "built, verified in the build and READY when exported"
 

@@ -18,7 +18,7 @@ mk image-memprofile APP_IMAGE=localhost/leaky:arm64 BACKEND=jemalloc > "${SCRATC
 image=localhost/leaky:arm64-memprofile
 [[ "$(buildah inspect --type image "${image}" | jq -r .OCIv1.architecture)" == arm64 ]] || fail "not an arm64 image"
 grep -q "LOADER_TRACED" "${SCRATCH}/build.log" || fail "the verify step did not trace the arm64 loader"
-"${MEMPROFILE}" preflight "${SCRATCH}/image/image.oci.tar" > "${SCRATCH}/preflight" || fail "exported arm64 image is not READY"
+"${MEMPROFILE}" preflight "${SCRATCH}/image/image.tar" > "${SCRATCH}/preflight" || fail "exported arm64 image is not READY"
 root="$(image_root "${image}")"
 "${MEMPROFILE}" check "${root}/usr/bin/memprofile" > "${SCRATCH}/launcher" || true  # static: "not profilable"
 grep -q "aarch64 ELF64 LSB ET_EXEC, static" "${SCRATCH}/launcher" || fail "the launcher in the image is not a static aarch64 program"

@@ -15,7 +15,7 @@ mk image-memprofile APP_SRC="${E2E_ROOT}/examples/leaky-rs" APP_BIN=leaky-rs BAC
   { cat "${SCRATCH}/build.log" >&2; fail "make image-memprofile APP_SRC=... (way 2)"; }
 image=localhost/leaky-rs:latest-memprofile
 grep -q "LOADER_TRACED" "${SCRATCH}/build.log" || fail "the verify step did not trace the loader"
-"${MEMPROFILE}" preflight "${SCRATCH}/image/image.oci.tar" > "${SCRATCH}/preflight" || fail "not READY"
+"${MEMPROFILE}" preflight "${SCRATCH}/image/image.tar" > "${SCRATCH}/preflight" || fail "not READY"
 root="$(image_root "${image}")"
 "${MEMPROFILE}" check "${root}/usr/local/bin/leaky-rs" > "${SCRATCH}/app" || true
 grep -q "dynamic, interpreter" "${SCRATCH}/app" || fail "the rebuilt app is not dynamic: $(cat "${SCRATCH}/app")"

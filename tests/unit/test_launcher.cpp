@@ -2,6 +2,7 @@
 // preload libraries: the tests' probe library, Debian's libjemalloc2 and
 // heaptrack's preload library.
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -190,6 +191,53 @@ TEST_CASE("exec: a baked-in config file sets the defaults, flags override it") {
                                quote(s / "bad.conf") + " -- " + quote(fixture("leak")));
   CHECK(bad.exit_code == 0);  // a bad config never takes the service down
   CHECK_THAT(bad.err, Catch::Contains("unknown key 'colour'"));
+}
+
+TEST_CASE("exec --from-config: the config's entrypoint with its cmd, or with the arguments given") {
+  Scratch s;
+  testing::make_dirs(s / "out");
+  testing::write_file(s / "exec.conf", "preload = " + fixture("libprobe.so") + "\noutput_dir = " + s / "out" +
+                                           "\nentrypoint = [" + json(fixture("leak")).dump() + "]\ncmd = [\"envfile\", " +
+                                           json(s / "from-cmd").dump() + "]\n");
+  std::string base = "PROBE_LOG=" + quote(s / "probe.log") + " " + launcher() + " exec --config " + quote(s / "exec.conf") +
+                     " --from-config --";
+  RunResult r = testing::run(base);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(testing::read_file(s / "from-cmd"), Catch::Contains("LD_PRELOAD=" + fixture("libprobe.so")));
+  RunResult args = testing::run(base + " envfile " + quote(s / "from-args"));
+  REQUIRE(args.exit_code == 0);
+  CHECK(access((s / "from-args").c_str(), F_OK) == 0);
+  testing::write_file(s / "bad.conf", "entrypoint = " + fixture("leak") + "\n");
+  RunResult bad = testing::run(launcher() + " exec --config " + quote(s / "bad.conf") + " --from-config --");
+  CHECK(bad.exit_code == 3);  // nothing to start: the app's command is unknown
+  CHECK_THAT(bad.err, Catch::Contains("must be a JSON array of strings"));
+  testing::write_file(s / "empty.conf", "backend = jemalloc\n");
+  RunResult empty = testing::run(launcher() + " exec --config " + quote(s / "empty.conf") + " --from-config");
+  CHECK(empty.exit_code == 2);
+  CHECK_THAT(empty.err, Catch::Contains("has no entrypoint or cmd"));
+}
+
+TEST_CASE("image-setup: bakes the app's command from build args into the launcher config") {
+  Scratch s;
+  RunResult r = testing::run("APP_ENTRYPOINT='[\"/app\",\"--x y\"]' APP_CMD=null BACKEND=heaptrack PROFILE_DIR=/prof " +
+                             launcher() + " image-setup --root " + quote(s.path()));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::string conf = testing::read_file(s / "etc/memprofile/exec.conf");
+  CHECK_THAT(conf, Catch::Contains("backend = heaptrack\n") && Catch::Contains("output_dir = /prof\n") &&
+                       Catch::Contains("entrypoint = [\"/app\",\"--x y\"]\n") && Catch::Contains("cmd = []\n"));
+  struct stat st;
+  REQUIRE(stat((s / "prof").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 01777);
+  RunResult bad = testing::run("APP_ENTRYPOINT='/app --x' " + launcher() + " image-setup --root " + quote(s.path()));
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("not a JSON array of strings"));
+  RunResult none = testing::run(launcher() + " image-setup --root " + quote(s.path()));
+  CHECK(none.exit_code == 2);
+  CHECK_THAT(none.err, Catch::Contains("both empty"));
+  RunResult backend = testing::run("APP_CMD='[\"/app\"]' " + launcher() + " image-setup --backend valgrind --root " + quote(s.path()));
+  CHECK(backend.exit_code == 2);
 }
 
 TEST_CASE("attached: yes for a profiled process, no for an unprofiled one") {

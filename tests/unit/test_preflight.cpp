@@ -186,6 +186,69 @@ TEST_CASE("preflight: --rootfs judges a directory with config from flags") {
   CHECK(has(unknown, "USER_UNKNOWN"));
 }
 
+// A root like the images images/ builds: the static launcher as entrypoint,
+// the app's own command in /etc/memprofile/exec.conf.
+void make_launcher_root(const Scratch& s, const std::string& conf) {
+  testing::make_glibc_root(s.path());
+  testing::copy_file(testing::fixture("dynamic"), s / "usr/local/bin/app");
+  testing::copy_file(testing::launcher_bin(), s / "usr/bin/memprofile");
+  testing::copy_file(testing::fixture("fake_preload.so"), s / "usr/lib/memprofile/libjemalloc.so.2", 0644);
+  testing::make_dirs(s / "var/memprofile");
+  testing::write_file(s / "etc/memprofile/exec.conf", conf);
+}
+const char* kLauncherEntrypoint = "[\"/usr/bin/memprofile\",\"exec\",\"--from-config\",\"--\"]";
+
+TEST_CASE("preflight: a memprofile exec entrypoint is judged by the program it starts") {
+  Scratch s;
+  make_launcher_root(s, "backend = jemalloc\nentrypoint = [\"/usr/local/bin/app\"]\ncmd = [\"--serve\"]\n");
+  json j = preflight_json({"--rootfs", s.path(), "--entrypoint", kLauncherEntrypoint}, 0);
+  CHECK(j["program"] == "/usr/local/bin/app");
+  CHECK(j["argv"] == json({"/usr/local/bin/app", "--serve"}));
+  CHECK(j["launcher"]["backend"] == "jemalloc");
+  CHECK(j["preload"]["path"] == "/usr/lib/memprofile/libjemalloc.so.2");
+  CHECK(has(j, "LAUNCHER"));
+  CHECK_FALSE(has(j, "NO_PRELOAD"));
+  // Arguments after "--" replace the config's cmd, as at run time.
+  json args = preflight_json({"--rootfs", s.path(), "--entrypoint", kLauncherEntrypoint, "--cmd", "[\"--other\"]"}, 0);
+  CHECK(args["argv"] == json({"/usr/local/bin/app", "--other"}));
+  // Flags on the entrypoint win over the config, as in the launcher.
+  json flag = preflight_json({"--rootfs", s.path(), "--entrypoint",
+                              "[\"/usr/bin/memprofile\",\"exec\",\"--preload\",\"/nope.so\",\"--\",\"/usr/local/bin/app\"]"}, 1);
+  CHECK(has(flag, "PRELOAD_NOT_FOUND"));
+}
+
+TEST_CASE("preflight: what breaks a memprofile exec entrypoint") {
+  Scratch s;
+  make_launcher_root(s, "backend = jemalloc\noutput_dir = /profiles\nentrypoint = [\"/usr/local/bin/app\"]\n");
+  json missing = preflight_json({"--rootfs", s.path(), "--entrypoint", kLauncherEntrypoint}, 1);
+  CHECK(missing["blocking"] == json({"OUTPUT_DIR_MISSING"}));
+  json unknown = preflight_json({"--rootfs", s.path(), "--entrypoint",
+                                 "[\"/usr/bin/memprofile\",\"exec\",\"--colour\",\"--\",\"/usr/local/bin/app\"]"}, 1);
+  CHECK(has(unknown, "LAUNCHER_CONFIG"));
+  testing::write_file(s / "etc/memprofile/exec.conf", "entrypoint = /usr/local/bin/app\n");
+  json bad = preflight_json({"--rootfs", s.path(), "--entrypoint", kLauncherEntrypoint}, 1);
+  CHECK(bad["blocking"] == json({"LAUNCHER_CONFIG"}));
+  testing::write_file(s / "etc/memprofile/exec.conf", "backend = jemalloc\nentrypoint = [\"/usr/local/bin/app\"]\n");
+  testing::copy_file(testing::launcher_arm64_bin(), s / "usr/bin/memprofile");
+  json arch = preflight_json({"--rootfs", s.path(), "--entrypoint", kLauncherEntrypoint}, 1);
+  CHECK(arch["blocking"] == json({"LAUNCHER_WRONG_ARCH"}));
+}
+
+TEST_CASE("preflight --trace-loader: the root's own loader maps the preload library") {
+  Scratch s;
+  make_launcher_root(s, "backend = jemalloc\nentrypoint = [\"/usr/local/bin/app\"]\n");
+  // Inside the root, as a Dockerfile RUN step is (chroot: the tests run as root).
+  RunResult r = testing::run("chroot " + testing::quote(s.path()) + " /usr/bin/memprofile preflight --json --rootfs / --trace-loader "
+                             "--entrypoint " + testing::quote(kLauncherEntrypoint));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json j = json::parse(r.out);
+  CHECK(has(j, "LOADER_TRACED"));
+  RunResult elsewhere = run_memprofile({"preflight", "--rootfs", s.path(), "--trace-loader", "--entrypoint", kLauncherEntrypoint});
+  CHECK(elsewhere.exit_code == 2);
+  CHECK_THAT(elsewhere.err, Catch::Contains("--trace-loader") && Catch::Contains("--rootfs / only"));
+}
+
 // ---- hand-built images ------------------------------------------------------
 
 TEST_CASE("flatten: an opaque directory hides lower layers only") {
