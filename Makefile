@@ -205,7 +205,12 @@ base-image: deps ## Import a Debian SUITE base for ARCH (mmdebstrap); BASE_VARIA
 ##@ Main job
 
 .PHONY: example
-example: build ## Build the example binaries with real toolchains and check each one.
+example: build ## The main job on the built-in example: build a profilable image, preflight it, run it, show its top allocation sites.
+	$(MAKE) --no-print-directory static ARCH=$(HOST_ARCH) SKIP_DEPS=true
+	BACKEND=$(if $(filter command line,$(origin BACKEND)),$(BACKEND),jemalloc) scripts/example.sh
+
+.PHONY: example-check
+example-check: build ## memprofile check over example binaries from real toolchains (static, static-pie, musl, arm64, Rust, Go).
 	tests/fixtures/build.sh $(BUILD_DIR)/example
 	@echo "== memprofile check over the example binaries (static, static-pie, dynamic, musl, arm64, Rust, Go)"
 	$(MEMPROFILE) check $(addprefix $(BUILD_DIR)/example/,dynamic static static-pie musl-dynamic musl-static \

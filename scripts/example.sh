@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The main job, end to end, on the built-in example (`make example`):
+#   1. local Debian bases from Debian's archive (no registry needed),
+#   2. the example leaking service as an ordinary app image,
+#   3. make image-memprofile: jemalloc + the launcher layered on, verified in
+#      the build, exported and judged READY by memprofile preflight,
+#   4. the image run as a container would run it, profile on a mounted dir,
+#   5. the top allocation sites of the profile it recorded.
+# Environment: CONTAINER_ENGINE (detected when empty), BACKEND (jemalloc),
+# EXAMPLE_SECONDS (3), MEMPROFILE_CACHE.
+set -o errexit -o nounset -o pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=scripts/lib.sh
+source "${root}/scripts/lib.sh"
+# podman and buildah get a vfs store of the example's own (vfs works in any
+# sandbox; overlay does not always), unless the caller chose one.
+if [[ -z "${CONTAINERS_STORAGE_CONF:-}" ]]; then
+  use_vfs_storage "${MEMPROFILE_CACHE:-${HOME}/.cache/memprofile}/containers"
+fi
+engine="${CONTAINER_ENGINE:-$("${root}/scripts/container-engine.sh")}"
+backend="${BACKEND:-jemalloc}"
+seconds="${EXAMPLE_SECONDS:-3}"
+arch="$(dpkg --print-architecture 2>/dev/null || echo amd64)"
+suite=bookworm
+work="${root}/build/example"
+say() { printf '\n== %s\n' "$*"; }
+mk() { make -C "${root}" --no-print-directory SKIP_DEPS=true CONTAINER_ENGINE="${engine}" "$@"; }
+
+case "${backend}" in
+  jemalloc | heaptrack) ;;
+  *) echo "example: BACKEND=${backend}: the example shows jemalloc or heaptrack profiles (bytehound needs crates.io to build)" >&2; exit 2 ;;
+esac
+rm -rf "${work}"
+mkdir -p "${work}/profile"
+chmod 1777 "${work}/profile"
+
+have() {
+  case "${engine}" in
+    docker) docker image inspect "$1" >/dev/null 2>&1 ;;
+    *) podman image exists "$1" ;;
+  esac
+}
+
+say "Debian ${suite} bases for ${arch}, from Debian's archive with mmdebstrap (${engine})"
+slim="localhost/memprofile-base:${suite}-slim-${arch}"
+builder="localhost/memprofile-base:${suite}-builder-${arch}"
+have "${slim}" || mk base-image ARCH="${arch}" SUITE="${suite}" >/dev/null
+have "${builder}" || mk base-image ARCH="${arch}" SUITE="${suite}" BASE_VARIANT=builder BUILDER_PACKAGES=gcc,libc6-dev >/dev/null
+echo "${slim}, ${builder}"
+
+say "The example app image: a service that leaks in leaky_function (examples/leaky)"
+app=localhost/leaky:example
+case "${engine}" in
+  docker) docker buildx build --load --platform "linux/${arch}" -t "${app}" \
+            --build-arg "BUILDER_IMAGE=${builder}" --build-arg "BASE_IMAGE=${slim}" "${root}/examples/leaky" ;;
+  podman) podman build --isolation chroot --pull=never --quiet -t "${app}" \
+            --build-arg "BUILDER_IMAGE=${builder}" --build-arg "BASE_IMAGE=${slim}" "${root}/examples/leaky" >/dev/null ;;
+  buildah) buildah bud --isolation chroot --pull=never --quiet -t "${app}" \
+             --build-arg "BUILDER_IMAGE=${builder}" --build-arg "BASE_IMAGE=${slim}" "${root}/examples/leaky" >/dev/null ;;
+esac
+echo "${app}"
+
+say "make image-memprofile APP_IMAGE=${app} BACKEND=${backend}"
+pull=never
+[[ "${engine}" != docker ]] || pull=""
+mk image-memprofile APP_IMAGE="${app}" BACKEND="${backend}" PULL_POLICY="${pull}" IMAGE_WORK_DIR="${work}/image" \
+  > "${work}/build.log" 2>&1 || { tail -40 "${work}/build.log" >&2; echo "example: the image build failed (log: ${work}/build.log)" >&2; exit 1; }
+image=localhost/leaky:example-memprofile
+grep '^== ' "${work}/build.log"
+
+say "memprofile preflight ${work}/image/image.tar"
+"${root}/dist/memprofile/${arch}/memprofile" preflight "${work}/image/image.tar" | sed -n '1,8p'
+
+say "Running ${image} for ${seconds} s (its entrypoint: memprofile exec, then the app)"
+mapfile -t entrypoint < <(case "${engine}" in
+  docker) docker image inspect "${image}" | jq -r '.[0].Config.Entrypoint[]' ;;
+  *) buildah inspect --type image "${image}" | jq -r '.OCIv1.config.Entrypoint[]' ;;
+esac)
+rootfs="${work}/rootfs"
+case "${engine}" in
+  docker)
+    docker run --rm -v "${work}/profile:/var/memprofile" "${image}" "${seconds}"
+    ctr="$(docker create "${image}")"
+    mkdir -p "${rootfs}"
+    docker export "${ctr}" | tar -C "${rootfs}" -xf -
+    docker rm "${ctr}" >/dev/null ;;
+  *)
+    # `podman run` needs rlimits some sandboxes refuse; buildah run does not.
+    ctr="$(buildah from --pull=never --quiet "${image}")"
+    trap 'buildah umount "${ctr}" >/dev/null 2>&1 || true; buildah rm "${ctr}" >/dev/null 2>&1 || true' EXIT
+    buildah run --isolation chroot -v "${work}/profile:/var/memprofile" "${ctr}" -- "${entrypoint[@]}" "${seconds}"
+    rootfs="$(buildah mount "${ctr}")" ;;
+esac
+ls -l "${work}/profile"
+
+say "Top allocation sites in the recorded profile"
+case "${backend}" in
+  jemalloc)
+    heap="$(find "${work}/profile" -name 'jeprof.*.heap' | sort | tail -1)"
+    [[ -s "${heap}" ]] || { echo "example: no profile was recorded" >&2; exit 1; }
+    # The mapped paths are the container's: read them under its root.
+    sed -E '/^MAPPED_LIBRARIES:/,$ s# (/[^ ]+)$# '"${rootfs}"'\1#' "${heap}" > "${work}/rooted.heap"
+    # By cumulative bytes in use, without jemalloc's own and libc's start-up
+    # frames (they head every stack): what is left are the app's sites.
+    "${root}/dist/preload/jemalloc/${arch}/jeprof" --text --cum --nodecount=40 "${rootfs}/usr/local/bin/leaky" \
+      "${work}/rooted.heap" 2>/dev/null > "${work}/jeprof.txt"
+    { head -1 "${work}/jeprof.txt"
+      sed 1d "${work}/jeprof.txt" | grep -vE ' (prof_[a-z_]+|je_[a-z_]+|imalloc[a-z_]*|malloc[a-z_]*|_start|__libc_start[a-z_]*)( \(inline\))?$' |
+        head -8; } | tee "${work}/top.txt"
+    grep -q leaky_function "${work}/top.txt" || { echo "example: leaky_function is not among the sites" >&2; exit 1; } ;;
+  heaptrack)
+    raw="$(find "${work}/profile" -name 'heaptrack.*.raw' | head -1)"
+    [[ -s "${raw}" ]] || { echo "example: no trace was recorded" >&2; exit 1; }
+    awk -v root="${rootfs}" '($1 == "x" || $1 == "m") && substr($3, 1, 1) == "/" { $3 = root $3; $2 = sprintf("%x", length($3)) } { print }' \
+      "${raw}" > "${work}/rooted.raw"
+    /usr/lib/heaptrack/libexec/heaptrack_interpret < "${work}/rooted.raw" > "${work}/trace" 2>/dev/null
+    heaptrack_print --print-leaks 1 --peak-limit 5 --print-allocators 0 --print-temporary 0 "${work}/trace" |
+      sed -n '/MOST CALLS/,$p' | head -40 | tee "${work}/top.txt"
+    grep -q leaky_function "${work}/top.txt" || { echo "example: leaky_function is not among the sites" >&2; exit 1; } ;;
+esac
+say "Done: ${image} is profilable, and its profile names leaky_function."
