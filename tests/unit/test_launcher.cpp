@@ -240,6 +240,29 @@ TEST_CASE("image-setup: bakes the app's command from build args into the launche
   CHECK(backend.exit_code == 2);
 }
 
+TEST_CASE("exec: MEMPROFILE_* variables override the config file, flags override them") {
+  Scratch s;
+  testing::make_dirs(s / "conf-out");
+  testing::make_dirs(s / "env-out");
+  testing::make_dirs(s / "flag-out");
+  testing::write_file(s / "exec.conf", "backend = heaptrack\npreload = " + fixture("libprobe.so") + "\noutput_dir = " +
+                                           s / "conf-out" + "\n");
+  std::string base = "PROBE_LOG=" + quote(s / "probe.log") + " MEMPROFILE_BACKEND=jemalloc MEMPROFILE_OUTPUT_DIR=" +
+                     quote(s / "env-out") + " " + launcher() + " exec --config " + quote(s / "exec.conf");
+  RunResult r = testing::run(base + " -- " + quote(fixture("leak")) + " envfile " + quote(s / "env"));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(testing::read_file(s / "env"), Catch::Contains("prof_prefix:" + s / "env-out/jeprof"));
+  RunResult f = testing::run(base + " --output-dir " + quote(s / "flag-out") + " -- " + quote(fixture("leak")) + " envfile " +
+                             quote(s / "env2"));
+  REQUIRE(f.exit_code == 0);
+  CHECK_THAT(testing::read_file(s / "env2"), Catch::Contains("prof_prefix:" + s / "flag-out/jeprof"));
+  RunResult bad = testing::run("MEMPROFILE_BACKEND=valgrind " + launcher() + " exec --strict --config " +
+                               quote(s / "exec.conf") + " -- /bin/true");
+  CHECK(bad.exit_code == 3);
+  CHECK_THAT(bad.err, Catch::Contains("valgrind"));
+}
+
 TEST_CASE("attached: yes for a profiled process, no for an unprofiled one") {
   Scratch s;
   testing::make_dirs(s / "out");

@@ -49,6 +49,7 @@ std::map<std::string, uint64_t> profile_sizes(Backend b, const std::string& dir)
 int run_attached(const AttachedOptions& o) {
   LauncherConfig cfg;
   load_launcher_config(o.config, cfg);
+  apply_env_overrides(cfg);
   if (!o.backend.empty()) cfg.backend = o.backend;
   if (!o.preload.empty()) cfg.preload = o.preload;
   if (!o.output_dir.empty()) cfg.output_dir = o.output_dir;

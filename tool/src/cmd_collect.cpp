@@ -163,6 +163,7 @@ int run_collect(const CollectOptions& o) {
   if (!o.verify.empty()) return run_verify(o.verify);
   LauncherConfig cfg;
   load_launcher_config(o.config, cfg);
+  apply_env_overrides(cfg);
   if (!o.backend.empty()) cfg.backend = o.backend;
   if (!o.output_dir.empty()) cfg.output_dir = o.output_dir;
   Backend backend = parse_backend(cfg.backend);

@@ -148,6 +148,7 @@ int run_exec(const ExecOptions& o) {
   std::string config_error;
   try {
     load_launcher_config(o.config, cfg);
+    apply_env_overrides(cfg);
   } catch (const Error& e) {
     config_error = e.what();
   }

@@ -80,7 +80,7 @@ struct LauncherUse {
   std::string error;
 };
 
-std::optional<LauncherUse> launcher_of(const FileTree& tree, const std::vector<std::string>& argv,
+std::optional<LauncherUse> launcher_of(const FileTree& tree, const ImageConfig& image, const std::vector<std::string>& argv,
                                        const std::string& path_env, const std::string& cwd) {
   if (argv.size() < 2 || argv[1] != "exec") return std::nullopt;
   auto r = lookup_program(tree, argv[0], path_env, cwd);
@@ -124,6 +124,11 @@ std::optional<LauncherUse> launcher_of(const FileTree& tree, const std::vector<s
   try {
     std::string cfg_path = config[0] == '/' ? config : normalize_path(cwd + "/" + config);
     if (auto text = tree.read(cfg_path, 64 * 1024)) parse_launcher_config(*text, cfg_path, use.cfg);
+    // The image's ENV reaches the launcher as apply_env_overrides reads it.
+    if (auto v = image.env_value("MEMPROFILE_BACKEND"); !v.empty()) use.cfg.backend = v;
+    if (auto v = image.env_value("MEMPROFILE_PRELOAD"); !v.empty()) use.cfg.preload = v;
+    if (auto v = image.env_value("MEMPROFILE_OUTPUT_DIR"); !v.empty()) use.cfg.output_dir = v;
+    if (auto v = image.env_value("MEMPROFILE_TARGET"); !v.empty()) use.cfg.target = v;
     if (!backend.empty()) use.cfg.backend = backend;
     parse_backend(use.cfg.backend);
   } catch (const Error& e) {
@@ -289,7 +294,7 @@ PreflightResult preflight(const LoadedImage& image, const PreflightOptions& opts
 
   // 0. memprofile exec as the entrypoint: the launcher is static and sets
   // LD_PRELOAD for its command only, so that command is what is judged.
-  auto launcher = launcher_of(tree, res.argv, path_env, cwd);
+  auto launcher = launcher_of(tree, cfg, res.argv, path_env, cwd);
   std::string target_path = opts.target;
   if (launcher) {
     Backend backend = Backend::Bytehound;

@@ -1,5 +1,6 @@
 #include "profiler.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -111,6 +112,26 @@ std::vector<std::string> json_argv(const std::string& value, const std::string& 
   throw FileError(path, "line " + std::to_string(n) + ": " + key + " must be a JSON array of strings, as in an image config");
 }
 }  // namespace
+
+void apply_env_overrides(LauncherConfig& cfg) {
+  auto env = [](const char* name) -> const char* {
+    const char* v = getenv(name);
+    return v && *v ? v : nullptr;
+  };
+  if (const char* v = env("MEMPROFILE_BACKEND")) {
+    parse_backend(v);
+    cfg.backend = v;
+  }
+  if (const char* v = env("MEMPROFILE_PRELOAD")) cfg.preload = v;
+  if (const char* v = env("MEMPROFILE_OUTPUT_DIR")) cfg.output_dir = v;
+  if (const char* v = env("MEMPROFILE_TARGET")) cfg.target = v;
+  if (const char* v = env("MEMPROFILE_MIN_FREE_MB")) {
+    char* end = nullptr;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (*end) throw Error(std::string("MEMPROFILE_MIN_FREE_MB is not a number: ") + v);
+    cfg.min_free_mb = n;
+  }
+}
 
 std::vector<std::string> config_command(const LauncherConfig& cfg, const std::vector<std::string>& args) {
   std::vector<std::string> argv = cfg.entrypoint;

@@ -42,6 +42,12 @@ struct LauncherConfig {
 };
 // Reads `path` into `cfg` if it exists; throws FileError on a bad line.
 void load_launcher_config(const std::string& path, LauncherConfig& cfg);
+// MEMPROFILE_BACKEND, MEMPROFILE_PRELOAD, MEMPROFILE_OUTPUT_DIR,
+// MEMPROFILE_TARGET, MEMPROFILE_MIN_FREE_MB from the environment, over the
+// config file (flags go over both). They let a pod spec tune the launcher
+// where it cannot change its command (numaflow's containerTemplate has env
+// only); unlike LD_PRELOAD they do nothing to other processes.
+void apply_env_overrides(LauncherConfig& cfg);
 // The same from text already read (`name` is used in error messages).
 void parse_launcher_config(const std::string& text, const std::string& name, LauncherConfig& cfg);
 // The command `exec --from-config [-- ARGS]` runs: entrypoint + (ARGS, or cmd
