@@ -100,7 +100,7 @@ case "${backend}" in
     heap="$(find "${work}/profile" -name 'jeprof.*.heap' | sort | tail -1)"
     [[ -s "${heap}" ]] || { echo "example: no profile was recorded" >&2; exit 1; }
     # The mapped paths are the container's: read them under its root.
-    sed -E '/^MAPPED_LIBRARIES:/,$ s# (/[^ ]+)$# '"${rootfs}"'\1#' "${heap}" > "${work}/rooted.heap"
+    "${root}/scripts/reroot-profile.sh" jemalloc "${rootfs}" "${heap}" "${work}/rooted.heap"
     # By cumulative bytes in use, without jemalloc's own and libc's start-up
     # frames (they head every stack): what is left are the app's sites.
     "${root}/dist/preload/jemalloc/${arch}/jeprof" --text --cum --nodecount=40 "${rootfs}/usr/local/bin/leaky" \
@@ -112,8 +112,7 @@ case "${backend}" in
   heaptrack)
     raw="$(find "${work}/profile" -name 'heaptrack.*.raw' | head -1)"
     [[ -s "${raw}" ]] || { echo "example: no trace was recorded" >&2; exit 1; }
-    awk -v root="${rootfs}" '($1 == "x" || $1 == "m") && substr($3, 1, 1) == "/" { $3 = root $3; $2 = sprintf("%x", length($3)) } { print }' \
-      "${raw}" > "${work}/rooted.raw"
+    "${root}/scripts/reroot-profile.sh" heaptrack "${rootfs}" "${raw}" "${work}/rooted.raw"
     /usr/lib/heaptrack/libexec/heaptrack_interpret < "${work}/rooted.raw" > "${work}/trace" 2>/dev/null
     heaptrack_print --print-leaks 1 --peak-limit 5 --print-allocators 0 --print-temporary 0 "${work}/trace" |
       sed -n '/MOST CALLS/,$p' | head -40 | tee "${work}/top.txt"

@@ -20,27 +20,25 @@ set -o errexit -o nounset -o pipefail
 # shellcheck source=scripts/cluster/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-pod="" selector="" container="" out="" settle=3 timeout=90 suspend=false
+out="" settle=3 timeout=90 suspend=false
 while (($#)); do
   common_option "$@"
+  ((CONSUMED)) || pod_option "$@"
   if ((CONSUMED)); then shift "${CONSUMED}"; continue; fi
   case "$1" in
     -h | --help) print_help; exit 0 ;;
-    -l | --selector) selector="${2:?$1 needs a value}"; shift 2 ;;
-    -c | --container) container="${2:?$1 needs a value}"; shift 2 ;;
     -o | --out) out="${2:?$1 needs a value}"; shift 2 ;;
     --settle) settle="${2:?--settle needs a value}"; shift 2 ;;
     --timeout) timeout="${2:?--timeout needs a value}"; shift 2 ;;
     --suspend) suspend=true; shift ;;
-    -*) usage_error "unknown option $1" ;;
-    *) [[ -z "${pod}" ]] || usage_error "one pod at a time"; pod="$1"; shift ;;
+    *) usage_error "unknown option $1" ;;
   esac
 done
 [[ "${settle}" =~ ^[0-9]+$ && "${timeout}" =~ ^[0-9]+$ ]] || usage_error "--settle and --timeout are whole seconds"
 need_tools "${KUBECTL}" jq tar sha256sum
 need_namespace
-pod="$(pick_pod "${pod}" "${selector}")"
-container="$(pick_container "${pod}" "${container}")"
+pod="$(pick_pod "${POD}" "${SELECTOR}")"
+container="$(pick_container "${pod}" "${CONTAINER}")"
 out="${out:-memprofile-${pod}-$(date +%Y%m%d-%H%M%S).tar}"
 collect=(exec "${pod}" -n "${NAMESPACE}" -c "${container}" -- "${LAUNCHER}" collect --out - --settle "${settle}"
   --timeout "${timeout}")

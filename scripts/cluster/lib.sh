@@ -47,6 +47,19 @@ common_option() {
   esac
 }
 
+# pod_option ARGS...: the pod options of verify and collect (POD, -l SELECTOR,
+# -c CONTAINER), like common_option.
+POD="" SELECTOR="" CONTAINER=""
+pod_option() {
+  CONSUMED=0
+  case "$1" in
+    -l | --selector) [[ $# -ge 2 ]] || usage_error "$1 needs a value"; SELECTOR="$2"; CONSUMED=2 ;;
+    -c | --container) [[ $# -ge 2 ]] || usage_error "$1 needs a value"; CONTAINER="$2"; CONSUMED=2 ;;
+    -*) ;;
+    *) [[ -z "${POD}" ]] || usage_error "one pod at a time"; POD="$1"; CONSUMED=1 ;;
+  esac
+}
+
 kubectl_base() {
   local base=("${KUBECTL}")
   [[ -z "${CONTEXT}" ]] || base+=(--context "${CONTEXT}")

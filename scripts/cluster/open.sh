@@ -53,7 +53,8 @@ mapped_paths() {
     heaptrack) awk '($1 == "x" || $1 == "m") && substr($3, 1, 1) == "/" {print $3}' "$1" | sort -u ;;
   esac
 }
-root="${dir}/root"
+root="$(cd "${dir}" && pwd)/root"
+reroot="$(dirname "$0")/../reroot-profile.sh"
 if [[ "${fetch}" == true && "${backend}" != bytehound ]]; then
   NAMESPACE="${pod_ns}"
   need_tools "${KUBECTL}"
@@ -86,7 +87,7 @@ TEXT
       program="$(sed -n '/^MAPPED_LIBRARIES:/,$p' "${p}" | awk '$6 ~ /^\// {print $6; exit}')"
       heap="${p}"
       if [[ -d "${root}" ]]; then
-        sed -E '/^MAPPED_LIBRARIES:/,$ s# (/[^ ]+)$# '"${root}"'\1#' "${p}" > "${p}.rooted"
+        "${reroot}" jemalloc "${root}" "${p}" "${p}.rooted"
         heap="${p}.rooted"
         program="${root}${program}"
       elif [[ -n "${podspec}" ]]; then
@@ -104,8 +105,7 @@ TEXT
     heaptrack)
       raw="${p}"
       if [[ -d "${root}" ]]; then
-        awk -v root="${root}" '($1 == "x" || $1 == "m") && substr($3, 1, 1) == "/" { $3 = root $3; $2 = sprintf("%x", length($3)) } { print }' \
-          "${p}" > "${p}.rooted"
+        "${reroot}" heaptrack "${root}" "${p}" "${p}.rooted"
         raw="${p}.rooted"
       elif [[ -n "${podspec}" ]]; then
         echo "(add --fetch to copy the binaries out of ${podspec}: heaptrack_interpret reads them at the recorded paths)"

@@ -18,27 +18,25 @@ set -o errexit -o nounset -o pipefail
 # shellcheck source=scripts/cluster/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-pod="" selector="" container="" pid=1 window=5 json=false
+pid=1 window=5 json=false
 while (($#)); do
   common_option "$@"
+  ((CONSUMED)) || pod_option "$@"
   if ((CONSUMED)); then shift "${CONSUMED}"; continue; fi
   case "$1" in
     -h | --help) print_help; exit 0 ;;
-    -l | --selector) selector="${2:?$1 needs a value}"; shift 2 ;;
-    -c | --container) container="${2:?$1 needs a value}"; shift 2 ;;
     --pid) pid="${2:?--pid needs a value}"; shift 2 ;;
     --window) window="${2:?--window needs a value}"; shift 2 ;;
     --json) json=true; shift ;;
-    -*) usage_error "unknown option $1" ;;
-    *) [[ -z "${pod}" ]] || usage_error "one pod at a time"; pod="$1"; shift ;;
+    *) usage_error "unknown option $1" ;;
   esac
 done
 [[ "${pid}" =~ ^[0-9]+$ ]] || usage_error "--pid must be a number"
 [[ "${window}" =~ ^[0-9]+$ ]] || usage_error "--window must be a whole number of seconds"
 need_tools "${KUBECTL}" jq
 need_namespace
-pod="$(pick_pod "${pod}" "${selector}")"
-container="$(pick_container "${pod}" "${container}")"
+pod="$(pick_pod "${POD}" "${SELECTOR}")"
+container="$(pick_container "${pod}" "${CONTAINER}")"
 cmd=(exec "${pod}" -n "${NAMESPACE}" -c "${container}" -- "${LAUNCHER}" attached --json --window "${window}" "${pid}")
 if [[ "${DRY_RUN}" == true ]]; then
   kc_write "${cmd[@]}"

@@ -111,28 +111,21 @@ trap unmount_all EXIT
 # container's: they are read under ROOT, the image's mounted root.
 jeprof_names() {
   local fn="$1" root="$2" program="$3" heap="$4" arch="${5:-amd64}" jeprof="${DIST}/preload/jemalloc/amd64/jeprof"
-  local tools=() edits=(-e '/^MAPPED_LIBRARIES:/,$ s# (/[^ ]+)$# '"${root}"'\1#')
+  local tools=() qemu=()
   if [[ "${arch}" == arm64 ]]; then
     tools=(--tools=/usr/bin/aarch64-linux-gnu-)
-    # qemu 7.2 shows guest code as r--p; jeprof skips maps that are not executable.
-    edits+=(-e '/^MAPPED_LIBRARIES:/,$ s/ r--p / r-xp /')
+    qemu=(--qemu-maps)
   fi
-  sed -E "${edits[@]}" "${heap}" > "${heap}.rooted"
+  "${E2E_ROOT}/scripts/reroot-profile.sh" jemalloc "${root}" "${heap}" "${heap}.rooted" "${qemu[@]}"
   "${jeprof}" "${tools[@]}" --text "${root}${program}" "${heap}.rooted" > "${heap}.text" 2>/dev/null
   grep -q "${fn}" "${heap}.text"
 }
 
 # heaptrack_names FUNCTION ROOT RAW: heaptrack_interpret | heaptrack_print of
-# a trace recorded in a container names FUNCTION. Module paths ("x" and "m"
-# lines: hex length, then the path) are rewritten to be read under ROOT.
+# a trace recorded in a container names FUNCTION, its paths read under ROOT.
 heaptrack_names() {
   local fn="$1" root="$2" raw="$3"
-  awk -v root="${root}" '
-    ($1 == "x" || $1 == "m") && substr($3, 1, 1) == "/" {
-      $3 = root $3
-      $2 = sprintf("%x", length($3))
-    }
-    { print }' "${raw}" > "${raw}.rooted"
+  "${E2E_ROOT}/scripts/reroot-profile.sh" heaptrack "${root}" "${raw}" "${raw}.rooted"
   /usr/lib/heaptrack/libexec/heaptrack_interpret < "${raw}.rooted" > "${raw}.trace" 2>/dev/null
   heaptrack_print "${raw}.trace" > "${raw}.printed" 2>/dev/null
   grep -q "${fn}" "${raw}.printed"
