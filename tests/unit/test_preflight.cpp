@@ -222,6 +222,10 @@ TEST_CASE("preflight: what breaks a memprofile exec entrypoint") {
   make_launcher_root(s, "backend = jemalloc\noutput_dir = /profiles\nentrypoint = [\"/usr/local/bin/app\"]\n");
   json missing = preflight_json({"--rootfs", s.path(), "--entrypoint", kLauncherEntrypoint}, 1);
   CHECK(missing["blocking"] == json({"OUTPUT_DIR_MISSING"}));
+  // The image's ENV overrides the config, as the launcher's environment does.
+  json env = preflight_json({"--rootfs", s.path(), "--entrypoint", kLauncherEntrypoint, "--env",
+                             "MEMPROFILE_OUTPUT_DIR=/var/memprofile"}, 0);
+  CHECK(env["launcher"]["output_dir"] == "/var/memprofile");
   json unknown = preflight_json({"--rootfs", s.path(), "--entrypoint",
                                  "[\"/usr/bin/memprofile\",\"exec\",\"--colour\",\"--\",\"/usr/local/bin/app\"]"}, 1);
   CHECK(has(unknown, "LAUNCHER_CONFIG"));

@@ -124,11 +124,8 @@ std::optional<LauncherUse> launcher_of(const FileTree& tree, const ImageConfig& 
   try {
     std::string cfg_path = config[0] == '/' ? config : normalize_path(cwd + "/" + config);
     if (auto text = tree.read(cfg_path, 64 * 1024)) parse_launcher_config(*text, cfg_path, use.cfg);
-    // The image's ENV reaches the launcher as apply_env_overrides reads it.
-    if (auto v = image.env_value("MEMPROFILE_BACKEND"); !v.empty()) use.cfg.backend = v;
-    if (auto v = image.env_value("MEMPROFILE_PRELOAD"); !v.empty()) use.cfg.preload = v;
-    if (auto v = image.env_value("MEMPROFILE_OUTPUT_DIR"); !v.empty()) use.cfg.output_dir = v;
-    if (auto v = image.env_value("MEMPROFILE_TARGET"); !v.empty()) use.cfg.target = v;
+    // The image's ENV reaches the launcher as its process environment.
+    apply_env_overrides(use.cfg, [&](const char* name) { return image.env_value(name); });
     if (!backend.empty()) use.cfg.backend = backend;
     parse_backend(use.cfg.backend);
   } catch (const Error& e) {

@@ -113,8 +113,13 @@ std::vector<std::string> json_argv(const std::string& value, const std::string& 
 }
 }  // namespace
 
-void apply_env_overrides(LauncherConfig& cfg) {
-  auto env = [](const char* name) -> const char* {
+void apply_env_overrides(LauncherConfig& cfg, const EnvLookup& lookup) {
+  std::string value;
+  auto env = [&](const char* name) -> const char* {
+    if (lookup) {
+      value = lookup(name);
+      return value.empty() ? nullptr : value.c_str();
+    }
     const char* v = getenv(name);
     return v && *v ? v : nullptr;
   };

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,10 @@ void load_launcher_config(const std::string& path, LauncherConfig& cfg);
 // config file (flags go over both). They let a pod spec tune the launcher
 // where it cannot change its command (numaflow's containerTemplate has env
 // only); unlike LD_PRELOAD they do nothing to other processes.
-void apply_env_overrides(LauncherConfig& cfg);
+// `lookup` returns a variable's value ("" when unset): the process
+// environment by default, an image config's Env in preflight.
+using EnvLookup = std::function<std::string(const char* name)>;
+void apply_env_overrides(LauncherConfig& cfg, const EnvLookup& lookup = {});
 // The same from text already read (`name` is used in error messages).
 void parse_launcher_config(const std::string& text, const std::string& name, LauncherConfig& cfg);
 // The command `exec --from-config [-- ARGS]` runs: entrypoint + (ARGS, or cmd
