@@ -85,6 +85,10 @@ image-artifacts: deps ## Stage the static memprofile and BACKEND's library for A
 clean: ## Remove build directories and dist/ (caches under ~/.cache/memprofile stay).
 	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR) build-arm64 build-static-* $(DIST)
 
+.PHONY: clean-cache
+clean-cache: ## Free the disk the caches take: the container stores (ALL=true: also root filesystems, sources, built libraries).
+	scripts/clean-cache.sh $(if $(filter true,$(ALL)),--all)
+
 ##@ Images
 
 # The first engine that works here (docker with a daemon and buildx, podman,

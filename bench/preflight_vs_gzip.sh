@@ -11,7 +11,7 @@ cache="${MEMPROFILE_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/memprofile}"
 bench="${cache}/bench"
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/../scripts/lib.sh"
-use_vfs_storage "${bench}/containers"
+use_container_storage "${bench}/containers"
 
 # Three layers of real files from this machine: libraries, shared data, programs.
 if [[ ! -e "${bench}/gzip/index.json" || ! -e "${bench}/zstd/index.json" ]]; then

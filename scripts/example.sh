@@ -13,10 +13,10 @@ set -o errexit -o nounset -o pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=scripts/lib.sh
 source "${root}/scripts/lib.sh"
-# podman and buildah get a vfs store of the example's own (vfs works in any
-# sandbox; overlay does not always), unless the caller chose one.
+# podman and buildah get a store of the example's own (overlay where the
+# kernel allows it, else vfs), unless the caller chose one.
 if [[ -z "${CONTAINERS_STORAGE_CONF:-}" ]]; then
-  use_vfs_storage "${MEMPROFILE_CACHE:-${HOME}/.cache/memprofile}/containers"
+  use_container_storage "${MEMPROFILE_CACHE:-${HOME}/.cache/memprofile}/containers"
 fi
 engine="${CONTAINER_ENGINE:-$("${root}/scripts/container-engine.sh")}"
 backend="${BACKEND:-jemalloc}"

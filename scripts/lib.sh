@@ -1,19 +1,66 @@
 # Shell helpers shared by scripts, tests and benchmarks (sourced).
 # shellcheck shell=bash
 
-# use_vfs_storage DIR: point buildah, podman and skopeo at their own vfs
-# container storage under DIR (never the user's), via CONTAINERS_STORAGE_CONF.
-use_vfs_storage() {
-  local dir="$1"
+# use_container_storage DIR: point buildah, podman and skopeo at a container
+# store of our own under DIR (never the user's), via CONTAINERS_STORAGE_CONF.
+# The driver is overlay when this kernel lets us mount one on DIR's
+# filesystem (root, native overlayfs): image layers are then shared, not
+# copied. vfs works anywhere but copies a base's whole tree into every image
+# and container built on it, so a test suite's store grows by tens of GB.
+# MEMPROFILE_STORAGE_DRIVER=vfs|overlay forces one. Each driver gets its own
+# graph root: containers/storage refuses a root made by another driver.
+use_container_storage() {
+  local dir="$1" driver="${MEMPROFILE_STORAGE_DRIVER:-}"
   mkdir -p "${dir}"
+  if [[ -z "${driver}" ]]; then
+    driver=vfs
+    if overlay_mountable "${dir}"; then driver=overlay; fi
+  fi
+  case "${driver}" in
+    vfs | overlay) ;;
+    *) echo "MEMPROFILE_STORAGE_DRIVER=${driver}: expected vfs or overlay" >&2; return 2 ;;
+  esac
   cat > "${dir}/storage.conf" <<CONF
 [storage]
-driver = "vfs"
-graphroot = "${dir}/graph"
-runroot = "${dir}/run"
+driver = "${driver}"
+graphroot = "${dir}/graph-${driver}"
+runroot = "${dir}/run-${driver}"
 CONF
   export CONTAINERS_STORAGE_CONF="${dir}/storage.conf"
 }
+
+# overlay_mountable DIR: can we mount an overlay whose upper layer is on DIR's
+# filesystem? Only root can, and not on every filesystem (overlay on overlay,
+# some network filesystems).
+overlay_mountable() {
+  local probe rc=1
+  ((EUID == 0)) || return 1
+  probe="$(mktemp -d "$1/.overlay-probe.XXXXXX")" || return 1
+  mkdir "${probe}/lower" "${probe}/upper" "${probe}/work" "${probe}/merged"
+  if mount -t overlay overlay \
+    -o "lowerdir=${probe}/lower,upperdir=${probe}/upper,workdir=${probe}/work" \
+    "${probe}/merged" 2>/dev/null; then
+    umount "${probe}/merged" && rc=0
+  fi
+  rm -rf "${probe}"
+  return "${rc}"
+}
+
+# need_free_space DIR MB WHAT: fail with one clear line when DIR's
+# filesystem has less than MB free, instead of a build dying half-way with
+# ENOSPC in some layer. WHAT names who needs the space.
+need_free_space() {
+  local dir="$1" need_mb="$2" what="$3" free_mb
+  free_mb="$(df -Pm "${dir}" | awk 'NR == 2 { print $4 }')"
+  if ((free_mb < need_mb)); then
+    echo "memprofile: ${what} needs about ${need_mb} MB free under ${dir}; its filesystem has ${free_mb} MB" \
+      "(make clean-cache frees the container stores; MEMPROFILE_CACHE moves them)" >&2
+    return 1
+  fi
+}
+
+# storage_driver: the driver of the store CONTAINERS_STORAGE_CONF names.
+storage_driver() { sed -n 's/^driver = "\(.*\)"$/\1/p' "${CONTAINERS_STORAGE_CONF}"; }
 
 # best_seconds RUNS CMD...: the best wall time of CMD over RUNS runs (its
 # exit status ignored), printed with millisecond precision.

@@ -8,6 +8,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/images_lib.sh"
 
 example_app amd64
+drop_at_exit localhost/leaky:from-source
 have_image "localhost/memprofile-base:${SUITE}-toolchain-amd64" ||
   mk base-image ARCH=amd64 SUITE="${SUITE}" BASE_VARIANT=toolchain >&2
 mk static ARCH=amd64 >/dev/null  # the host's own memprofile judges the result

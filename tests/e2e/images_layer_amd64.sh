@@ -11,6 +11,7 @@ source "$(dirname "$0")/images_lib.sh"
 seed_dist jemalloc amd64
 seed_dist heaptrack amd64
 example_app amd64
+drop_at_exit localhost/leaky:amd64-memprofile localhost/leaky:heaptrack
 
 mk image-memprofile APP_IMAGE=localhost/leaky:amd64 BACKEND=jemalloc > "${SCRATCH}/build.log" 2>&1 ||
   { cat "${SCRATCH}/build.log" >&2; fail "make image-memprofile (jemalloc)"; }

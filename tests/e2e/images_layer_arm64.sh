@@ -11,6 +11,7 @@ source "$(dirname "$0")/images_lib.sh"
 seed_dist jemalloc amd64  # its jeprof reads the profile
 seed_dist jemalloc arm64
 example_app arm64
+drop_at_exit localhost/leaky:arm64-memprofile
 
 # No PLATFORM given: the app image's own platform (linux/arm64) is used.
 mk image-memprofile APP_IMAGE=localhost/leaky:arm64 BACKEND=jemalloc > "${SCRATCH}/build.log" 2>&1 ||

@@ -7,7 +7,11 @@
 source "${E2E_ROOT}/scripts/lib.sh"
 
 CACHE="${MEMPROFILE_CACHE:-${HOME}/.cache/memprofile}"
-use_vfs_storage "${CACHE}/containers"
+use_container_storage "${CACHE}/containers"
+# One image test adds about 1 GB to an overlay store (bases, app, builder
+# stages); vfs copies every layer into every image and container.
+if [[ "$(storage_driver)" == overlay ]]; then need_mb=3000; else need_mb=12000; fi
+need_free_space "${CACHE}" "${need_mb}" "an image test ($(storage_driver) store)" || exit 1
 export DIST="${CACHE}/image-dist"
 SUITE=bookworm
 
@@ -58,13 +62,19 @@ seed_dist() {  # BACKEND ARCH
 }
 
 # example_app ARCH: the example leaking service as an ordinary app image,
-# localhost/leaky:ARCH, built by examples/leaky/Dockerfile.
+# localhost/leaky:ARCH, built by examples/leaky/Dockerfile; rebuilt only when
+# the example's sources change (a label holds their hash), so reruns do not
+# leave a superseded copy in the store each time.
 example_app() {
-  local arch="$1"
+  local arch="$1" source_hash
   base_images "${arch}"
+  source_hash="$(cat "${E2E_ROOT}"/examples/leaky/* | sha256sum | cut -c1-16)"
+  [[ "$(buildah inspect --type image --format '{{index .OCIv1.Config.Labels "io.memprofile.test.source"}}' \
+    "localhost/leaky:${arch}" 2>/dev/null)" != "${source_hash}" ]] || return 0
   buildah bud --isolation chroot --pull=never --quiet --platform "linux/${arch}" \
     --build-arg "BUILDER_IMAGE=localhost/memprofile-base:${SUITE}-builder-${arch}" \
     --build-arg "BASE_IMAGE=localhost/memprofile-base:${SUITE}-slim-${arch}" \
+    --label "io.memprofile.test.source=${source_hash}" \
     -t "localhost/leaky:${arch}" "${E2E_ROOT}/examples/leaky" >/dev/null
 }
 
@@ -96,12 +106,26 @@ image_root() {
   MOUNTED+=("${ctr}")
   buildah mount "${ctr}"
 }
+
+# drop_at_exit IMAGE...: images (or manifest lists) the test built for
+# itself, removed when it ends, so that the store holds only the shared bases
+# and app images between runs.
+DROPPED=()
+drop_at_exit() { DROPPED+=("$@"); }
+
 unmount_all() {
-  local ctr
+  local ctr image
   for ctr in "${MOUNTED[@]}"; do
     buildah umount "${ctr}" >/dev/null 2>&1 || true
     buildah rm "${ctr}" >/dev/null 2>&1 || true
   done
+  for image in "${DROPPED[@]}"; do
+    buildah manifest rm "${image}" >/dev/null 2>&1 || buildah rmi --force "${image}" >/dev/null 2>&1 || true
+  done
+  # Untagged images are stage results and the per-platform images of dropped
+  # lists. Safe to prune: image tests hold ctest's "containers" lock, so no
+  # other build is using this store right now.
+  buildah rmi --prune >/dev/null 2>&1 || true
   rm -rf "${SCRATCH}"
 }
 trap unmount_all EXIT

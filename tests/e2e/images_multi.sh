@@ -13,6 +13,7 @@ seed_dist jemalloc amd64
 seed_dist jemalloc arm64
 base_lists
 buildah manifest rm localhost/leaky:multi >/dev/null 2>&1 || true
+drop_at_exit localhost/leaky:multi
 buildah bud --isolation chroot --pull=never --quiet --platform linux/amd64,linux/arm64 \
   --build-arg "BUILDER_IMAGE=localhost/memprofile-base:${SUITE}-builder" \
   --build-arg "BASE_IMAGE=localhost/memprofile-base:${SUITE}-slim" \
@@ -39,6 +40,7 @@ for _ in $(seq 50); do curl -fsS "http://127.0.0.1:${port}/v2/" >/dev/null 2>&1 
 curl -fsS "http://127.0.0.1:${port}/v2/" >/dev/null || fail "the registry did not start: $(cat "${SCRATCH}/registry.log")"
 
 ns="127.0.0.1:${port}/memprofile"
+drop_at_exit "${ns}/leaky:multi-memprofile"
 mk image-memprofile-multi APP_IMAGE=localhost/leaky:multi BACKEND=jemalloc DOCKER_PUSH=true IMAGE_NAMESPACE="${ns}" \
   TLS_VERIFY=false > "${SCRATCH}/build.log" 2>&1 || { cat "${SCRATCH}/build.log" >&2; fail "make image-memprofile-multi"; }
 [[ "$(grep -c "LOADER_TRACED" "${SCRATCH}/build.log")" -ge 2 ]] || fail "not every platform was verified in the build"

@@ -9,6 +9,7 @@ source "$(dirname "$0")/images_lib.sh"
 
 seed_dist jemalloc amd64
 base_images amd64
+drop_at_exit localhost/leaky-rs:latest-memprofile
 mk image-memprofile APP_SRC="${E2E_ROOT}/examples/leaky-rs" APP_BIN=leaky-rs BACKEND=jemalloc CARGO_PROFILE=dev \
   PLATFORM=linux/amd64 BASE_IMAGE="localhost/memprofile-base:${SUITE}-slim-amd64" \
   RUST_BUILDER_IMAGE="localhost/memprofile-base:${SUITE}-builder-amd64" > "${SCRATCH}/build.log" 2>&1 ||

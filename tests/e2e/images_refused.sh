@@ -17,6 +17,8 @@ expect_fail() {  # LOG PATTERN DESCRIPTION -- command...
   pass "${what}"
 }
 
+drop_at_exit localhost/static-app:1 localhost/wrong-arch:test
+
 # A static program in a scratch image: LD_PRELOAD can never work there.
 ctr="$(buildah from scratch)"
 buildah copy --quiet "${ctr}" "${FIXTURES}/leak-static" /app >/dev/null
