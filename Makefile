@@ -179,15 +179,21 @@ BASE_VARIANT ?= slim
 BASE_TAG ?= localhost/memprofile-base:$(SUITE)-$(BASE_VARIANT)-$(ARCH)
 BASE_LIST ?= localhost/memprofile-base:$(SUITE)-$(BASE_VARIANT)
 BUILDER_PACKAGES ?= gcc,libc6-dev,cargo
+# A Rust builder for ARCH that cross-compiles for the other arch (way 2 when
+# the engine runs the builder stage on the build platform, as docker buildx does).
+CROSS_ARCH = $(if $(filter amd64,$(ARCH)),arm64,amd64)
+CROSS_GNU = $(if $(filter amd64,$(ARCH)),aarch64,x86-64)
+CROSS_PACKAGES ?= gcc,libc6-dev,cargo,gcc-$(CROSS_GNU)-linux-gnu,libc6-dev-$(CROSS_ARCH)-cross,libstd-rust-dev:$(CROSS_ARCH)
 # What memprofile's own build needs, for ARTIFACTS=source builder stages.
 TOOLCHAIN_PACKAGES ?= build-essential,cmake,pkg-config,libelf-dev,libcli11-dev,libspdlog-dev,libfmt-dev
 TOOLCHAIN_PACKAGES := $(TOOLCHAIN_PACKAGES),nlohmann-json3-dev,libzstd-dev,zlib1g-dev,libssl-dev,libunwind-dev,curl,ca-certificates,xz-utils,bzip2,jq,file
 
 .PHONY: base-image
-base-image: deps ## Import a Debian SUITE base for ARCH (mmdebstrap); BASE_VARIANT=slim, builder (gcc, cargo) or toolchain.
-	$(if $(filter $(BASE_VARIANT),slim builder toolchain),,$(error BASE_VARIANT must be slim, builder or toolchain))
+base-image: deps ## Import a Debian SUITE base for ARCH (mmdebstrap); BASE_VARIANT=slim, builder (gcc, cargo), cross (cargo for the other arch too) or toolchain.
+	$(if $(filter $(BASE_VARIANT),slim builder cross toolchain),,$(error BASE_VARIANT must be slim, builder, cross or toolchain))
 	tarball="$$(scripts/make-rootfs.sh $(ARCH) --suite $(SUITE) \
 	  $(if $(filter builder,$(BASE_VARIANT)),--include $(BUILDER_PACKAGES)) \
+	  $(if $(filter cross,$(BASE_VARIANT)),--foreign $(CROSS_ARCH) --include $(CROSS_PACKAGES)) \
 	  $(if $(filter toolchain,$(BASE_VARIANT)),--include $(TOOLCHAIN_PACKAGES)))"; \
 	case "$(CONTAINER_ENGINE)" in \
 	  docker) docker import --platform linux/$(ARCH) "$$tarball" $(BASE_TAG) ;; \

@@ -3,35 +3,40 @@
 # one architecture with mmdebstrap. Used by the tests, and by `make base-image`.
 #
 # usage: scripts/make-rootfs.sh ARCH [OUT.tar] [--include pkg,pkg] [--suite SUITE]
+#          [--foreign ARCH2]   (ARCH2 packages installable too: pkg:ARCH2)
 # prints the path of the tarball on stdout.
 set -o errexit -o nounset -o pipefail
 
-usage() { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; }
 
 arch="${1:-}"
 [[ -n "${arch}" && "${arch}" != -* ]] || { usage >&2; exit 2; }
 shift
 out=""
 include=""
+foreign=""
 suite="${ROOTFS_SUITE:-bookworm}"
 while (($#)); do
   case "$1" in
     --include) include="$2"; shift 2 ;;
     --suite) suite="$2"; shift 2 ;;
+    --foreign) foreign="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "make-rootfs: unknown option $1" >&2; exit 2 ;;
     *) out="$1"; shift ;;
   esac
 done
-case "${arch}" in
-  amd64|arm64) ;;
-  *) echo "make-rootfs: unsupported arch '${arch}' (amd64 or arm64)" >&2; exit 2 ;;
-esac
+for a in "${arch}" ${foreign:+"${foreign}"}; do
+  case "${a}" in
+    amd64|arm64) ;;
+    *) echo "make-rootfs: unsupported arch '${a}' (amd64 or arm64)" >&2; exit 2 ;;
+  esac
+done
 
 cache="${MEMPROFILE_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/memprofile}"
 if [[ -z "${out}" ]]; then
-  tag="${include//,/-}"
-  out="${cache}/rootfs/debian-${suite}-${arch}${tag:+-${tag}}.tar"
+  tag="${include//[,:]/-}"
+  out="${cache}/rootfs/debian-${suite}-${arch}${foreign:++${foreign}}${tag:+-${tag}}.tar"
 fi
 if [[ -s "${out}" ]]; then
   echo "${out}"
@@ -50,7 +55,7 @@ mirror="${mirror:-http://deb.debian.org/debian}"
 # mmdebstrap picks the output format from the name, so keep the .tar suffix.
 tmp="${out%.tar}.partial-$$.tar"
 trap 'rm -f "${tmp}"' EXIT
-mmdebstrap --quiet --arch="${arch}" --variant=minbase ${include:+--include="${include}"} \
+mmdebstrap --quiet --arch="${arch}${foreign:+,${foreign}}" --variant=minbase ${include:+--include="${include}"} \
   "${suite}" "${tmp}" "${mirror}" >&2
 mv "${tmp}" "${out}"
 trap - EXIT
