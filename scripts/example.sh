@@ -15,8 +15,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 source "${root}/scripts/lib.sh"
 # podman and buildah get a store of the example's own (overlay where the
 # kernel allows it, else vfs), unless the caller chose one.
+own_store=false
 if [[ -z "${CONTAINERS_STORAGE_CONF:-}" ]]; then
   use_container_storage "${MEMPROFILE_CACHE:-${HOME}/.cache/memprofile}/containers"
+  own_store=true
 fi
 engine="${CONTAINER_ENGINE:-$("${root}/scripts/container-engine.sh")}"
 backend="${BACKEND:-jemalloc}"
@@ -118,4 +120,12 @@ case "${backend}" in
       sed -n '/MOST CALLS/,$p' | head -40 | tee "${work}/top.txt"
     grep -q leaky_function "${work}/top.txt" || { echo "example: leaky_function is not among the sites" >&2; exit 1; } ;;
 esac
+# Rebuilds leave the superseded image and stage results untagged; in our
+# own store they are ours to drop (never in a store the caller chose).
+if [[ "${own_store}" == true ]]; then
+  case "${engine}" in
+    podman) podman image prune --force >/dev/null 2>&1 || true ;;
+    buildah) buildah rmi --prune >/dev/null 2>&1 || true ;;
+  esac
+fi
 say "Done: ${image} is profilable, and its profile names leaky_function."
