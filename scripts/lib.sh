@@ -62,6 +62,16 @@ need_free_space() {
 # storage_driver: the driver of the store CONTAINERS_STORAGE_CONF names.
 storage_driver() { sed -n 's/^driver = "\(.*\)"$/\1/p' "${CONTAINERS_STORAGE_CONF}"; }
 
+# need_store_space DIR OVERLAY_MB VFS_MB WHAT: need_free_space for building
+# images in the current store, whose driver decides how much a build costs.
+need_store_space() {
+  local driver need_mb
+  driver="$(storage_driver)"
+  need_mb="$2"
+  [[ "${driver}" == overlay ]] || need_mb="$3"
+  need_free_space "$1" "${need_mb}" "$4 (${driver} store)"
+}
+
 # best_seconds RUNS CMD...: the best wall time of CMD over RUNS runs (its
 # exit status ignored), printed with millisecond precision.
 best_seconds() {

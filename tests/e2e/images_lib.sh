@@ -10,8 +10,7 @@ CACHE="${MEMPROFILE_CACHE:-${HOME}/.cache/memprofile}"
 use_container_storage "${CACHE}/containers"
 # One image test adds about 1 GB to an overlay store (bases, app, builder
 # stages); vfs copies every layer into every image and container.
-if [[ "$(storage_driver)" == overlay ]]; then need_mb=3000; else need_mb=12000; fi
-need_free_space "${CACHE}" "${need_mb}" "an image test ($(storage_driver) store)" || exit 1
+need_store_space "${CACHE}" 3000 12000 "an image test" || exit 1
 export DIST="${CACHE}/image-dist"
 SUITE=bookworm
 
