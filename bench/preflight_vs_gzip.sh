@@ -7,10 +7,9 @@
 set -o errexit -o nounset -o pipefail
 
 memprofile="$(realpath "${1:-build/tool/memprofile}")"
-cache="${MEMPROFILE_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/memprofile}"
-bench="${cache}/bench"
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/../scripts/lib.sh"
+bench="$(memprofile_cache)/bench"
 use_container_storage "${bench}/containers"
 
 # Three layers of real files from this machine: libraries, shared data, programs.

@@ -8,7 +8,10 @@ set -o errexit -o nounset -o pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 emulated=false
 [[ "${1:-}" == --emulated ]] && emulated=true
-export PRELOAD_CACHE="${MEMPROFILE_CACHE:-${HOME}/.cache/memprofile}/preload"
+# shellcheck source=scripts/lib.sh
+source "${root}/scripts/lib.sh"
+PRELOAD_CACHE="$(memprofile_cache)/preload"
+export PRELOAD_CACHE
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT
 

@@ -10,7 +10,7 @@ set -o errexit -o nounset -o pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=scripts/lib.sh
 source "${here}/scripts/lib.sh"
-cache="${MEMPROFILE_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/memprofile}"
+cache="$(memprofile_cache)"
 dist="${cache}/image-dist"
 scratch="$(mktemp -d)"
 trap 'MEMPROFILE_CACHE="${scratch}" "${here}/scripts/clean-cache.sh" --all >/dev/null 2>&1 || true' EXIT

@@ -12,7 +12,9 @@
 # mounts are undone first, or rm would fail half-way on a busy mount.
 set -o errexit -o nounset -o pipefail
 
-cache="${MEMPROFILE_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/memprofile}"
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
+cache="$(memprofile_cache)"
 all=false
 case "${1:-}" in
   "") ;;

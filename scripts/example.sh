@@ -17,7 +17,7 @@ source "${root}/scripts/lib.sh"
 # kernel allows it, else vfs), unless the caller chose one.
 own_store=false
 if [[ -z "${CONTAINERS_STORAGE_CONF:-}" ]]; then
-  use_container_storage "${MEMPROFILE_CACHE:-${HOME}/.cache/memprofile}/containers"
+  use_container_storage "$(memprofile_cache)/containers"
   own_store=true
 fi
 engine="${CONTAINER_ENGINE:-$("${root}/scripts/container-engine.sh")}"

@@ -1,6 +1,10 @@
 # Shell helpers shared by scripts, tests and benchmarks (sourced).
 # shellcheck shell=bash
 
+# memprofile_cache: the toolkit's cache directory (root filesystems, sources,
+# built libraries, container stores): MEMPROFILE_CACHE, else the XDG cache.
+memprofile_cache() { echo "${MEMPROFILE_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/memprofile}"; }
+
 # use_container_storage DIR: point buildah, podman and skopeo at a container
 # store of our own under DIR (never the user's), via CONTAINERS_STORAGE_CONF.
 # The driver is overlay when this kernel lets us mount one on DIR's

@@ -33,7 +33,9 @@ for a in "${arch}" ${foreign:+"${foreign}"}; do
   esac
 done
 
-cache="${MEMPROFILE_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/memprofile}"
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
+cache="$(memprofile_cache)"
 if [[ -z "${out}" ]]; then
   tag="${include//[,:]/-}"
   out="${cache}/rootfs/debian-${suite}-${arch}${foreign:++${foreign}}${tag:+-${tag}}.tar"

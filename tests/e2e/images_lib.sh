@@ -6,7 +6,7 @@
 # shellcheck source=scripts/lib.sh
 source "${E2E_ROOT}/scripts/lib.sh"
 
-CACHE="${MEMPROFILE_CACHE:-${HOME}/.cache/memprofile}"
+CACHE="$(memprofile_cache)"
 use_container_storage "${CACHE}/containers"
 # One image test adds about 1 GB to an overlay store (bases, app, builder
 # stages); vfs copies every layer into every image and container.

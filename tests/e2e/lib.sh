@@ -4,6 +4,8 @@
 set -o errexit -o nounset -o pipefail
 
 E2E_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=scripts/lib.sh
+source "${E2E_ROOT}/scripts/lib.sh"
 BUILD_DIR="${BUILD_DIR:-${E2E_ROOT}/build}"
 FIXTURES="${FIXTURES:-${BUILD_DIR}/fixtures}"
 MEMPROFILE="${MEMPROFILE:-${BUILD_DIR}/tool/memprofile}"
@@ -22,10 +24,10 @@ pass() { echo "ok: $*"; }
 preload_dist() {  # BACKEND ARCH -> directory with the built library
   local backend="$1" arch="$2" key dir
   key="$(cat "${E2E_ROOT}/preload/lib.sh" "${E2E_ROOT}/preload/build.sh" "${E2E_ROOT}/preload/${backend}/recipe.sh" | sha256sum | cut -c1-16)"
-  dir="${MEMPROFILE_CACHE:-${HOME}/.cache/memprofile}/preload-dist/${backend}-${arch}-${key}"
+  dir="$(memprofile_cache)/preload-dist/${backend}-${arch}-${key}"
   if [[ ! -e "${dir}/manifest.json" ]]; then
     rm -rf "${dir}"
-    PRELOAD_CACHE="${MEMPROFILE_CACHE:-${HOME}/.cache/memprofile}/preload" \
+    PRELOAD_CACHE="$(memprofile_cache)/preload" \
       "${E2E_ROOT}/preload/build.sh" "${backend}" "${arch}" "${dir}" >&2
   fi
   echo "${dir}"
