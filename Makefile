@@ -74,9 +74,9 @@ ARTIFACTS_OUT ?= build/artifacts/$(BACKEND)/$(ARCH)
 image-artifacts: deps ## Stage the static memprofile and BACKEND's library for ARCH as a root tree in ARTIFACTS_OUT.
 	$(if $(filter $(BACKEND),$(BACKENDS)),,$(error BACKEND must be one of: $(BACKENDS)))
 	$(MAKE) --no-print-directory static ARCH=$(ARCH) SKIP_DEPS=true
-	@# A library already built from the same recipe is reused.
-	if [[ ! -e $(DIST)/preload/$(BACKEND)/$(ARCH)/manifest.json ]] || \
-	   [[ -n "$$(find preload/build.sh preload/lib.sh preload/$(BACKEND) -newer $(DIST)/preload/$(BACKEND)/$(ARCH)/manifest.json)" ]]; then \
+	@# A library already built from the same recipe (its manifest's key) is reused.
+	if [[ "$$(jq -r '.recipe_key // empty' $(DIST)/preload/$(BACKEND)/$(ARCH)/manifest.json 2>/dev/null)" != \
+	      "$$(preload/build.sh --key $(BACKEND))" ]]; then \
 	  $(MAKE) --no-print-directory preload BACKEND=$(BACKEND) ARCH=$(ARCH) SKIP_DEPS=true; \
 	fi
 	scripts/stage-artifacts.sh $(DIST)/memprofile/$(ARCH)/memprofile $(DIST)/preload/$(BACKEND)/$(ARCH) $(ARTIFACTS_OUT)
@@ -189,28 +189,12 @@ TOOLCHAIN_PACKAGES ?= build-essential,cmake,pkg-config,libelf-dev,libcli11-dev,l
 TOOLCHAIN_PACKAGES := $(TOOLCHAIN_PACKAGES),nlohmann-json3-dev,libzstd-dev,zlib1g-dev,libssl-dev,libunwind-dev,curl,ca-certificates,xz-utils,bzip2,jq,file
 
 .PHONY: base-image
-base-image: deps ## Import a Debian SUITE base for ARCH (mmdebstrap); BASE_VARIANT=slim, builder (gcc, cargo), cross (cargo for the other arch too) or toolchain.
+base-image: deps ## Import a Debian SUITE base for ARCH (mmdebstrap), or reuse one made from the same inputs; BASE_VARIANT=slim, builder (gcc, cargo), cross (cargo for the other arch too) or toolchain.
 	$(if $(filter $(BASE_VARIANT),slim builder cross toolchain),,$(error BASE_VARIANT must be slim, builder, cross or toolchain))
-	tarball="$$(scripts/make-rootfs.sh $(ARCH) --suite $(SUITE) \
+	scripts/base-image.sh "$(CONTAINER_ENGINE)" $(ARCH) $(SUITE) $(BASE_TAG) --list $(BASE_LIST) \
 	  $(if $(filter builder,$(BASE_VARIANT)),--include $(BUILDER_PACKAGES)) \
 	  $(if $(filter cross,$(BASE_VARIANT)),--foreign $(CROSS_ARCH) --include $(CROSS_PACKAGES)) \
-	  $(if $(filter toolchain,$(BASE_VARIANT)),--include $(TOOLCHAIN_PACKAGES)))"; \
-	case "$(CONTAINER_ENGINE)" in \
-	  docker) docker import --platform linux/$(ARCH) "$$tarball" $(BASE_TAG) ;; \
-	  podman|buildah) podman import --arch $(ARCH) "$$tarball" $(BASE_TAG) >/dev/null ;; \
-	  *) echo "memprofile: no container engine to import into" >&2; exit 2 ;; \
-	esac
-	@# podman/buildah: also a manifest list of every arch imported so far, so
-	@# that multi-platform builds resolve FROM $(BASE_LIST) per platform.
-	if [[ "$(CONTAINER_ENGINE)" != docker ]]; then \
-	  podman manifest rm $(BASE_LIST) >/dev/null 2>&1 || true; \
-	  podman manifest create $(BASE_LIST) >/dev/null; \
-	  for arch in amd64 arm64; do \
-	    ref=localhost/memprofile-base:$(SUITE)-$(BASE_VARIANT)-$$arch; \
-	    if podman image exists "$$ref"; then podman manifest add $(BASE_LIST) "containers-storage:$$ref" >/dev/null; fi; \
-	  done; \
-	fi
-	@echo "$(BASE_TAG)"
+	  $(if $(filter toolchain,$(BASE_VARIANT)),--include $(TOOLCHAIN_PACKAGES))
 
 ##@ Main job
 
@@ -236,7 +220,8 @@ example-check: build ## memprofile check over example binaries from real toolcha
 ##@ Test
 
 .PHONY: test
-test: build lint test-fuzz test-asan test-unit ## Run the whole test suite (unit, e2e, sanitizers, fuzzing, lint).
+test: deps ## Run the whole test suite (unit, e2e, sanitizers, fuzzing, lint), then print each stage's wall time.
+	scripts/run-stages.sh build=build lint=lint fuzz=test-fuzz "ASan ctest=test-asan" "normal ctest=test-unit"
 
 .PHONY: test-unit
 test-unit: build ## Run the Catch2 unit and end-to-end tests (ctest) in $(BUILD_DIR).

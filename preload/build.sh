@@ -4,6 +4,7 @@
 # writes a manifest beside it and verifies it with `memprofile check`.
 # The same entry serves the host, Dockerfile builder stages and CI.
 # usage: preload/build.sh BACKEND ARCH [OUT]   (default OUT: dist/preload/BACKEND/ARCH)
+#        preload/build.sh --key BACKEND     the recipe key a build's manifest records
 # env:   PRELOAD_CACHE (sources), MEMPROFILE (the memprofile binary used to verify)
 set -o errexit -o nounset -o pipefail
 
@@ -11,6 +12,12 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "${here}/.." && pwd)"
 # shellcheck source=preload/lib.sh
 source "${here}/lib.sh"
+
+if [[ "${1:-}" == --key ]]; then
+  [[ -f "${here}/${2:-}/recipe.sh" ]] || die "unknown backend '${2:-}' (bytehound, jemalloc or heaptrack)"
+  recipe_key "$2"
+  exit 0
+fi
 
 backend="${1:-}"
 arch="${2:-}"
@@ -62,5 +69,6 @@ glibc="$(glibc_requirement "${lib}")"
 needed="$(printf '%s' "${report}" | grep -o '"needed":\[[^]]*\]' | sed 's/"needed"://; s/[]["]//g')"
 write_manifest "${out}" backend="${backend}" version="${VERSION}" source="${SOURCE_NAME}" source_pin="${source_pin}" \
   arch="${arch}" triplet="${triplet}" glibc_required="${glibc}" needed="${needed}" build_flags="${BUILD_FLAGS}" \
-  library="${LIBRARY}" install_path="${INSTALL_PATH}" env="${ENV_VARS}" bundled="${BUNDLED:-}"
+  library="${LIBRARY}" install_path="${INSTALL_PATH}" env="${ENV_VARS}" bundled="${BUNDLED:-}" \
+  recipe_key="$(recipe_key "${backend}")"
 echo "preload: ${lib} (${arch}, needs ${glibc:-no GLIBC_ version}; ${needed})" >&2

@@ -2,11 +2,23 @@
 # into a cache, architecture mapping, and the result's manifest.
 # shellcheck shell=bash
 
-# PRELOAD_CACHE: where sources are kept; reruns and offline builds use it.
-preload_cache() {
-  local root
-  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-  echo "${PRELOAD_CACHE:-${root}/.cache/preload}"
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+
+# PRELOAD_CACHE: where sources are kept (reruns and offline builds use it),
+# by default in the toolkit's cache, so that `make clean-cache ALL=true`
+# empties it with the rest.
+preload_cache() { echo "${PRELOAD_CACHE:-$(memprofile_cache)/preload}"; }
+
+# recipe_key BACKEND: what a built library was made from (the build entry,
+# these helpers and the backend's recipe files); a built library is reused
+# only under the same key, which its manifest records.
+recipe_key() {
+  local here f
+  here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+  local -a files=("@${here}/lib.sh" "@${here}/build.sh")
+  for f in "${here}/$1"/*; do files+=("@${f}"); done
+  cache_key "$1" "${files[@]}"
 }
 
 die() {

@@ -37,18 +37,13 @@ rm -rf "${work}"
 mkdir -p "${work}/profile"
 chmod 1777 "${work}/profile"
 
-have() {
-  case "${engine}" in
-    docker) docker image inspect "$1" >/dev/null 2>&1 ;;
-    *) podman image exists "$1" ;;
-  esac
-}
-
 say "Debian ${suite} bases for ${arch}, from Debian's archive with mmdebstrap (${engine})"
+# make base-image reuses a base only when it was made from the same inputs
+# (suite, packages, mirror, scripts), so the tests' bases and ours never mix.
 slim="localhost/memprofile-base:${suite}-slim-${arch}"
 builder="localhost/memprofile-base:${suite}-builder-${arch}"
-have "${slim}" || mk base-image ARCH="${arch}" SUITE="${suite}" >/dev/null
-have "${builder}" || mk base-image ARCH="${arch}" SUITE="${suite}" BASE_VARIANT=builder BUILDER_PACKAGES=gcc,libc6-dev >/dev/null
+mk base-image ARCH="${arch}" SUITE="${suite}" >/dev/null
+mk base-image ARCH="${arch}" SUITE="${suite}" BASE_VARIANT=builder >/dev/null
 echo "${slim}, ${builder}"
 
 say "The example app image: a service that leaks in leaky_function (examples/leaky)"

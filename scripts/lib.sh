@@ -5,6 +5,34 @@
 # built libraries, container stores): MEMPROFILE_CACHE, else the XDG cache.
 memprofile_cache() { echo "${MEMPROFILE_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/memprofile}"; }
 
+# cache_key WORD... : 16 hex digits naming a cached thing by everything that
+# changes its content. A WORD that starts with @ stands for the content of
+# the file it names (a script's version is its text); any other WORD counts
+# as itself. A cache entry is reused only when its stored key is this one.
+cache_key() {
+  local word
+  for word in "$@"; do
+    if [[ "${word}" == @* ]]; then
+      printf 'file %s\n' "$(basename "${word#@}")"
+      cat "${word#@}"
+    else
+      printf 'word %s\n' "${word}"
+    fi
+  done | sha256sum | cut -c1-16
+}
+
+# debian_mirror: the Debian mirror mmdebstrap is given: DEBIAN_MIRROR, else
+# this machine's own apt source (the security suite is not a mirror).
+# Passing it explicitly keeps mmdebstrap from adding the security and updates
+# suites, whose release files may be expired on a snapshot mirror.
+debian_mirror() {
+  local mirror="${DEBIAN_MIRROR:-}"
+  if [[ -z "${mirror}" ]]; then
+    mirror="$(awk '/^URIs:/ && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)"
+  fi
+  echo "${mirror:-http://deb.debian.org/debian}"
+}
+
 # use_container_storage DIR: point buildah, podman and skopeo at a container
 # store of our own under DIR (never the user's), via CONTAINERS_STORAGE_CONF.
 # The driver is overlay when this kernel lets us mount one on DIR's

@@ -36,29 +36,30 @@ done
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
 cache="$(memprofile_cache)"
+mirror="$(debian_mirror)"
+# The package set in one order, so that the same set is the same root.
+packages="$(tr ',' '\n' <<<"${include}" | sed '/^$/d' | sort -u | paste -sd, -)"
+# The key says what the root is made of: the suite, architectures, packages,
+# mirror and this script's own text. A tarball is reused only under the same
+# key (kept beside it); the default name holds it too, so roots made from
+# other inputs sit side by side instead of replacing each other.
+key="$(cache_key "${suite}" "${arch}" "${foreign}" "${packages}" "${mirror}" "@$0")"
 if [[ -z "${out}" ]]; then
-  tag="${include//[,:]/-}"
-  out="${cache}/rootfs/debian-${suite}-${arch}${foreign:++${foreign}}${tag:+-${tag}}.tar"
+  tag="${packages//[,:]/-}"
+  out="${cache}/rootfs/debian-${suite}-${arch}${foreign:++${foreign}}${tag:+-${tag:0:40}}-${key}.tar"
 fi
-if [[ -s "${out}" ]]; then
+if [[ -s "${out}" && "$(cat "${out}.key" 2>/dev/null)" == "${key}" ]]; then
   echo "${out}"
   exit 0
 fi
 mkdir -p "$(dirname "${out}")"
 
-# Pass the mirror explicitly: without it mmdebstrap also adds the security and
-# updates suites, whose release files may be expired on a snapshot mirror.
-mirror="${DEBIAN_MIRROR:-}"
-if [[ -z "${mirror}" ]]; then
-  mirror="$(awk '/^URIs:/ && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)"
-fi
-mirror="${mirror:-http://deb.debian.org/debian}"
-
 # mmdebstrap picks the output format from the name, so keep the .tar suffix.
 tmp="${out%.tar}.partial-$$.tar"
 trap 'rm -f "${tmp}"' EXIT
-mmdebstrap --quiet --arch="${arch}${foreign:+,${foreign}}" --variant=minbase ${include:+--include="${include}"} \
+mmdebstrap --quiet --arch="${arch}${foreign:+,${foreign}}" --variant=minbase ${packages:+--include="${packages}"} \
   "${suite}" "${tmp}" "${mirror}" >&2
 mv "${tmp}" "${out}"
+echo "${key}" > "${out}.key"
 trap - EXIT
 echo "${out}"

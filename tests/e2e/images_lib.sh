@@ -19,17 +19,17 @@ mk() {  # make in the repo with the test's engine and caches
     DIST="${DIST}" IMAGE_WORK_DIR="${SCRATCH}/image" "$@"
 }
 
-have_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
 
-# base_images ARCH: the slim and builder bases for ARCH. The amd64 builder
-# also has Debian's cargo (way 2); installing it under qemu for arm64 would
-# take minutes for a test that does not use it.
+# base_images ARCH: the slim and builder bases for ARCH, made or reused by
+# make base-image (which checks they were made from the same inputs). The
+# amd64 builder is the default one, with Debian's cargo (way 2, and the same
+# base `make example` uses); installing cargo under qemu for arm64 would take
+# minutes for a test that does not use it.
 base_images() {
-  local arch="$1" packages=gcc,libc6-dev
-  [[ "${arch}" != amd64 ]] || packages=gcc,libc6-dev,cargo
-  have_image "localhost/memprofile-base:${SUITE}-slim-${arch}" || mk base-image ARCH="${arch}" SUITE="${SUITE}" >&2
-  have_image "localhost/memprofile-base:${SUITE}-builder-${arch}" ||
-    mk base-image ARCH="${arch}" SUITE="${SUITE}" BASE_VARIANT=builder BUILDER_PACKAGES="${packages}" >&2
+  local arch="$1" packages=""
+  [[ "${arch}" == amd64 ]] || packages="BUILDER_PACKAGES=gcc,libc6-dev"
+  mk base-image ARCH="${arch}" SUITE="${SUITE}" >/dev/null
+  mk base-image ARCH="${arch}" SUITE="${SUITE}" BASE_VARIANT=builder ${packages:+"${packages}"} >/dev/null
 }
 
 # base_lists: localhost/memprofile-base:SUITE-{slim,builder} as manifest
@@ -62,20 +62,25 @@ seed_dist() {  # BACKEND ARCH
 
 # example_app ARCH: the example leaking service as an ordinary app image,
 # localhost/leaky:ARCH, built by examples/leaky/Dockerfile; rebuilt only when
-# the example's sources change (a label holds their hash), so reruns do not
-# leave a superseded copy in the store each time.
+# the example's sources or the bases it is built from change (a label holds
+# their key), so reruns do not leave a superseded copy in the store each time.
 example_app() {
-  local arch="$1" source_hash
+  local arch="$1" key f
+  local -a sources=()
   base_images "${arch}"
-  source_hash="$(cat "${E2E_ROOT}"/examples/leaky/* | sha256sum | cut -c1-16)"
+  for f in "${E2E_ROOT}"/examples/leaky/*; do sources+=("@${f}"); done
+  key="$(cache_key "${sources[@]}" \
+    "$(image_id "localhost/memprofile-base:${SUITE}-builder-${arch}")" "$(image_id "localhost/memprofile-base:${SUITE}-slim-${arch}")")"
   [[ "$(buildah inspect --type image --format '{{index .OCIv1.Config.Labels "io.memprofile.test.source"}}' \
-    "localhost/leaky:${arch}" 2>/dev/null)" != "${source_hash}" ]] || return 0
+    "localhost/leaky:${arch}" 2>/dev/null)" != "${key}" ]] || return 0
   buildah bud --isolation chroot --pull=never --quiet --platform "linux/${arch}" \
     --build-arg "BUILDER_IMAGE=localhost/memprofile-base:${SUITE}-builder-${arch}" \
     --build-arg "BASE_IMAGE=localhost/memprofile-base:${SUITE}-slim-${arch}" \
-    --label "io.memprofile.test.source=${source_hash}" \
+    --label "io.memprofile.test.source=${key}" \
     -t "localhost/leaky:${arch}" "${E2E_ROOT}/examples/leaky" >/dev/null
 }
+
+image_id() { buildah inspect --type image --format '{{.FromImageID}}' "$1"; }
 
 # run_entrypoint IMAGE OUTDIR [ARGS...]: runs the image as a container would
 # (its Entrypoint, then ARGS or its Cmd, as its User), with OUTDIR mounted

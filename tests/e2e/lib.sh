@@ -20,10 +20,11 @@ fail() {
 
 pass() { echo "ok: $*"; }
 
-# Built preload libraries are kept between runs, keyed by the recipe's content.
+# Built preload libraries are kept between runs, keyed by the recipe's content
+# (the key its manifest records, so a copy of it is checked the same way).
 preload_dist() {  # BACKEND ARCH -> directory with the built library
   local backend="$1" arch="$2" key dir
-  key="$(cat "${E2E_ROOT}/preload/lib.sh" "${E2E_ROOT}/preload/build.sh" "${E2E_ROOT}/preload/${backend}/recipe.sh" | sha256sum | cut -c1-16)"
+  key="$("${E2E_ROOT}/preload/build.sh" --key "${backend}")"
   dir="$(memprofile_cache)/preload-dist/${backend}-${arch}-${key}"
   if [[ ! -e "${dir}/manifest.json" ]]; then
     rm -rf "${dir}"
