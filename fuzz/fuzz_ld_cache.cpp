@@ -6,7 +6,8 @@
 #include "loader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto entries = memprofile::parse_ld_cache(std::string(reinterpret_cast<const char*>(data), size));
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  auto entries = memprofile::parse_ld_cache(bytes);
   for (const auto& e : entries) (void)memprofile::ld_cache_flags_match(e.flags, 62, 64);
   return 0;
 }

@@ -150,6 +150,10 @@ namespace {
 
 constexpr size_t kMaxPhdrs = 4096;        // real files have < 20
 constexpr size_t kMaxListEntries = 8192;  // DT_NEEDED, versions, chain walks
+// Real hash chains are a handful of symbols long; a walk this long means a
+// chain that loops back on itself or a table crafted to stall us.
+constexpr uint64_t kMaxHashChain = 4096;
+constexpr uint64_t kMaxDynString = 4096;  // PATH_MAX
 constexpr uint64_t kMaxChunk = 64u << 20; // largest single table we read
 // Version tables have no size in the dynamic segment; real ones are a few KB.
 // Read a window this large rather than the rest of the segment.
@@ -312,8 +316,12 @@ class Reader {
       fail(std::string(what) + " string offset " + std::to_string(index) + " is outside the string table (" +
            std::to_string(strtab_->d_size) + " bytes)");
     const char* base = static_cast<const char*>(strtab_->d_buf) + index;
-    const void* nul = std::memchr(base, '\0', strtab_->d_size - index);
-    if (!nul) fail(std::string("string table has no terminator after offset ") + std::to_string(index));
+    // Names and paths are at most PATH_MAX long; scanning further would let
+    // many entries that share one long string cost entries x its length.
+    const void* nul = std::memchr(base, '\0', std::min<uint64_t>(strtab_->d_size - index, kMaxDynString + 1));
+    if (!nul)
+      fail(std::string("string table has no terminator within ") + std::to_string(kMaxDynString) +
+           " bytes (PATH_MAX) after offset " + std::to_string(index) + " (" + what + ")");
     return std::string(base, static_cast<const char*>(nul));
   }
 
@@ -465,12 +473,15 @@ class Reader {
     for (const char* c = name; *c; ++c) h = h * 33 + static_cast<unsigned char>(*c);
     uint32_t idx = word(hash_words(*l.gnu_hash, buckets_at + uint64_t{h % nbuckets} * 4, 1, tag));
     if (idx == 0 || idx < symoffset) return false;
-    for (size_t guard = 0; guard < (1u << 20); ++guard, ++idx) {
+    // A chain has one word per symbol and every word is in the file: a walk
+    // longer than the file has words is reading past a crafted table.
+    const uint64_t max_steps = std::min<uint64_t>(size_ / 4, kMaxHashChain);
+    for (uint64_t guard = 0; guard <= max_steps; ++guard, ++idx) {
       uint32_t chain = word(hash_words(*l.gnu_hash, chains_at + uint64_t{idx - symoffset} * 4, 1, tag));
       if ((chain | 1) == (h | 1) && symbol_matches(l, idx, name)) return true;
       if (chain & 1) return false;
     }
-    return false;
+    fail(std::string(tag) + " chain for " + name + " has no end within " + std::to_string(max_steps) + " steps");
   }
 
   bool sysv_hash_lookup(const SymbolLookup& l, const char* name) {
@@ -486,7 +497,14 @@ class Reader {
       h &= ~g;
     }
     uint32_t i = word(hash_words(*l.sysv_hash, 8 + uint64_t{h % nbucket} * 4, 1, tag));
-    for (uint32_t guard = 0; i != 0 && i < nchain && guard <= nchain; ++guard) {
+    // nchain comes from the file and a crafted chain can loop back on itself
+    // (a 472-byte file with nchain 0xffffffff walked 2^32 steps): an honest
+    // chain visits each symbol once, and there are no more symbols than the
+    // file has 4-byte words, so stop there.
+    const uint64_t max_steps = std::min<uint64_t>({uint64_t{nchain}, size_ / 4, kMaxHashChain});
+    for (uint64_t guard = 0; i != 0 && i < nchain; ++guard) {
+      if (guard > max_steps)
+        fail(std::string(tag) + " chain for " + name + " loops (longer than " + std::to_string(max_steps) + " steps)");
       if (symbol_matches(l, i, name)) return true;
       i = word(hash_words(*l.sysv_hash, 8 + (uint64_t{nbucket} + i) * 4, 1, tag));
     }

@@ -4,10 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <exception>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -22,8 +24,17 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxJson = 4 << 20;             // manifests, indexes, configs
-constexpr uint64_t kMaxKeptSmall = 256ull << 20;  // small entries kept from a stream
+constexpr uint64_t kMaxKeptSmall = 16ull << 20;   // JSON entries kept from a stream
 constexpr int kMaxIndexDepth = 4;
+// More layers than any runtime stacks (overlayfs and Docker stop near 128);
+// a manifest that lists more is crafted, and each listing costs a pass.
+constexpr size_t kMaxLayers = 500;
+// Entries of an image archive itself (not of its layers): real ones hold a
+// few hundred blobs; each kept name costs memory.
+constexpr size_t kMaxArchiveEntries = 65536;
+// Manifests listed by an image's indexes in all (a multi-platform image lists
+// a few dozen).
+constexpr size_t kMaxDescriptors = 4096;
 
 // ---- platforms and configs ------------------------------------------------
 
@@ -93,6 +104,11 @@ class Store {
   virtual bool parallel() const = 0;
 };
 
+FileError too_many_entries(const std::string& where) {
+  return FileError(where, "the archive holds more than " + std::to_string(kMaxArchiveEntries) +
+                              " entries; an image archive holds a few hundred blobs");
+}
+
 // A tar archive read from a descriptor we can pread at any offset: the
 // index pass skips content, layers are then read in parallel.
 class TarFileStore : public Store {
@@ -103,7 +119,8 @@ class TarFileStore : public Store {
     FdReader whole(fd_, path_, 0, static_cast<uint64_t>(st.st_size));
     TarReader tar(whole, path_);
     TarEntry e;
-    while (tar.next(e)) {
+    for (size_t count = 0; tar.next(e);) {
+      if (++count > kMaxArchiveEntries) throw too_many_entries(path_);
       std::string n = clean_name(e.name);
       if (e.type == '0' || e.type == '7') entries_[n] = {tar.content_offset(), e.size};
       if (e.type == '2') aliases_[n] = clean_name(dirname_of("/" + n).substr(1) + "/" + e.linkname);
@@ -150,31 +167,69 @@ class TarEntryReader : public Reader {
   TarReader& t_;
 };
 
+// Replays bytes already read from a stream, then goes on reading it.
+class PrefixedReader : public Reader {
+ public:
+  PrefixedReader(std::string prefix, Reader& rest) : prefix_(std::move(prefix)), rest_(rest) {}
+  size_t read(void* buf, size_t n) override {
+    if (at_ < prefix_.size()) {
+      size_t k = std::min(n, prefix_.size() - at_);
+      std::memcpy(buf, prefix_.data() + at_, k);
+      at_ += k;
+      return k;
+    }
+    return rest_.read(buf, n);
+  }
+
+ private:
+  std::string prefix_;
+  size_t at_ = 0;
+  Reader& rest_;
+};
+
 // A tar archive from a stream (standard input, a compressed archive): one
-// pass. Small entries (manifests, configs, small layers) are kept; large
-// ones are summarised as layers as they pass, since they cannot be re-read.
+// pass. JSON entries (manifests, indexes, configs) are kept; every other
+// blob is summarised as a layer as it passes, since it cannot be re-read,
+// whatever its size. The manifest may come last, so a blob is not known to
+// be a layer until the end: one that is not a readable layer (an attestation,
+// a signature) keeps its error, which counts only if a manifest lists it.
 class StreamStore : public Store {
  public:
   StreamStore(Reader& in, std::string name, const LayerLimits& limits) : name_(std::move(name)) {
     TarReader tar(in, name_);
     TarEntry e;
     uint64_t kept = 0;
-    while (tar.next(e)) {
+    for (size_t count = 0; tar.next(e);) {
+      if (++count > kMaxArchiveEntries) throw too_many_entries(name_);
       std::string n = clean_name(e.name);
       if (e.type == '2') aliases_[n] = clean_name(dirname_of("/" + n).substr(1) + "/" + e.linkname);
       if (e.type == '1') aliases_[n] = clean_name(e.linkname);
       if (e.type != '0' && e.type != '7') continue;
-      if (e.size <= kMaxJson) {
+      TarEntryReader r(tar);
+      std::string head(static_cast<size_t>(std::min<uint64_t>(e.size, 512)), '\0');
+      r.read_exact(head.data(), head.size(), name_ + ":" + n);
+      if (e.size <= kMaxJson && looks_like_json(head)) {
         kept += e.size;
         if (kept > kMaxKeptSmall)
-          throw FileError(name_, "more small entries than memprofile keeps from a stream; save the archive to a file");
-        std::string bytes(static_cast<size_t>(e.size), '\0');
-        TarEntryReader r(tar);
-        r.read_exact(bytes.data(), bytes.size(), name_ + ":" + n);
+          throw FileError(name_, "more than " + std::to_string(kMaxKeptSmall >> 20) +
+                                     " MiB of manifests and configs in a stream; save the archive to a file");
+        size_t have = head.size();
+        std::string bytes = std::move(head);
+        bytes.resize(static_cast<size_t>(e.size));
+        r.read_exact(bytes.data() + have, bytes.size() - have, name_ + ":" + n);
         small_[n] = std::move(bytes);
-      } else {
-        TarEntryReader r(tar);
-        summaries_[n] = summarize_layer(r, name_ + ":" + n, limits);
+        summaries_.erase(n);
+        failed_.erase(n);
+        continue;
+      }
+      small_.erase(n);
+      PrefixedReader blob(std::move(head), r);
+      try {
+        summaries_[n] = summarize_layer(blob, name_ + ":" + n, limits);
+        failed_.erase(n);
+      } catch (const FileError&) {
+        summaries_.erase(n);
+        failed_[n] = std::current_exception();
       }
     }
   }
@@ -182,16 +237,18 @@ class StreamStore : public Store {
   bool parallel() const override { return false; }
   bool has(const std::string& name) const override {
     std::string n = resolve(name);
-    return small_.count(n) || summaries_.count(n);
+    return small_.count(n) || summaries_.count(n) || failed_.count(n);
   }
   std::string read_small(const std::string& name) override {
     auto it = small_.find(resolve(name));
-    if (it == small_.end()) throw FileError(name_, (summaries_.count(resolve(name)) ? "too large for a manifest or config: " : "missing blob ") + name);
+    if (it == small_.end())
+      throw FileError(name_, (has(name) ? "not a JSON manifest or config: " : "missing blob ") + name);
     return it->second;
   }
   LayerSummary summarize(const std::string& name, const LayerLimits& limits) override {
     std::string n = resolve(name);
     if (auto it = summaries_.find(n); it != summaries_.end()) return it->second;
+    if (auto it = failed_.find(n); it != failed_.end()) std::rethrow_exception(it->second);
     auto it = small_.find(n);
     if (it == small_.end()) throw FileError(name_, "missing blob " + name);
     MemReader r(it->second.data(), it->second.size());
@@ -199,10 +256,15 @@ class StreamStore : public Store {
   }
 
  private:
+  static bool looks_like_json(const std::string& head) {
+    size_t i = head.find_first_not_of(" \t\r\n");
+    return i != std::string::npos && (head[i] == '{' || head[i] == '[');
+  }
   std::string resolve(const std::string& n) const { return follow_aliases(aliases_, n); }
   std::string name_;
   std::map<std::string, std::string> small_, aliases_;
   std::map<std::string, LayerSummary> summaries_;
+  std::map<std::string, std::exception_ptr> failed_;  // blob -> why it is not a readable layer
 };
 
 // An OCI image layout directory; names resolve inside it, never outside.
@@ -287,22 +349,33 @@ bool is_attestation(const json& desc) {
   return p != desc.end() && p->is_object() && str_or(*p, "os") == "unknown";
 }
 
+// Each manifest or index is read once however often indexes list it (an
+// index may list one child thousands of times, at every level), and the
+// descriptors read in all are capped.
+struct IndexWalk {
+  std::set<std::string> seen;  // digests already read
+  size_t descriptors = 0;
+};
+
 void collect_oci(Store& s, const json& index, const std::string& where, int depth, std::vector<Candidate>& out,
-                 const std::string& format) {
+                 const std::string& format, IndexWalk& walk) {
   if (depth > kMaxIndexDepth) throw FileError(where, "image indexes nested too deeply");
   auto m = index.find("manifests");
   if (m == index.end() || !m->is_array()) throw FileError(where, "index has no \"manifests\" array");
   for (const auto& desc : *m) {
     if (!desc.is_object()) throw FileError(where, "malformed descriptor in \"manifests\"");
+    if (++walk.descriptors > kMaxDescriptors)
+      throw FileError(where, "indexes list more than " + std::to_string(kMaxDescriptors) + " manifests (memprofile's limit)");
     if (is_attestation(desc)) continue;
     std::string digest = str_or(desc, "digest");
+    if (!walk.seen.insert(digest).second) continue;
     std::string media = str_or(desc, "mediaType");
     std::string text = read_verified(s, digest, where);
     json j = parse_json(text, s.source() + ":" + blob_name(digest, where));
     bool nested = media.find("index") != std::string::npos || media.find("manifest.list") != std::string::npos ||
                   (j.is_object() && j.contains("manifests"));
     if (nested) {
-      collect_oci(s, j, s.source() + ":" + blob_name(digest, where), depth + 1, out, format);
+      collect_oci(s, j, s.source() + ":" + blob_name(digest, where), depth + 1, out, format, walk);
       continue;
     }
     Candidate c;
@@ -328,6 +401,8 @@ std::vector<Candidate> collect_docker(Store& s) {
   std::string where = s.source() + ":manifest.json";
   json j = parse_json(s.read_small("manifest.json"), where);
   if (!j.is_array()) throw FileError(where, "expected an array of images");
+  if (j.size() > kMaxDescriptors)
+    throw FileError(where, "lists more than " + std::to_string(kMaxDescriptors) + " images (memprofile's limit)");
   std::vector<Candidate> out;
   for (const auto& img : j) {
     if (!img.is_object()) throw FileError(where, "malformed image entry");
@@ -354,8 +429,9 @@ std::vector<Candidate> collect(Store& s) {
   if (!has_index) return collect_docker(s);
   std::string where = s.source() + ":index.json";
   std::vector<Candidate> oci;
+  IndexWalk walk;
   collect_oci(s, parse_json(s.read_small("index.json"), where), where, 0, oci,
-              has_docker ? "docker-archive" : "oci-archive");
+              has_docker ? "docker-archive" : "oci-archive", walk);
   if (!has_docker) return oci;
   // Docker >= 25 writes both. Its manifest.json may list layers that the OCI
   // manifest's blobs lack (moby#47065): prefer whichever is complete.
@@ -488,12 +564,17 @@ std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadO
     for (auto& c : all) c.format = kind;
   // Fill in platforms from configs where the index did not say.
   std::vector<ImageConfig> configs(all.size());
+  std::map<std::string, ImageConfig> parsed;  // each config blob read and parsed once
   for (size_t i = 0; i < all.size(); ++i) {
-    std::string where = store->source() + ":" + all[i].config;
-    std::string text = store->read_small(all[i].config);
-    if (all[i].config.rfind("blobs/sha256/", 0) == 0 && sha256_hex(text) != all[i].config.substr(13))
-      throw FileError(where, "digest mismatch: config does not hash to its name");
-    configs[i] = parse_image_config(text, where);
+    auto known = parsed.find(all[i].config);
+    if (known == parsed.end()) {
+      std::string where = store->source() + ":" + all[i].config;
+      std::string text = store->read_small(all[i].config);
+      if (all[i].config.rfind("blobs/sha256/", 0) == 0 && sha256_hex(text) != all[i].config.substr(13))
+        throw FileError(where, "digest mismatch: config does not hash to its name");
+      known = parsed.emplace(all[i].config, parse_image_config(text, where)).first;
+    }
+    configs[i] = known->second;
     if (all[i].platform.architecture.empty()) all[i].platform = configs[i].platform;
   }
   auto list = [&] {
@@ -501,6 +582,7 @@ std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadO
     for (const auto& c : all) s += (s.empty() ? "" : ", ") + c.platform.str();
     return s;
   };
+  if (all.empty()) throw FileError(source, "holds no image");
   std::vector<size_t> chosen;
   if (opts.all_platforms) {
     for (size_t i = 0; i < all.size(); ++i) chosen.push_back(i);
@@ -518,7 +600,6 @@ std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadO
       throw FileError(source, "holds several platforms (" + list() + ") and none is this machine's " +
                                   Platform::host().str() + "; pick one with --platform or use --all-platforms");
   }
-  if (all.empty()) throw FileError(source, "holds no image");
 
   std::vector<LoadedImage> images;
   for (size_t idx : chosen) {
@@ -532,41 +613,60 @@ std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadO
     if (!img.config.diff_ids.empty() && img.config.diff_ids.size() != c.layers.size())
       throw FileError(source, "config lists " + std::to_string(img.config.diff_ids.size()) + " diff_ids but the manifest " +
                                   std::to_string(c.layers.size()) + " layers");
+    if (c.layers.size() > kMaxLayers)
+      throw FileError(source, "manifest lists " + std::to_string(c.layers.size()) + " layers; memprofile reads at most " +
+                                  std::to_string(kMaxLayers));
     for (const auto& l : c.layers)
       if (!store->has(l)) throw FileError(source, "layer blob " + l + " is missing from the archive");
 
-    std::vector<LayerSummary> summaries(c.layers.size());
-    std::vector<std::exception_ptr> errors(c.layers.size());
+    // A blob listed several times is decoded once; its summary is applied at
+    // each place it is listed.
+    std::vector<std::string> blobs;
+    std::map<std::string, size_t> blob_of;
+    std::vector<size_t> listing(c.layers.size());
+    for (size_t i = 0; i < c.layers.size(); ++i) {
+      auto [it, fresh] = blob_of.emplace(c.layers[i], blobs.size());
+      if (fresh) blobs.push_back(c.layers[i]);
+      listing[i] = it->second;
+    }
+    std::vector<LayerSummary> summaries(blobs.size());
+    std::vector<std::exception_ptr> errors(blobs.size());
     std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
     auto work = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < c.layers.size();) {
+      // The first fatal error stops the pool: no worker starts another layer.
+      for (size_t i; !failed.load() && (i = next.fetch_add(1)) < blobs.size();) {
         try {
-          summaries[i] = store->summarize(c.layers[i], opts.limits);
+          summaries[i] = store->summarize(blobs[i], opts.limits);
         } catch (...) {
           errors[i] = std::current_exception();
+          failed = true;
         }
       }
     };
     unsigned jobs = store->parallel() ? (opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency())) : 1;
     std::vector<std::thread> pool;
-    for (unsigned t = 1; t < std::min<size_t>(jobs, c.layers.size()); ++t) pool.emplace_back(work);
+    for (unsigned t = 1; t < std::min<size_t>(jobs, blobs.size()); ++t) pool.emplace_back(work);
     work();
     for (auto& t : pool) t.join();
     for (auto& e : errors)
       if (e) std::rethrow_exception(e);
 
     auto tree = std::make_shared<ImageTree>();
-    for (size_t i = 0; i < summaries.size(); ++i) {
-      LayerSummary& s = summaries[i];
+    for (size_t i = 0; i < c.layers.size(); ++i) {
+      const LayerSummary& s = summaries[listing[i]];
       if (!c.layer_digests[i].empty() && s.blob_sha256 != c.layer_digests[i])
         throw FileError(s.name, "digest mismatch: layer does not hash to sha256:" + c.layer_digests[i]);
       if (i < img.config.diff_ids.size() && img.config.diff_ids[i] != "sha256:" + s.diff_id)
         throw FileError(s.name, "diff_id mismatch: uncompressed layer is sha256:" + s.diff_id + ", config says " +
                                     img.config.diff_ids[i]);
       img.layer_bytes += s.tar_bytes;
-      tree->apply(std::move(summaries[i]));
+      // The last listing of a blob can give its summary away; earlier ones copy.
+      bool last = std::find(listing.begin() + static_cast<std::ptrdiff_t>(i) + 1, listing.end(), listing[i]) == listing.end();
+      if (last) tree->apply(std::move(summaries[listing[i]]));
+      else tree->apply(LayerSummary(s));
     }
-    img.layers = summaries.size();
+    img.layers = c.layers.size();
     img.anomalies = tree->anomalies();
     img.tree = tree;
     images.push_back(std::move(img));

@@ -1,5 +1,7 @@
 #include "image_tree.h"
 
+#include <vector>
+
 #include "error.h"
 
 namespace memprofile {
@@ -26,21 +28,31 @@ void ImageTree::remove_subtree(const std::string& path, bool keep_self) {
 }
 
 void ImageTree::ensure_parents(const std::string& path) {
-  for (size_t i = path.find('/', 1); i != std::string::npos; i = path.find('/', i + 1)) {
-    std::string dir = path.substr(0, i);
-    auto it = nodes_.find(dir);
-    if (it != nodes_.end() && it->second.kind == LayerNode::Kind::Dir) continue;
-    if (it != nodes_.end()) remove_subtree(dir, false);  // a file where a directory must be: the layer wins
+  // From the deepest parent up to the first directory that exists, then
+  // down again creating what is missing: walking down from "/" would build
+  // every prefix of every path (quadratic in a crafted path's depth).
+  std::vector<size_t> missing;  // ends of the parent prefixes to create, deepest first
+  for (size_t i = path.rfind('/'); i != std::string::npos && i > 0; i = path.rfind('/', i - 1)) {
+    auto it = nodes_.find(path.substr(0, i));
+    if (it != nodes_.end() && it->second.kind == LayerNode::Kind::Dir) break;
+    if (it != nodes_.end()) remove_subtree(it->first, false);  // a file where a directory must be: the layer wins
+    missing.push_back(i);
+  }
+  for (auto end = missing.rbegin(); end != missing.rend(); ++end) {
     LayerNode d;
-    d.path = dir;
     d.kind = LayerNode::Kind::Dir;
     d.mode = 0755;
-    nodes_[dir] = d;
+    nodes_.emplace(path.substr(0, *end), std::move(d));
   }
 }
 
+void ImageTree::note(std::string what) {
+  if (anomalies_.size() < kMaxTreeAnomalies) anomalies_.push_back(std::move(what));
+  else if (anomalies_.size() == kMaxTreeAnomalies) anomalies_.push_back("... and more");
+}
+
 void ImageTree::apply(LayerSummary&& layer) {
-  for (const auto& a : layer.anomalies) anomalies_.push_back(layer.name + ": " + a);
+  for (const auto& a : layer.anomalies) note(layer.name + ": " + a);
   // Opaque directories and whiteouts hide what lower layers put there,
   // wherever the marker sits in this layer's tar.
   for (const auto& n : layer.nodes)
@@ -64,9 +76,8 @@ void ImageTree::apply(LayerSummary&& layer) {
     if (n.kind == LayerNode::Kind::Hardlink) {
       auto target = nodes_.find(n.link);
       if (target == nodes_.end() || target->second.kind != LayerNode::Kind::File) {
-        anomalies_.push_back(layer.name + ": hard link " + n.path + " -> " + n.link +
-                             (target == nodes_.end() ? ": target missing" : ": target is not a regular file") +
-                             "; ignored");
+        note(layer.name + ": hard link " + n.path + " -> " + n.link +
+             (target == nodes_.end() ? ": target missing" : ": target is not a regular file") + "; ignored");
         continue;
       }
       LayerNode copy = target->second;  // same inode: same content, mode and owner
@@ -76,6 +87,11 @@ void ImageTree::apply(LayerSummary&& layer) {
     std::string key = std::move(n.path);  // the map key holds the path; don't keep it twice
     n.path.clear();
     nodes_[key] = std::move(n);
+    // Each entry costs a few hundred bytes; an image of millions (implied
+    // parent directories included) is refused rather than let grow.
+    if (nodes_.size() > kMaxTreeNodes)
+      throw FileError(layer.name, "the image holds more than " + std::to_string(kMaxTreeNodes) +
+                                      " files and directories (memprofile's limit)");
   }
   layer.nodes.clear();
   layer.nodes.shrink_to_fit();

@@ -14,6 +14,12 @@
 
 namespace memprofile {
 
+// Files and directories one image may hold (real ones hold up to a few
+// hundred thousand); each costs a few hundred bytes of memory.
+constexpr size_t kMaxTreeNodes = 1u << 20;
+// Anomalies listed one by one; past these, "... and more".
+constexpr size_t kMaxTreeAnomalies = 256;
+
 class ImageTree : public FileTree {
  public:
   ImageTree();
@@ -36,6 +42,7 @@ class ImageTree : public FileTree {
  private:
   void remove_subtree(const std::string& path, bool keep_self);
   void ensure_parents(const std::string& path);
+  void note(std::string what);  // an anomaly, up to kMaxTreeAnomalies of them
   std::map<std::string, LayerNode> nodes_;
   std::vector<std::string> anomalies_;
 };

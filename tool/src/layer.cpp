@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "error.h"
@@ -26,6 +27,12 @@ constexpr uint64_t kMaxElfSize = 4ull << 30;
 constexpr size_t kConfigMax = 4 << 20;
 constexpr size_t kScriptHead = 256;
 constexpr size_t kPathStringsMax = 64 << 10;
+// What one layer may keep of file contents (config files, script heads, path
+// strings of executables) in all: a layer of many crafted files must not
+// hold gigabytes. Real layers keep well under 1 MiB.
+constexpr uint64_t kKeptBudget = 16 << 20;
+// Anomalies listed one by one per layer; the rest are counted.
+constexpr size_t kMaxAnomalies = 64;
 
 // Keeps the parts of an ELF file that the reader will look at, as the file
 // streams past: the start (headers, dynamic tables of most layouts), then,
@@ -59,12 +66,32 @@ class ElfCapture {
   std::shared_ptr<const ElfInfo> finish(const std::string& name) {
     if (!planned_) plan();
     if (!map_) throw FileError(name, "ELF file too large to summarise");
+    drop_section_headers();
     auto info = std::make_shared<ElfInfo>(read_elf_buffer(map_, static_cast<size_t>(size_), name, false));
     unmap();
     return info;
   }
 
  private:
+  // Sections are never read from a capture, but libelf sizes its section
+  // table from the header (or from section 0 when e_shnum is 0) and fills a
+  // record for each: a crafted 4 MB layer declared 16M sections, 3 GB. The
+  // capture is our copy, so forget its section headers.
+  void drop_section_headers() {
+    if (size_ < sizeof(Elf64_Ehdr)) return;
+    if (map_[EI_CLASS] == ELFCLASS64) {
+      auto* eh = reinterpret_cast<Elf64_Ehdr*>(map_);
+      eh->e_shoff = 0;
+      eh->e_shnum = 0;
+      eh->e_shstrndx = 0;
+    } else if (map_[EI_CLASS] == ELFCLASS32) {
+      auto* eh = reinterpret_cast<Elf32_Ehdr*>(map_);
+      eh->e_shoff = 0;
+      eh->e_shnum = 0;
+      eh->e_shstrndx = 0;
+    }
+  }
+
   void unmap() {
     if (map_) munmap(map_, map_len_);
     map_ = nullptr;
@@ -227,16 +254,34 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
   HashingReader tar_bytes(ahead);
   TarReader tar(tar_bytes, name);
   std::vector<char> buf(kChunk);
-  std::set<std::string> seen;
-  size_t specials = 0;
+  // Where each path's node is: a path repeated in the layer replaces the
+  // earlier entry, as extracting it would, instead of adding a node.
+  std::map<std::string, size_t> node_at;
+  std::set<std::pair<LayerNode::Kind, std::string>> markers;  // whiteouts and opaque dirs, once each
+  size_t specials = 0, more_anomalies = 0;
+  uint64_t kept_bytes = 0;
+  bool budget_noted = false;
   std::string first_special;
+  auto anomaly = [&](std::string what) {
+    if (s.anomalies.size() < kMaxAnomalies) s.anomalies.push_back(std::move(what));
+    else ++more_anomalies;
+  };
   TarEntry e;
   while (tar.next(e)) {
+    if (++s.entries > kMaxLayerEntries)
+      throw FileError(name, "layer holds more than " + std::to_string(kMaxLayerEntries) + " entries (memprofile's limit)");
+    if (e.name.size() > kMaxEntryName || e.linkname.size() > kMaxEntryName ||
+        std::count(e.name.begin(), e.name.end(), '/') > static_cast<std::ptrdiff_t>(kMaxEntryDepth)) {
+      anomaly("entry at offset " + std::to_string(e.offset) + ": name or link target longer than " +
+              std::to_string(kMaxEntryName) + " bytes (PATH_MAX) or deeper than " + std::to_string(kMaxEntryDepth) +
+              " directories; ignored");
+      continue;
+    }
     bool escaped = false;
-    if (!e.name.empty() && e.name[0] == '/') s.anomalies.push_back(note(e, "absolute path, taken relative to the image root"));
+    if (!e.name.empty() && e.name[0] == '/') anomaly(note(e, "absolute path, taken relative to the image root"));
     std::string path = clean_entry_path(e.name, &escaped);
     if (escaped) {
-      s.anomalies.push_back(note(e, "path climbs out of the image root with '..'; ignored"));
+      anomaly(note(e, "path climbs out of the image root with '..'; ignored"));
       continue;
     }
     if (path == "/") continue;  // the root directory itself
@@ -250,21 +295,22 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
     if (base == ".wh..wh..opq") {
       n.kind = LayerNode::Kind::Opaque;
       n.path = dir;
-      s.nodes.push_back(std::move(n));
+      if (markers.emplace(n.kind, n.path).second) s.nodes.push_back(std::move(n));
       continue;
     }
     if (base.rfind(".wh.", 0) == 0) {
       n.kind = LayerNode::Kind::Whiteout;
       n.path = (dir == "/" ? "" : dir) + "/" + base.substr(4);
       if (base.size() == 4) {
-        s.anomalies.push_back(note(e, "whiteout with an empty name; ignored"));
+        anomaly(note(e, "whiteout with an empty name; ignored"));
         continue;
       }
-      s.nodes.push_back(std::move(n));
+      if (markers.emplace(n.kind, n.path).second) s.nodes.push_back(std::move(n));
       continue;
     }
     n.path = path;
-    if (!seen.insert(path).second) s.anomalies.push_back(note(e, "duplicate entry in the layer; the later one wins"));
+    auto [slot, fresh] = node_at.emplace(path, s.nodes.size());
+    if (!fresh) anomaly(note(e, "duplicate entry in the layer; the later one wins"));
     switch (e.type) {
       case '0':
       case '7':
@@ -276,7 +322,8 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
         bool esc = false;
         n.link = clean_entry_path(e.linkname, &esc);
         if (esc || e.linkname.empty()) {
-          s.anomalies.push_back(note(e, "hard link to '" + e.linkname + "' escapes the image root; ignored"));
+          anomaly(note(e, "hard link to '" + e.linkname + "' escapes the image root; ignored"));
+          if (fresh) node_at.erase(slot);
           continue;
         }
         break;
@@ -295,7 +342,8 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
         if (specials++ == 0) first_special = path;
         break;
       default:
-        s.anomalies.push_back(note(e, std::string("unknown entry type '") + e.type + "'; ignored"));
+        anomaly(note(e, std::string("unknown entry type '") + e.type + "'; ignored"));
+        if (fresh) node_at.erase(slot);
         continue;
     }
     if (n.kind == LayerNode::Kind::File) {
@@ -318,6 +366,17 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
         size_t cap = config ? kConfigMax : (executable || kept.rfind("#!", 0) == 0 || kept.empty()) ? kScriptHead : 0;
         if (!elf && kept.size() < cap) kept.append(buf.data(), std::min(r, cap - kept.size()));
       }
+      // Within the layer's budget for kept contents; past it, say so once.
+      auto affordable = [&](size_t bytes) {
+        if (kept_bytes + bytes <= kKeptBudget) {
+          kept_bytes += bytes;
+          return true;
+        }
+        if (!budget_noted) anomaly(note(e, "the layer's budget for kept file contents (" + std::to_string(kKeptBudget >> 20) +
+                                               " MiB) is spent; contents of this and later files are not kept"));
+        budget_noted = true;
+        return false;
+      };
       if (elf) {
         auto facts = std::make_shared<FileFacts>();
         try {
@@ -326,16 +385,18 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
           facts->elf_error = err.what();
         }
         if (strings)
-          if (auto found = strings->finish()) facts->path_strings = *found;
+          if (auto found = strings->finish(); found && affordable(found->size())) facts->path_strings = *found;
         n.facts = std::move(facts);
-      } else if (!kept.empty() && (config || executable || kept.rfind("#!", 0) == 0)) {
+      } else if (!kept.empty() && (config || executable || kept.rfind("#!", 0) == 0) && affordable(kept.size())) {
         auto facts = std::make_shared<FileFacts>();
         facts->content = std::move(kept);
         n.facts = std::move(facts);
       }
     }
-    s.nodes.push_back(std::move(n));
+    if (fresh) s.nodes.push_back(std::move(n));
+    else s.nodes[slot->second] = std::move(n);
   }
+  if (more_anomalies) s.anomalies.push_back("... and " + std::to_string(more_anomalies) + " more");
   if (specials)
     s.anomalies.push_back(std::to_string(specials) + " device node" + (specials == 1 ? "" : "s") + " or FIFO" +
                           (specials == 1 ? "" : "s") + " (e.g. " + first_special + "): recorded, never opened");

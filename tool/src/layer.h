@@ -39,10 +39,21 @@ struct LayerSummary {
   std::string blob_sha256;  // of the stored (possibly compressed) bytes
   std::string diff_id;      // sha256 of the uncompressed tar
   uint64_t stored_bytes = 0, tar_bytes = 0;
+  uint64_t entries = 0;  // tar entries read, repeated paths included
   Compression compression = Compression::None;
   std::vector<LayerNode> nodes;
   std::vector<std::string> anomalies;  // entries handled specially, for the report
 };
+
+// Names longer than PATH_MAX cannot be extracted by any runtime: such
+// entries are noted and skipped, which bounds the memory one name costs.
+constexpr size_t kMaxEntryName = 4096;
+// Directories deep: each level is a node of its own once flattened, so a
+// crafted path's depth multiplies what one entry costs. Real trees are < 30.
+constexpr size_t kMaxEntryDepth = 256;
+// Entries of one layer (real layers hold tens of thousands); each kept node
+// costs memory, so a layer of millions of tiny entries is refused.
+constexpr uint64_t kMaxLayerEntries = 1u << 20;
 
 struct LayerLimits {
   uint64_t max_tar_bytes = 64ull << 30;  // decompression bomb fence

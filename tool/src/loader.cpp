@@ -15,6 +15,7 @@ namespace {
 
 constexpr size_t kMaxObjects = 4096;
 constexpr size_t kMaxCacheBytes = 64u << 20;
+constexpr size_t kMaxCacheCandidates = 16;  // cache entries tried for one name
 
 // ldconfig.h's flag values.
 constexpr int32_t kFlagElfLibc6 = 0x0003;
@@ -84,12 +85,13 @@ std::vector<LdCacheEntry> parse_ld_cache(const std::string& b) {
     size_t e = base + kNewHeader + static_cast<size_t>(i) * kNewEntry;
     int32_t flags = static_cast<int32_t>(read_u32(b, e));
     uint64_t key = read_u32(b, e + 4), value = read_u32(b, e + 8);
-    auto str = [&](uint64_t off) -> std::optional<std::string> {
+    auto str = [&](uint64_t off) -> std::optional<std::string_view> {
       uint64_t at = base + off;  // new-format strings are relative to its header
       if (at >= b.size()) return std::nullopt;
-      size_t nul = b.find('\0', static_cast<size_t>(at));
-      if (nul == std::string::npos) return std::nullopt;
-      return b.substr(static_cast<size_t>(at), nul - static_cast<size_t>(at));
+      size_t scan = std::min<size_t>(b.size() - static_cast<size_t>(at), kMaxLdCacheString + 1);
+      const void* nul = std::memchr(b.data() + at, '\0', scan);
+      if (!nul) return std::nullopt;
+      return std::string_view(b.data() + at, static_cast<size_t>(static_cast<const char*>(nul) - (b.data() + at)));
     };
     auto k = str(key), v = str(value);
     if (k && v) out.push_back({*k, *v, flags});
@@ -105,11 +107,14 @@ const LoadedObject* LoadResult::find(const std::string& name) const {
 Loader::Loader(const FileTree& tree) : tree_(tree) {}
 
 const std::vector<LdCacheEntry>& Loader::ld_cache() const {
-  if (!cache_) {
+  std::call_once(cache_once_, [this] {
     cache_.emplace();
     if (auto r = resolve(tree_, "/etc/ld.so.cache"); r && r->node.kind == FsNode::Kind::Regular)
-      if (auto bytes = tree_.read(r->path, kMaxCacheBytes)) *cache_ = parse_ld_cache(*bytes);
-  }
+      if (auto bytes = tree_.read(r->path, kMaxCacheBytes)) {
+        cache_bytes_ = std::move(*bytes);
+        *cache_ = parse_ld_cache(cache_bytes_);
+      }
+  });
   return *cache_;
 }
 
@@ -271,9 +276,14 @@ LoadResult Loader::load(const std::string& exe_path, const ElfInfo& exe, const L
     if (try_dirs(env_dirs, req, "LD_LIBRARY_PATH")) return o;
     if (try_dirs(split_list(req.elf->runpath, ":"), req, "runpath")) return o;
     if (req.elf->nodeflib) return o;
+    // glibc takes the cache's first entry for the name (hwcaps variants
+    // aside) and opens only that; a few more are tried here for hwcaps
+    // subdirectories, but never every one of a crafted cache's thousands.
+    size_t tried = 0;
     for (const auto& e : ld_cache()) {
       if (e.name != name || !ld_cache_flags_match(e.flags, exe.machine, exe.elf_class)) continue;
-      if (auto p = try_candidate(e.path, exe, &o.skipped, &o.elf)) {
+      if (++tried > kMaxCacheCandidates) break;
+      if (auto p = try_candidate(std::string(e.path), exe, &o.skipped, &o.elf)) {
         o.path = *p;
         o.via = "ld.so.cache";
         return o;

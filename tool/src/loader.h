@@ -7,8 +7,10 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "elf_info.h"
@@ -46,13 +48,22 @@ struct LoadResult {
   const LoadedObject* find(const std::string& name) const;
 };
 
+// One entry, viewing the cache's own bytes: many entries may share one
+// string (a crafted cache points them all at one long one), so copying each
+// would cost entries x length; views cost nothing per entry.
 struct LdCacheEntry {
-  std::string name, path;
+  std::string_view name, path;
   int32_t flags = 0;
 };
 
+// The longest name or path a cache entry may have (PATH_MAX); an entry with a
+// longer one, or one without its NUL, is skipped. This bounds the work per
+// entry, so parsing is linear in the cache's size.
+constexpr size_t kMaxLdCacheString = 4096;
+
 // Parses an /etc/ld.so.cache image (old, new, or combined format). Returns
 // an empty list for anything that is not a cache; never reads out of bounds.
+// The entries view `bytes`, which must outlive them.
 std::vector<LdCacheEntry> parse_ld_cache(const std::string& bytes);
 // The ld.so.cache flags glibc accepts for this machine and class.
 bool ld_cache_flags_match(int32_t flags, uint16_t machine, int elf_class);
@@ -73,6 +84,8 @@ class Loader {
                                            std::shared_ptr<const ElfInfo>* elf) const;
 
   const FileTree& tree_;
+  mutable std::once_flag cache_once_;  // one Loader serves the checker's worker threads
+  mutable std::string cache_bytes_;    // what cache_'s entries view
   mutable std::optional<std::vector<LdCacheEntry>> cache_;
 };
 

@@ -65,7 +65,7 @@ size_t FdReader::read(void* buf, size_t n) {
 
 void FdReader::skip(uint64_t n) {
   if (windowed_) {
-    pos_ = std::min(end_, pos_ + n);
+    pos_ = n >= end_ - std::min(pos_, end_) ? end_ : pos_ + n;  // saturating: never wraps back
     return;
   }
   Reader::skip(n);

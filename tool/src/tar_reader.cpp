@@ -1,6 +1,7 @@
 #include "tar_reader.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "error.h"
@@ -113,7 +114,10 @@ bool TarReader::next(TarEntry& e) {
     if (!parse_number(h + 148, 8, &stored) || stored != sum)
       fail("bad tar header checksum at offset " + std::to_string(at) + " (not a tar archive, or corrupt)");
     uint64_t size = 0, mode = 0, uid = 0, gid = 0;
-    if (!parse_number(h + 124, 12, &size)) fail("bad size field in tar header at offset " + std::to_string(at));
+    // Go's archive/tar refuses sizes past INT64_MAX too; ours would wrap the
+    // skip arithmetic and read the archive from the start again, forever.
+    if (!parse_number(h + 124, 12, &size) || size > uint64_t{INT64_MAX})
+      fail("bad size field in tar header at offset " + std::to_string(at));
     parse_number(h + 100, 8, &mode);
     parse_number(h + 108, 8, &uid);
     parse_number(h + 116, 8, &gid);
@@ -174,6 +178,7 @@ bool TarReader::next(TarEntry& e) {
     e.uid = static_cast<uint32_t>(pax_uid.value_or(uid));
     e.gid = static_cast<uint32_t>(pax_gid.value_or(gid));
     e.size = pax_size.value_or(size);
+    if (e.size > uint64_t{INT64_MAX}) fail("bad PAX size in tar header at offset " + std::to_string(at));
     std::string prefix = field(h + 345, 155), base = field(h, 100);
     bool ustar = std::memcmp(h + 257, "ustar", 5) == 0;
     e.name = have_pax_path ? pax_path : have_long_name ? long_name : (ustar && !prefix.empty() ? prefix + "/" + base : base);

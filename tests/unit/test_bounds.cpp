@@ -1,0 +1,246 @@
+// Bounded work on crafted inputs (#12): a few hundred bytes must not cost
+// minutes or gigabytes. Each case runs the real CLI in a child and asserts a
+// time bound (the child's process group is killed past it) and a peak-RSS
+// bound. The peak comes from GNU time's wait4 on memprofile: a process
+// forked from this one would count this process's pages, since Linux keeps
+// the pre-exec high-water mark in ru_maxrss.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "archive_builder.h"
+#include "elf_builder.h"
+#include "support.h"
+
+using testing::Scratch;
+using testing::TarWriter;
+
+namespace {
+
+struct Bounded {
+  int exit_code = -1;  // -1: killed at the time bound
+  long max_rss_kb = 0;
+  double seconds = 0;
+  std::string err;
+};
+
+// Runs memprofile ARGS (stdin from `input` when given) for at most `limit_s`.
+Bounded run_bounded(const std::vector<std::string>& args, double limit_s, const std::string& input = "/dev/null") {
+  Scratch s;
+  std::string err_path = s / "stderr", rss_path = s / "rss";
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    setpgid(0, 0);
+    std::vector<std::string> argv = {"/usr/bin/time", "-f", "%M", "-o", rss_path, testing::memprofile_bin()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> c;
+    for (auto& a : argv) c.push_back(a.data());
+    c.push_back(nullptr);
+    FILE* in = freopen(input.c_str(), "r", stdin);
+    FILE* out = freopen("/dev/null", "w", stdout);
+    FILE* err = freopen(err_path.c_str(), "w", stderr);
+    if (!in || !out || !err) _exit(127);
+    execv(c[0], c.data());
+    _exit(127);
+  }
+  Bounded b;
+  int status = 0;
+  for (;;) {
+    pid_t got = waitpid(pid, &status, WNOHANG);
+    if (got == pid) break;
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (elapsed > limit_s) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      b.seconds = elapsed;
+      b.err = testing::read_file(err_path);
+      return b;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  b.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  b.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  b.err = testing::read_file(err_path);
+  // GNU time says "Command exited with non-zero status N" before the number.
+  auto rss = testing::lines(testing::read_file(rss_path));
+  b.max_rss_kb = rss.empty() ? -1 : std::stol(rss.back());
+  return b;
+}
+
+constexpr long kFileRssKb = 64 * 1024;    // any image on a file
+constexpr long kStdinRssKb = 128 * 1024;  // any image from standard input
+
+void require_bounded(const Bounded& b, long rss_kb) {
+  INFO("exit " << b.exit_code << ", " << b.seconds << " s, " << b.max_rss_kb << " KiB; stderr: " << b.err);
+  REQUIRE(b.exit_code != -1);  // not killed at the time bound
+  CHECK(b.exit_code < 128);    // no crash
+  CHECK(b.max_rss_kb > 0);
+  CHECK(b.max_rss_kb <= rss_kb);
+}
+
+void put32(std::string& f, size_t at, uint32_t v) { std::memcpy(&f[at], &v, 4); }
+
+// A 1 KiB x86_64 shared object whose DT_HASH chain for every name loops
+// back on itself, with nchain = 0xffffffff: a lookup that trusts nchain
+// walks 2^32 steps.
+std::string looping_hash_elf() {
+  std::string f(1024, '\0');
+  Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_ident[EI_VERSION] = EV_CURRENT;
+  eh.e_type = ET_DYN;
+  eh.e_machine = EM_X86_64;
+  eh.e_version = EV_CURRENT;
+  eh.e_phoff = 64;
+  eh.e_ehsize = sizeof eh;
+  eh.e_phentsize = sizeof(Elf64_Phdr);
+  eh.e_phnum = 2;
+  std::memcpy(&f[0], &eh, sizeof eh);
+  Elf64_Phdr ph[2]{};
+  ph[0].p_type = PT_LOAD;
+  ph[0].p_flags = PF_R;
+  ph[0].p_filesz = ph[0].p_memsz = f.size();
+  ph[0].p_align = 4096;
+  ph[1].p_type = PT_DYNAMIC;
+  ph[1].p_offset = ph[1].p_vaddr = 512;
+  ph[1].p_filesz = ph[1].p_memsz = 7 * sizeof(Elf64_Dyn);
+  std::memcpy(&f[64], ph, sizeof ph);
+  const char strtab[] = "\0libc.so.6\0x";  // symbol 1 is "x": never the name looked up
+  std::memcpy(&f[320], strtab, sizeof strtab);
+  Elf64_Sym sym{};
+  sym.st_name = 11;
+  sym.st_shndx = 1;
+  std::memcpy(&f[384 + sizeof sym], &sym, sizeof sym);
+  // nbucket 1, nchain 0xffffffff, bucket[0] = 1, chain[0] = 0, chain[1] = 1.
+  put32(f, 448, 1);
+  put32(f, 452, 0xffffffffu);
+  put32(f, 456, 1);
+  put32(f, 460, 0);
+  put32(f, 464, 1);
+  Elf64_Dyn dyn[7] = {{DT_NEEDED, {1}}, {DT_STRTAB, {320}}, {DT_STRSZ, {sizeof strtab}}, {DT_SYMTAB, {384}},
+                      {DT_SYMENT, {sizeof(Elf64_Sym)}}, {DT_HASH, {448}}, {DT_NULL, {0}}};
+  std::memcpy(&f[512], dyn, sizeof dyn);
+  return f;
+}
+
+// A new-format ld.so.cache of `size` bytes whose every entry names libc.so.6
+// and points its path at one string of `value_len` bytes.
+std::string shared_string_cache(size_t size, size_t value_len) {
+  const std::string magic = "glibc-ld.so.cache1.1";
+  const size_t header = magic.size() + 4 + 4 + 20, entry = 24;
+  std::string strings = std::string("libc.so.6") + '\0' + std::string(value_len, 'a') + '\0';
+  size_t n = (size - header - strings.size()) / entry;
+  std::string f(header + n * entry, '\0');
+  std::memcpy(&f[0], magic.data(), magic.size());
+  put32(f, magic.size(), static_cast<uint32_t>(n));
+  put32(f, magic.size() + 4, static_cast<uint32_t>(strings.size()));
+  uint32_t key = static_cast<uint32_t>(f.size()), value = key + 10;
+  for (size_t i = 0; i < n; ++i) {
+    size_t e = header + i * entry;
+    put32(f, e, 0x0303);  // x86-64, libc6
+    put32(f, e + 4, key);
+    put32(f, e + 8, value);
+  }
+  return f + strings;
+}
+
+std::string docker_archive(const std::string& layer, size_t listings, const std::string& extra_name = "",
+                           const std::string& extra = "") {
+  std::string config = "{\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":{\"Entrypoint\":[\"/app\"]}}";
+  std::string layers;
+  for (size_t i = 0; i < listings; ++i) layers += std::string(i ? "," : "") + "\"l/layer.tar\"";
+  std::string manifest = "[{\"Config\":\"config.json\",\"RepoTags\":[\"x:1\"],\"Layers\":[" + layers + "]}]";
+  TarWriter t;
+  if (!extra_name.empty()) t.add(extra_name, extra);
+  t.add("config.json", config).add("l/layer.tar", layer).add("manifest.json", manifest);
+  return t.finish();
+}
+
+}  // namespace
+
+TEST_CASE("bounds: a DT_HASH chain that loops is cut at the file's size, with a one-line error") {
+  Scratch s;
+  testing::write_file(s / "loop.so", looping_hash_elf(), 0755);
+  Bounded b = run_bounded({"check", s / "loop.so"}, 20);
+  require_bounded(b, kFileRssKb);
+  CHECK(b.exit_code == 2);
+  CHECK_THAT(b.err, Catch::Contains("loop.so") && Catch::Contains("DT_HASH chain"));
+  CHECK(testing::lines(b.err).size() == 1);
+}
+
+TEST_CASE("bounds: ld.so.cache entries sharing one long string are not copied per entry") {
+  for (size_t value_len : {size_t{1} << 20, size_t{4000}}) {
+    Scratch s;
+    testing::write_file(s / "root/etc/ld.so.cache", shared_string_cache(4u << 20, value_len));
+    testing::write_file(s / "root/app", testing::ElfBuilder{}.build(), 0755);
+    Bounded b = run_bounded({"check", "--root", s / "root", "/app"}, 30);
+    INFO("string of " << value_len << " bytes");
+    require_bounded(b, kFileRssKb);
+    CHECK((b.exit_code == 0 || b.exit_code == 1));
+  }
+}
+
+TEST_CASE("bounds: a layer listed many times is decoded once; past the layer limit, a one-line error") {
+  TarWriter layer;
+  layer.add("app", testing::ElfBuilder{}.build(), '0', 0755);
+  for (int i = 0; i < 2000; ++i) layer.add("f/" + std::to_string(i), "x");
+  Scratch s;
+  testing::write_file(s / "many.tar", docker_archive(layer.finish(), 400));
+  Bounded b = run_bounded({"preflight", "--json", s / "many.tar"}, 60);
+  require_bounded(b, kFileRssKb);
+  CHECK((b.exit_code == 0 || b.exit_code == 1));
+
+  testing::write_file(s / "too-many.tar", docker_archive(layer.finish(), 5000));
+  Bounded t = run_bounded({"preflight", s / "too-many.tar"}, 60);
+  require_bounded(t, kFileRssKb);
+  CHECK(t.exit_code == 2);
+  CHECK_THAT(t.err, Catch::Contains("too-many.tar") && Catch::Contains("5000 layers") && Catch::Contains("at most 500"));
+}
+
+TEST_CASE("bounds: a path repeated in a layer replaces its entry; over-long names are skipped") {
+  TarWriter layer;
+  layer.add("app", testing::ElfBuilder{}.build(), '0', 0755);
+  for (int i = 0; i < 100000; ++i) layer.add("same/name", "x");
+  layer.add(std::string(5000, 'n'), "x");  // longer than PATH_MAX (a GNU long name)
+  Scratch s;
+  testing::write_file(s / "dup.tar", docker_archive(layer.finish(), 1));
+  Bounded b = run_bounded({"preflight", "--json", s / "dup.tar"}, 60);
+  require_bounded(b, kFileRssKb);
+  CHECK((b.exit_code == 0 || b.exit_code == 1));
+  Bounded in = run_bounded({"preflight", "--json", "-"}, 60, s / "dup.tar");
+  require_bounded(in, kStdinRssKb);
+  CHECK(in.exit_code == b.exit_code);
+}
+
+TEST_CASE("bounds: from stdin, a blob no manifest lists does not count, whatever its size") {
+  TarWriter layer;
+  layer.add("app", testing::ElfBuilder{}.build(), '0', 0755);
+  Scratch s;
+  std::string junk(6u << 20, 'J');  // larger than any manifest, and not a tar
+  testing::write_file(s / "img.tar", docker_archive(layer.finish(), 1, "attestation.bin", junk));
+  Bounded file = run_bounded({"preflight", "--json", s / "img.tar"}, 60);
+  Bounded in = run_bounded({"preflight", "--json", "-"}, 60, s / "img.tar");
+  require_bounded(file, kFileRssKb);
+  require_bounded(in, kStdinRssKb);
+  CHECK((file.exit_code == 0 || file.exit_code == 1));
+  CHECK(in.exit_code == file.exit_code);
+}
+
+TEST_CASE("bounds: an index with no image says so") {
+  Scratch s;
+  testing::write_file(s / "empty/oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}");
+  testing::write_file(s / "empty/index.json", "{\"schemaVersion\":2,\"manifests\":[]}");
+  Bounded b = run_bounded({"preflight", s / "empty"}, 20);
+  CHECK(b.exit_code == 2);
+  CHECK_THAT(b.err, Catch::Contains("holds no image"));
+}
