@@ -35,7 +35,9 @@ void ImageTree::ensure_parents(const std::string& path) {
   for (size_t i = path.rfind('/'); i != std::string::npos && i > 0; i = path.rfind('/', i - 1)) {
     auto it = nodes_.find(path.substr(0, i));
     if (it != nodes_.end() && it->second.kind == LayerNode::Kind::Dir) break;
-    if (it != nodes_.end()) remove_subtree(it->first, false);  // a file where a directory must be: the layer wins
+    // A file where a directory must be: the layer wins. (A copy of the key:
+    // remove_subtree erases the node that holds it.)
+    if (it != nodes_.end()) remove_subtree(std::string(it->first), false);
     missing.push_back(i);
   }
   for (auto end = missing.rbegin(); end != missing.rend(); ++end) {
