@@ -71,7 +71,9 @@ if ! { [[ -s "${manifest}" ]] && jq -e '.files' "${manifest}" >/dev/null 2>&1; }
   cut_short "no manifest at the end of the stream: it was cut short"
 fi
 while IFS=$'\t' read -r name size sha; do
-  [[ "${name}" != */* && "${name}" != .* ]] || cut_short "the manifest names ${name}, outside the profile directory"
+  # Nested profiles come as sub/dir/file; nothing may climb out or be absolute.
+  [[ -n "${name}" && "${name}" != /* && "/${name}/" != */../* && "/${name}/" != */./* ]] ||
+    cut_short "the manifest names ${name}, outside the profile directory"
   [[ -f "${check}/${name}" ]] || cut_short "${name} is in the manifest but not in the tar"
   [[ "$(stat -c %s "${check}/${name}")" == "${size}" ]] || cut_short "${name} is not ${size} bytes as the manifest says"
   [[ "$(sha256sum "${check}/${name}" | cut -d' ' -f1)" == "${sha}" ]] || cut_short "${name} does not match its sha256"

@@ -66,17 +66,25 @@ std::string absolute(const std::string& p) {
   return std::string(getcwd(cwd, sizeof cwd) ? cwd : "/") + "/" + p;
 }
 
-[[noreturn]] void become(const std::string& path, const std::vector<std::string>& argv,
-                         const std::vector<std::string>& env) {
+// execve; returns its errno only when it fails.
+int try_exec(const std::string& path, const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   std::vector<char*> a, e;
   for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
   a.push_back(nullptr);
   for (const auto& s : env) e.push_back(const_cast<char*>(s.c_str()));
   e.push_back(nullptr);
   execve(path.c_str(), a.data(), e.data());
-  int err = errno;
+  return errno;
+}
+
+[[noreturn]] void exec_failed(const std::string& path, int err) {
   std::cerr << "memprofile: cannot exec " << path << ": " << std::strerror(err) << "\n";
   _exit(err == ENOENT ? 127 : 126);
+}
+
+[[noreturn]] void become(const std::string& path, const std::vector<std::string>& argv,
+                         const std::vector<std::string>& env) {
+  exec_failed(path, try_exec(path, argv, env));
 }
 
 std::vector<std::string> current_env() {
@@ -212,6 +220,7 @@ int run_exec(const ExecOptions& o) {
   }
 
   // The user's own settings win over memprofile's defaults.
+  const std::vector<std::string> unprofiled_env = env;
   bool dispatcher = target != program;
   std::vector<std::string> added;
   for (const auto& [k, v] : backend_env(backend, cfg.output_dir, dispatcher, aarch64)) {
@@ -235,7 +244,22 @@ int run_exec(const ExecOptions& o) {
             {"target", target},
             {"output_dir", cfg.output_dir},
             {"settings", settings}});
-  become(program, argv, env);
+  int err = try_exec(program, argv, env);
+  if (err != E2BIG) exec_failed(program, err);
+  // The kernel bounds argv and the environment together (a quarter of the
+  // stack limit, at most 6 MiB): one that only just fits without our
+  // variables would keep the application from starting with them. Profiling
+  // must never take the service down, so it runs as it would have without us.
+  size_t extra = 0;
+  for (size_t i = unprofiled_env.size(); i < env.size(); ++i) extra += env[i].size() + 1 + sizeof(char*);
+  std::string why = "ENV_TOO_LARGE: the environment and arguments are too large for the kernel (E2BIG) once the "
+                    "profiler's " + std::to_string(extra) + " bytes of settings are added";
+  std::string fix = "make the environment or the arguments smaller";
+  log.error("not_profiling", std::string(strict ? "refusing to start " : "running unprofiled: ") + program + ": " + why +
+                                 "; fix: " + fix,
+            {{"program", program}, {"target", target}, {"code", "ENV_TOO_LARGE"}, {"fix", fix}, {"strict", strict}});
+  if (strict) return kExitRefused;
+  become(program, argv, unprofiled_env);
 }
 
 }  // namespace
