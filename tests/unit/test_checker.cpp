@@ -239,3 +239,34 @@ TEST_CASE("root: an arm64 program in the arm64 Debian rootfs with an arm64 prelo
   CHECK(r.load->interpreter == "/usr/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1");
   CHECK(r.root_glibc == "GLIBC_2.36");
 }
+
+TEST_CASE("root: LD_PRELOAD=NAME (no '/') is searched like a needed library") {
+  Scratch s;
+  testing::make_glibc_root(s.path());
+  testing::copy_file(fixture("dynamic"), s / "usr/bin/app");
+  testing::copy_file(fixture("fake_preload.so"), s / "usr/lib/x86_64-linux-gnu/libprofiler.so");
+  testing::copy_file(fixture("fake_preload.so"), s / "opt/lib/libonlyhere.so");
+  testing::copy_file(fixture("fake_preload-arm64.so"), s / "opt/arm/libprofiler-arm.so");
+  HostTree tree(s.path());
+  CheckerOptions o;
+  o.use_root = true;
+  o.preload = "libprofiler.so";  // in a default directory
+  FileReport r = check_file(tree, "/usr/bin/app", o);
+  CHECK(r.profilable());
+  CHECK_FALSE(has(r, "PRELOAD_NOT_FOUND"));
+  REQUIRE(r.load);
+  const LoadedObject* pre = r.load->find("libprofiler.so");
+  REQUIRE(pre);
+  CHECK(pre->path == "/usr/lib/x86_64-linux-gnu/libprofiler.so");
+
+  o.preload = "libonlyhere.so";  // found only through LD_LIBRARY_PATH
+  CHECK(has(check_file(tree, "/usr/bin/app", o), "PRELOAD_NOT_FOUND"));
+  o.ld_library_path = "/opt/lib";
+  CHECK_FALSE(has(check_file(tree, "/usr/bin/app", o), "PRELOAD_NOT_FOUND"));
+
+  o.ld_library_path = "/opt/arm";  // the loader passes over a wrong-arch candidate
+  o.preload = "libprofiler-arm.so";
+  FileReport arm = check_file(tree, "/usr/bin/app", o);
+  CHECK(has(arm, "PRELOAD_NOT_FOUND"));
+  CHECK_FALSE(arm.profilable());
+}

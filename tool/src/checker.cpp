@@ -36,28 +36,32 @@ std::string highest_glibc(const std::vector<std::string>& versions) {
 Checker::Checker(const FileTree& tree, CheckerOptions opts) : tree_(tree), opts_(std::move(opts)), loader_(tree) {
   if (!opts_.preload) return;
   const std::string& p = *opts_.preload;
+  if (p.find('/') == std::string::npos) {
+    preload_by_name_ = true;
+    return;
+  }
   std::optional<Resolved> r;
   try {
     r = resolve(tree_, p);
   } catch (const Error& e) {
-    preload_problem_ = make_finding("PRELOAD_NOT_FOUND", std::string("preload library cannot be resolved: ") + e.what());
+    preload_.problem = make_finding("PRELOAD_NOT_FOUND", std::string("preload library cannot be resolved: ") + e.what());
     return;
   }
   if (!r || r->node.kind != FsNode::Kind::Regular) {
-    preload_problem_ = make_finding("PRELOAD_NOT_FOUND", "preload library " + tree_.display(p) +
+    preload_.problem = make_finding("PRELOAD_NOT_FOUND", "preload library " + tree_.display(p) +
                                                              (r ? " is not a regular file" : " does not exist") +
                                                              ": the loader prints an error and runs the program unprofiled");
     return;
   }
-  preload_path_ = r->path;
+  preload_.path = r->path;
   try {
-    preload_elf_ = tree_.elf(r->path);
+    preload_.elf = tree_.elf(r->path);
   } catch (const Error& e) {
-    preload_problem_ = make_finding("PRELOAD_NOT_ELF", std::string("preload library is not a valid ELF file: ") + e.what());
+    preload_.problem = make_finding("PRELOAD_NOT_ELF", std::string("preload library is not a valid ELF file: ") + e.what());
     return;
   }
-  if (!preload_elf_)
-    preload_problem_ = make_finding("PRELOAD_NOT_ELF", "preload library " + tree_.display(p) + " is not an ELF file");
+  if (!preload_.elf)
+    preload_.problem = make_finding("PRELOAD_NOT_ELF", "preload library " + tree_.display(p) + " is not an ELF file");
 }
 
 FileReport Checker::check(const std::string& canonical, std::shared_ptr<const ElfInfo> elf) const {
@@ -71,9 +75,12 @@ FileReport Checker::check(const std::string& canonical, std::shared_ptr<const El
   r.gid = node.gid;
   if (is_program(*r.elf)) r.file_caps = tree_.has_file_caps(canonical);
   check_alone(r);
-  if (opts_.use_root && (r.elf->linkage == Linkage::Dynamic || r.elf->linkage == Linkage::SharedLibrary))
-    check_in_root(r);
-  if (opts_.preload) check_preload(r);
+  ResolvedPreload by_name;
+  bool in_root = opts_.use_root && (r.elf->linkage == Linkage::Dynamic || r.elf->linkage == Linkage::SharedLibrary);
+  if (in_root) check_in_root(r, preload_by_name_ ? &by_name : nullptr);
+  // A bare name is found only by searching as the loader would, which needs
+  // the program's root; without one there is nothing to judge it by.
+  if (opts_.preload && (!preload_by_name_ || in_root)) check_preload(r, preload_by_name_ ? by_name : preload_);
   return r;
 }
 
@@ -129,15 +136,30 @@ void Checker::check_alone(FileReport& r) const {
                                       "ignores LD_PRELOAD entries that contain '/'"));
 }
 
-void Checker::check_in_root(FileReport& r) const {
+void Checker::check_in_root(FileReport& r, ResolvedPreload* found) const {
   const ElfInfo& e = *r.elf;
   r.root_checked = true;
   LoadOptions lo;
   lo.ld_library_path = opts_.ld_library_path;
-  bool preload_fits = preload_elf_ && preload_elf_->machine == e.machine && preload_elf_->elf_class == e.elf_class;
-  if (preload_fits) lo.preload.push_back(preload_path_);
+  bool preload_fits = preload_.elf && preload_.elf->machine == e.machine && preload_.elf->elf_class == e.elf_class;
+  if (preload_fits) lo.preload.push_back(preload_.path);
+  if (found) lo.preload.push_back(*opts_.preload);  // searched like a DT_NEEDED entry of the program
   r.load = loader_.load(r.canonical, e, lo);
   const LoadResult& load = *r.load;
+  std::string preload_path = preload_.path;
+  if (found) {
+    auto o = std::find_if(load.objects.begin(), load.objects.end(), [](const LoadedObject& x) { return x.preload; });
+    if (o != load.objects.end() && !o->path.empty()) {
+      found->path = preload_path = o->path;
+      found->elf = o->elf;
+      preload_fits = true;
+    } else {
+      found->problem = make_finding("PRELOAD_NOT_FOUND",
+                                    "preload library " + *opts_.preload + " (a name, searched like a needed library: "
+                                    "LD_LIBRARY_PATH, ld.so.cache, default directories) is not found in the root: "
+                                    "the loader prints an error and runs the program unprofiled");
+    }
+  }
 
   if (e.linkage == Linkage::Dynamic && load.interpreter.empty())
     r.findings.push_back(make_finding("INTERPRETER_MISSING",
@@ -146,7 +168,7 @@ void Checker::check_in_root(FileReport& r) const {
 
   // Which loaded objects belong to the preload library's side of the graph.
   std::set<std::string> preload_side;
-  if (preload_fits) preload_side.insert(preload_path_);
+  if (preload_fits) preload_side.insert(preload_path);
   for (const auto& o : load.objects) {
     bool mine = preload_side.count(o.requested_by) > 0 && !o.preload;
     if (mine && !o.path.empty()) preload_side.insert(o.path);
@@ -185,14 +207,15 @@ void Checker::check_in_root(FileReport& r) const {
   }
 }
 
-void Checker::check_preload(FileReport& r) const {
-  if (preload_problem_) {
-    r.findings.push_back(*preload_problem_);
+void Checker::check_preload(FileReport& r, const ResolvedPreload& pre) const {
+  if (pre.problem) {
+    r.findings.push_back(*pre.problem);
     return;
   }
-  const ElfInfo& p = *preload_elf_;
+  if (!pre.elf) return;
+  const ElfInfo& p = *pre.elf;
   const ElfInfo& e = *r.elf;
-  std::string name = tree_.display(preload_path_);
+  std::string name = tree_.display(pre.path);
   if (p.machine != e.machine || p.elf_class != e.elf_class)
     r.findings.push_back(make_finding("PRELOAD_WRONG_ARCH", "preload library " + name + " is " + arch_label(p) +
                                                                 " but the target is " + arch_label(e) +

@@ -31,7 +31,10 @@ struct FileReport {
 
 struct CheckerOptions {
   bool use_root = false;             // resolve dependencies in the tree
-  std::optional<std::string> preload;  // path of the preload library (in the tree)
+  // The preload library as LD_PRELOAD names it: a path in the tree, or a
+  // bare name (no '/'), which glibc searches like a DT_NEEDED entry of the
+  // program (its RUNPATH, LD_LIBRARY_PATH, ld.so.cache, default dirs).
+  std::optional<std::string> preload;
   std::string ld_library_path;
 };
 
@@ -44,18 +47,24 @@ class Checker {
   FileReport check(const std::string& canonical, std::shared_ptr<const ElfInfo> elf) const;
 
  private:
+  // A preload library found: its canonical path and facts, or the finding
+  // that stops it.
+  struct ResolvedPreload {
+    std::string path;
+    std::shared_ptr<const ElfInfo> elf;
+    std::optional<Finding> problem;
+  };
+
   void check_alone(FileReport& r) const;
-  void check_in_root(FileReport& r) const;
-  void check_preload(FileReport& r) const;
+  // With a root; a preload named bare is found by this load, into *found.
+  void check_in_root(FileReport& r, ResolvedPreload* found) const;
+  void check_preload(FileReport& r, const ResolvedPreload& p) const;
 
   const FileTree& tree_;
   CheckerOptions opts_;
   Loader loader_;
-  // The preload library, resolved once: its canonical path and facts, or
-  // the finding that stops it.
-  std::string preload_path_;
-  std::shared_ptr<const ElfInfo> preload_elf_;
-  std::optional<Finding> preload_problem_;
+  bool preload_by_name_ = false;  // searched per program, not resolved once
+  ResolvedPreload preload_;       // a preload named by path, resolved once
 };
 
 }  // namespace memprofile

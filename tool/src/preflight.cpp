@@ -47,6 +47,18 @@ std::vector<std::string> split(const std::string& s, const char* seps) {
   return out;
 }
 
+// How the loader will look for the preload library in the image: a path
+// (relative ones from the working directory) or, with no '/', a name
+// searched like a needed library.
+CheckerOptions preload_checker_options(const std::string& preload, const std::string& cwd, const ImageConfig& cfg) {
+  CheckerOptions co;
+  co.use_root = true;
+  if (!preload.empty())
+    co.preload = preload[0] == '/' || preload.find('/') == std::string::npos ? preload : normalize_path(cwd + "/" + preload);
+  co.ld_library_path = cfg.env_value("LD_LIBRARY_PATH");
+  return co;
+}
+
 bool is_executable_file(const std::optional<Resolved>& r) {
   return r && r->node.kind == FsNode::Kind::Regular && (r->node.mode & 0111);
 }
@@ -428,8 +440,15 @@ PreflightResult preflight(const LoadedImage& image, const PreflightOptions& opts
   res.preload = opts.preload;
   if (res.preload.empty() && res.launcher) res.preload = res.launcher->preload;
   if (res.preload.empty() && !env_preload.empty()) {
-    auto items = split(env_preload, ": ");
-    if (!items.empty()) res.preload = items.front();
+    // glibc's handle_preload_list: split at spaces and colons, skip empty
+    // items and items of PATH_MAX bytes or more, load every other one. The
+    // one judged is the first that names a profiler, else the first.
+    std::vector<std::string> items;
+    for (auto& item : split(env_preload, ": "))
+      if (item.size() < 4096) items.push_back(std::move(item));
+    auto profiler = std::find_if(items.begin(), items.end(), [](const std::string& i) { return !backend_of(i).empty(); });
+    if (profiler != items.end()) res.preload = *profiler;
+    else if (!items.empty()) res.preload = items.front();
   }
   if (res.preload.empty())
     add(make_finding("NO_PRELOAD", "no preload library named (no LD_PRELOAD in the image ENV, no --preload): judged "
@@ -444,11 +463,7 @@ PreflightResult preflight(const LoadedImage& image, const PreflightOptions& opts
 
   // 5. Judge the target against the image.
   if (target) {
-    CheckerOptions co;
-    co.use_root = true;
-    if (!res.preload.empty()) co.preload = res.preload[0] == '/' ? res.preload : cwd + "/" + res.preload;
-    co.ld_library_path = cfg.env_value("LD_LIBRARY_PATH");
-    Checker checker(tree, co);
+    Checker checker(tree, preload_checker_options(res.preload, cwd, cfg));
     std::shared_ptr<const ElfInfo> elf;
     try {
       elf = tree.elf(target->path);
@@ -486,10 +501,9 @@ PreflightResult preflight(const LoadedImage& image, const PreflightOptions& opts
 
   // Verdicts of the dispatched programs, against the same preload.
   if (!res.dispatch.empty()) {
-    CheckerOptions co;
-    co.use_root = true;
-    if (!res.preload.empty()) co.preload = res.preload[0] == '/' ? res.preload : cwd + "/" + res.preload;
-    Checker checker(tree, co);
+    // The same loader environment as the target's: a dispatched program
+    // inherits the image's LD_LIBRARY_PATH too.
+    Checker checker(tree, preload_checker_options(res.preload, cwd, cfg));
     std::string names;
     for (auto& d : res.dispatch) {
       try {
