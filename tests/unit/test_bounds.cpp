@@ -13,9 +13,11 @@
 #include <thread>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "archive_builder.h"
 #include "elf_builder.h"
+#include "json_text.h"
 #include "support.h"
 
 using testing::Scratch;
@@ -247,4 +249,35 @@ TEST_CASE("bounds: an index with no image says so") {
   Bounded b = run_bounded({"preflight", s / "empty"}, 20);
   CHECK(b.exit_code == 2);
   CHECK_THAT(b.err, Catch::Contains("holds no image"));
+}
+
+TEST_CASE("json: names that are not UTF-8 are written losslessly as \\udcXX escapes") {
+  using memprofile::json_text;
+  CHECK(json_text(nlohmann::json("a\xff" "b")) == "\"a\\udcffb\"");
+  CHECK(json_text(nlohmann::json("caf\xc3\xa9 \xe2\x82\xac")) == "\"caf\xc3\xa9 \xe2\x82\xac\"");  // valid UTF-8 unchanged
+  CHECK(json_text(nlohmann::json("\xed\xa0\x80")) == "\"\\udced\\udca0\\udc80\"");  // an encoded surrogate is not UTF-8
+  CHECK(json_text(nlohmann::json("\xc0\xaf")) == "\"\\udcc0\\udcaf\"");  // nor an overlong '/'
+  CHECK(json_text(nlohmann::json{{"k\x80", {1, "\t\"\\"}}}) == "{\"k\\udc80\":[1,\"\\t\\\"\\\\\"]}");
+
+  // End to end: a layer entry whose name is not UTF-8 shows in preflight --json.
+  Scratch s;
+  testing::OciImage img;
+  img.layer(TarWriter().add("app", testing::ElfBuilder{}.build(), '0', 0755).add("../esc\xff", "x").finish());
+  img.write(s / "img");
+  Bounded b = run_bounded({"preflight", "--json", s / "img"}, 30);
+  INFO(b.err);
+  CHECK((b.exit_code == 0 || b.exit_code == 1));
+  testing::RunResult r = testing::run_memprofile({"preflight", "--json", s / "img"});
+  CHECK_THAT(r.out, Catch::Contains("esc\\udcff"));
+  // Valid JSON to a reader that takes escaped surrogates (Python), and the
+  // name's bytes come back through surrogateescape.
+  testing::write_file(s / "out.json", r.out);
+  testing::write_file(s / "check.py",
+                      "import json, sys\n"
+                      "doc = json.load(open(sys.argv[1]))\n"
+                      "names = [a.encode('utf-8', 'surrogateescape') for a in doc['anomalies']]\n"
+                      "sys.exit(0 if any(b'esc\\xff' in n for n in names) else 1)\n");
+  testing::RunResult py = testing::run("python3 " + testing::quote(s / "check.py") + " " + testing::quote(s / "out.json"));
+  INFO(py.err);
+  CHECK(py.exit_code == 0);
 }

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <thread>
 
+#include "json_text.h"
 #include "cmd_launcher.h"
 #include "elf_info.h"
 #include "error.h"
@@ -99,7 +100,7 @@ int run_attached(const AttachedOptions& o) {
   bool attached = !mapped_as.empty() && linkage != "static" && linkage != "static-pie";
 
   if (o.json) {
-    std::cout << json{{"pid", o.pid},
+    std::cout << json_text(json{{"pid", o.pid},
                       {"exe", exe_path},
                       {"linkage", linkage},
                       {"backend", to_string(backend)},
@@ -108,8 +109,7 @@ int run_attached(const AttachedOptions& o) {
                       {"profiles", files},
                       {"growing", growing},
                       {"window_seconds", o.window},
-                      {"attached", attached}}
-                     .dump()
+                      {"attached", attached}})
               << "\n";
   } else {
     std::cout << "pid " << o.pid << " (" << exe_path << ", " << linkage << ")\n";

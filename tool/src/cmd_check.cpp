@@ -1,3 +1,4 @@
+#include "json_text.h"
 #include "cmd_check.h"
 
 #include <limits.h>
@@ -146,7 +147,7 @@ int run_check(const CheckOptions& opts) {
           ++checked;
           good += o.report->profilable();
           if (opts.json)
-            std::cout << to_json(*o.report).dump() << "\n";
+            std::cout << json_text(to_json(*o.report)) << "\n";
           else
             print_human(std::cout, *o.report, color);
           break;

@@ -1,3 +1,4 @@
+#include "json_text.h"
 #include "cmd_preflight.h"
 
 #include <fcntl.h>
@@ -250,7 +251,7 @@ int run_preflight(const PreflightCliOptions& opts) {
     if (opts.trace_loader && r.ready()) trace_loader(r);
     all_ready = all_ready && r.ready();
     if (opts.json) {
-      std::cout << to_json(images[i], r).dump() << "\n";
+      std::cout << json_text(to_json(images[i], r)) << "\n";
     } else {
       if (i) std::cout << "\n";
       print_report(std::cout, images[i], r, color);

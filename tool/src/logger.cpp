@@ -3,6 +3,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "json_text.h"
 #include "cmd_launcher.h"
 
 namespace memprofile {
@@ -28,7 +29,7 @@ void Logger::emit(const char* level, const std::string& event, const std::string
   if (fields.is_object())
     for (auto it = fields.begin(); it != fields.end(); ++it) j[it.key()] = it.value();
   // The JSON line goes out verbatim, bypassing the text pattern.
-  std::fprintf(stderr, "%s\n", j.dump().c_str());
+  std::fprintf(stderr, "%s\n", json_text(j).c_str());
   std::fflush(stderr);
 }
 

@@ -1,0 +1,21 @@
+// JSON text for names that come from files: a path in an image, a program's
+// argv, a symlink target are bytes, not necessarily UTF-8. nlohmann's dump()
+// throws on invalid UTF-8, and a lossy replacement would hide which file was
+// meant, so every byte that is not part of valid UTF-8 is written as the
+// escape \udcXX (U+DC00 + the byte: Python's "surrogateescape", PEP 383).
+// Valid UTF-8 passes through unchanged. Reading it back with
+// json.loads(...) and .encode("utf-8", "surrogateescape") restores the bytes.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace memprofile {
+
+// `j` as compact JSON text (one line), strings escaped as above.
+std::string json_text(const nlohmann::json& j);
+
+// `s` as a JSON string literal, quotes included, escaped as above.
+std::string json_string_literal(const std::string& s);
+
+}  // namespace memprofile
