@@ -281,3 +281,29 @@ TEST_CASE("json: names that are not UTF-8 are written losslessly as \\udcXX esca
   INFO(py.err);
   CHECK(py.exit_code == 0);
 }
+
+TEST_CASE("tar: GNU tar's sparse files, in every format it writes, are read as extracted") {
+  Scratch s;
+  // The program, then a hole, then one byte at 2 MiB: tar --sparse stores
+  // only the data segments and a map.
+  testing::write_file(s / "root/app", testing::ElfBuilder{}.build(), 0755);
+  REQUIRE(testing::run("printf x | dd of=" + testing::quote(s / "root/app") +
+                       " bs=1 seek=2097152 conv=notrunc status=none").exit_code == 0);
+  for (std::string format : {"--format=gnu", "--format=pax --sparse-version=0.0", "--format=pax --sparse-version=0.1",
+                             "--format=pax --sparse-version=1.0"}) {
+    INFO(format);
+    std::string tar = s / "layer.tar";
+    REQUIRE(testing::run("tar -C " + testing::quote(s / "root") + " --sparse " + format + " -cf " + testing::quote(tar) +
+                         " app").exit_code == 0);
+    testing::OciImage img;
+    img.layer(testing::read_file(tar));
+    std::string dir = s / ("img" + std::to_string(std::hash<std::string>{}(format)));
+    img.write(dir);
+    testing::RunResult r = testing::run_memprofile({"preflight", "--json", dir});
+    INFO(r.err);
+    REQUIRE((r.exit_code == 0 || r.exit_code == 1));
+    auto j = nlohmann::json::parse(testing::lines(r.out).at(0));
+    CHECK(j["target"]["linkage"] == "dynamic");
+    CHECK(j["anomalies"].empty());
+  }
+}

@@ -122,7 +122,8 @@ class TarFileStore : public Store {
     for (size_t count = 0; tar.next(e);) {
       if (++count > kMaxArchiveEntries) throw too_many_entries(path_);
       std::string n = clean_name(e.name);
-      if (e.type == '0' || e.type == '7') entries_[n] = {tar.content_offset(), e.size};
+      // A blob is read later by offset, which a sparse entry's holes forbid.
+      if ((e.type == '0' || e.type == '7') && !e.sparse) entries_[n] = {tar.content_offset(), e.size};
       if (e.type == '2') aliases_[n] = clean_name(dirname_of("/" + n).substr(1) + "/" + e.linkname);
       if (e.type == '1') aliases_[n] = clean_name(e.linkname);
     }

@@ -77,9 +77,11 @@ void ImageTree::apply(LayerSummary&& layer) {
     }
     if (n.kind == LayerNode::Kind::Hardlink) {
       auto target = nodes_.find(n.link);
-      if (target == nodes_.end() || target->second.kind != LayerNode::Kind::File) {
+      // A hard link may name a symlink, a device or a fifo (the link is made
+      // without following it), never a directory.
+      if (target == nodes_.end() || target->second.kind == LayerNode::Kind::Dir) {
         note(layer.name + ": hard link " + n.path + " -> " + n.link +
-             (target == nodes_.end() ? ": target missing" : ": target is not a regular file") + "; ignored");
+             (target == nodes_.end() ? ": target missing" : ": target is a directory") + "; ignored");
         continue;
       }
       LayerNode copy = target->second;  // same inode: same content, mode and owner

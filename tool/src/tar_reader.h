@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "stream.h"
 
@@ -17,9 +19,10 @@ struct TarEntry {
   char type = '0';       // '0' file, '1' hardlink, '2' symlink, '3'/'4' device, '5' dir, '6' fifo, ...
   uint32_t mode = 0;
   uint32_t uid = 0, gid = 0;
-  uint64_t size = 0;     // bytes of content that follow
+  uint64_t size = 0;     // bytes of content read() gives (a sparse file's full size)
   bool file_caps = false;  // SCHILY.xattr.security.capability present
   uint64_t offset = 0;   // of the header, for messages
+  bool sparse = false;   // a GNU sparse file: read() fills its holes with zeros
 };
 
 class TarReader {
@@ -37,14 +40,24 @@ class TarReader {
   [[noreturn]] void fail(const std::string& what) const;
   void skip_rest();
   std::string read_blob(uint64_t size, const char* what);
+  size_t read_stored(void* buf, size_t n);
+  void read_sparse_map_v1(uint64_t at);
+  void check_sparse(uint64_t stored, uint64_t at);
 
   Reader& in_;
   std::string name_;
   uint64_t pos_ = 0;        // bytes consumed from `in_`
-  uint64_t left_ = 0;       // content bytes of the current entry still unread
+  uint64_t left_ = 0;       // stored content bytes of the current entry still unread
   uint64_t padding_ = 0;    // padding after the current entry's content
   uint64_t content_at_ = 0;
   bool ended_ = false;
+  // A sparse entry (GNU 'S', or PAX GNU.sparse 0.0/0.1/1.0) is read as
+  // the extracted file would be: its data segments at their offsets, zeros
+  // in the holes, up to its real size.
+  std::vector<std::pair<uint64_t, uint64_t>> sparse_;  // (offset, bytes), in order
+  size_t segment_ = 0;
+  uint64_t logical_ = 0, real_size_ = 0;
+  bool sparse_mode_ = false;
 };
 
 }  // namespace memprofile
