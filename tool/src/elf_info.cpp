@@ -154,6 +154,7 @@ constexpr size_t kMaxListEntries = 8192;  // DT_NEEDED, versions, chain walks
 // chain that loops back on itself or a table crafted to stall us.
 constexpr uint64_t kMaxHashChain = 4096;
 constexpr uint64_t kMaxDynString = 4096;  // PATH_MAX
+constexpr uint64_t kNotesBudget = 1u << 20;  // bytes of PT_NOTE read per file
 constexpr uint64_t kMaxChunk = 64u << 20; // largest single table we read
 // Version tables have no size in the dynamic segment; real ones are a few KB.
 // Read a window this large rather than the rest of the segment.
@@ -262,6 +263,10 @@ class Reader {
   void read_notes(const GElf_Phdr& ph) {
     if (ph.p_filesz == 0) return;
     if (ph.p_offset > size_ || ph.p_filesz > size_ - ph.p_offset) return;  // a torn note is not fatal
+    // libelf copies a note segment it must convert; thousands of PT_NOTEs
+    // over one large range would copy it each time. Real notes are < 1 KiB.
+    if (ph.p_filesz > kNotesBudget - std::min(notes_read_, kNotesBudget)) return;
+    notes_read_ += ph.p_filesz;
     Elf_Type t = ph.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR;
     Elf_Data* d = elf_getdata_rawchunk(elf_, static_cast<int64_t>(ph.p_offset), ph.p_filesz, t);
     if (!d) return;
@@ -392,6 +397,10 @@ class Reader {
       need.file = dynstr(vn.vn_file, "DT_VERNEED");
       size_t aux = off + vn.vn_aux;
       for (unsigned j = 0; j < vn.vn_cnt && j < kMaxListEntries; ++j) {
+        // One budget for all entries together: every verneed may point at
+        // the same auxiliary chain, which would cost entries x chain.
+        if (++vernaux_seen_ > kMaxListEntries)
+          fail("more than " + std::to_string(kMaxListEntries) + " version requirements (DT_VERNEED)");
         GElf_Vernaux va;
         if (aux > d->d_size || !gelf_getvernaux(d, static_cast<int>(aux), &va))
           fail("truncated version-needed auxiliary entry for " + need.file);
@@ -622,6 +631,8 @@ class Reader {
   bool pie_flag_ = false;
   bool use_sections_ = true;
   ElfInfo info_;
+  uint64_t vernaux_seen_ = 0;  // version requirements read, over all DT_VERNEED entries
+  uint64_t notes_read_ = 0;    // PT_NOTE bytes read
 };
 
 }  // namespace
