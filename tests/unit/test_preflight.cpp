@@ -1,5 +1,6 @@
 // preflight over real images built with buildah (tests/fixtures/images.sh)
 // and over hand-built hostile archives.
+#include <sys/stat.h>
 #include <zstd.h>
 
 #include <set>
@@ -184,6 +185,13 @@ TEST_CASE("preflight: --rootfs judges a directory with config from flags") {
   CHECK(has(bad, "OUTPUT_DIR_NOT_WRITABLE"));
   json unknown = preflight_json({"--rootfs", s.path(), "--entrypoint", "/usr/local/bin/app", "--user", "nosuchuser"}, 1);
   CHECK(has(unknown, "USER_UNKNOWN"));
+  // A numeric uid with no passwd entry runs with gid 0 (runc, Docker,
+  // podman): a root-group 0770 directory is writable for it.
+  REQUIRE(chmod((s / "data").c_str(), 0770) == 0);
+  json group0 = preflight_json({"--rootfs", s.path(), "--entrypoint", "/usr/local/bin/app", "--env",
+                                "MALLOC_CONF=prof:true,prof_prefix:/data/jeprof", "--env",
+                                "LD_PRELOAD=/usr/local/lib/libjemalloc.so", "--user", "1000"}, 0);
+  CHECK_FALSE(has(group0, "OUTPUT_DIR_NOT_WRITABLE"));
 }
 
 // A root like the images images/ builds: the static launcher as entrypoint,

@@ -276,7 +276,7 @@ bool resolve_user(const FileTree& tree, const std::string& user, UserIds* out, s
       }
     }
   } else if (!known_gid) {
-    out->gid = out->uid == 0 ? 0 : out->uid;  // what runtimes fall back to for an unknown uid
+    out->gid = 0;  // runc, Docker and podman run a uid without a passwd entry with gid 0
   }
   if (!name.empty())
     for (const auto& row : group)
