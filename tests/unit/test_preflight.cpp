@@ -223,6 +223,11 @@ TEST_CASE("preflight: a memprofile exec entrypoint is judged by the program it s
   json flag = preflight_json({"--rootfs", s.path(), "--entrypoint",
                               "[\"/usr/bin/memprofile\",\"exec\",\"--preload\",\"/nope.so\",\"--\",\"/usr/local/bin/app\"]"}, 1);
   CHECK(has(flag, "PRELOAD_NOT_FOUND"));
+  // A global option before the subcommand is still the launcher.
+  json verbose = preflight_json({"--rootfs", s.path(), "--entrypoint",
+                                 "[\"/usr/bin/memprofile\",\"-v\",\"exec\",\"--from-config\",\"--\"]"}, 0);
+  CHECK(verbose["program"] == "/usr/local/bin/app");
+  CHECK(verbose["launcher"]["backend"] == "jemalloc");
 }
 
 TEST_CASE("preflight: what breaks a memprofile exec entrypoint") {

@@ -94,7 +94,11 @@ struct LauncherUse {
 
 std::optional<LauncherUse> launcher_of(const FileTree& tree, const ImageConfig& image, const std::vector<std::string>& argv,
                                        const std::string& path_env, const std::string& cwd) {
-  if (argv.size() < 2 || argv[1] != "exec") return std::nullopt;
+  // memprofile's global options may come before the subcommand
+  // (`memprofile -v exec ...`), as main() parses them.
+  size_t sub = 1;
+  while (sub < argv.size() && (argv[sub] == "-v" || argv[sub] == "--verbose" || argv[sub] == "-vv")) ++sub;
+  if (sub >= argv.size() || argv[sub] != "exec") return std::nullopt;
   auto r = lookup_program(tree, argv[0], path_env, cwd);
   if (!is_executable_file(r)) return std::nullopt;
   std::string base = r->path.substr(r->path.rfind('/') + 1);
@@ -103,7 +107,7 @@ std::optional<LauncherUse> launcher_of(const FileTree& tree, const ImageConfig& 
   use.path = r->path;
   std::string config = kDefaultConfigPath, backend, preload, output_dir, target, ignored;
   bool from_config = false;
-  size_t i = 2;
+  size_t i = sub + 1;
   for (; i < argv.size(); ++i) {
     const std::string& a = argv[i];
     if (a == "--") {
