@@ -1,11 +1,14 @@
-# syntax=docker/dockerfile:1
 # Way 1: layer a preload heap profiler and the memprofile launcher onto an
 # existing app image that is already dynamic glibc. `make image-memprofile
 # APP_IMAGE=...` reads the app's Entrypoint/Cmd with memprofile and passes
 # them here; the image's ENTRYPOINT becomes `memprofile exec --from-config --`
 # (Cmd stays overridable: arguments given at run time replace the app's Cmd).
+# No "# syntax=" line: BuildKit would fetch that frontend from Docker Hub,
+# which air-gapped and mirror-only builders cannot; the built-in one reads
+# everything here.
 #
-# Build context: a directory made by `make image-context` (see images/README.md):
+# Build context: a directory made by scripts/build-image.sh (behind make
+# image-memprofile; docs/images.md):
 #   artifacts/<arch>/...  the static memprofile and the preload library, as a
 #                         root tree (ARTIFACTS=dist, the default)
 #   src/...               memprofile's sources (ARTIFACTS=source: built in a

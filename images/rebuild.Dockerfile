@@ -1,11 +1,14 @@
-# syntax=docker/dockerfile:1
 # Way 2: rebuild a Rust app as a dynamic glibc program (crt-static off, the
 # -gnu target of TARGETPLATFORM) and package it on a glibc base with a
 # preload heap profiler and the memprofile launcher: the path for apps whose
 # images are static or FROM scratch, where LD_PRELOAD can never work.
+# No "# syntax=" line: BuildKit would fetch that frontend from Docker Hub,
+# which air-gapped and mirror-only builders cannot; the built-in one reads
+# everything here.
 #
-# Build context (made by `make image-context`): app/ (the cargo project,
-# APP_SRC), artifacts/<arch>/ or src/ as in layer.Dockerfile.
+# Build context (made by scripts/build-image.sh, behind make image-memprofile):
+# app/ (the cargo project, APP_SRC), artifacts/<arch>/ or src/ as in
+# layer.Dockerfile.
 ARG BASE_IMAGE=debian:trixie-slim
 ARG RUST_BUILDER_IMAGE=rust:1-trixie
 ARG BUILDER_IMAGE=debian:trixie
@@ -73,7 +76,9 @@ LABEL org.opencontainers.image.source="${SOURCE_URL}" \
       io.memprofile.backend.version="${BACKEND_VERSION}"
 COPY --from=artifacts /out/ /
 COPY --from=app /out/ /
-ENV APP_ENTRYPOINT="[\"/usr/local/bin/${APP_BIN}\"]"
+# A build arg, not ENV: image-setup reads it from its environment, and the
+# app's entrypoint must not stay in the runtime environment.
+ARG APP_ENTRYPOINT="[\"/usr/local/bin/${APP_BIN}\"]"
 RUN ["/usr/bin/memprofile", "image-setup"]
 RUN ["/usr/bin/memprofile", "preflight", "--rootfs", "/", "--trace-loader", \
      "--entrypoint", "[\"/usr/bin/memprofile\",\"exec\",\"--from-config\",\"--\"]"]

@@ -22,6 +22,10 @@ root="$(image_root "${image}")"
 grep -q "dynamic, interpreter" "${SCRATCH}/app" || fail "the rebuilt app is not dynamic: $(cat "${SCRATCH}/app")"
 [[ "$(buildah inspect --type image "${image}" | jq -r '.OCIv1.config.Labels["org.opencontainers.image.base.name"]')" == \
   "localhost/memprofile-base:${SUITE}-slim-amd64" ]] || fail "base.name label"
+# The app's entrypoint goes into the launcher config, not the runtime ENV.
+! buildah inspect --type image "${image}" | jq -e '.OCIv1.config.Env[] | select(startswith("APP_ENTRYPOINT="))' >/dev/null ||
+  fail "APP_ENTRYPOINT is left in the image's runtime ENV"
+grep -q 'leaky-rs' "${root}/etc/memprofile/exec.conf" || fail "the launcher config does not name the app"
 pass "the Rust app rebuilt dynamically, packaged and READY"
 
 run_entrypoint "${image}" "${SCRATCH}/out" 1 > "${SCRATCH}/run.log" 2>&1 || { cat "${SCRATCH}/run.log" >&2; fail "run"; }

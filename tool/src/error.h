@@ -26,7 +26,7 @@ class FileError : public Error {
   std::string path_;
 };
 
-// Exit codes, documented in docs/cli.md.
+// Exit codes, documented in README.md ("The commands") and each command's page in docs/.
 enum ExitCode : int {
   kExitOk = 0,           // everything checked is profilable / ready
   kExitNotProfilable = 1,

@@ -1,5 +1,5 @@
-// A read-only view of a root filesystem (a directory on disk today, a
-// flattened image later) and path resolution confined to it: every symlink,
+// A read-only view of a root filesystem (a directory on disk: HostTree; a
+// flattened image: ImageTree, image_tree.h) and path resolution confined to it: every symlink,
 // absolute or relative, is resolved as if the root were "/", and ".." never
 // climbs above it. Nothing reached through a FileTree can escape the root.
 #pragma once
