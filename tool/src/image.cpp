@@ -16,6 +16,7 @@
 #include "error.h"
 #include "image_tree.h"
 #include "tar_reader.h"
+#include "unique_fd.h"
 
 namespace memprofile {
 
@@ -113,10 +114,10 @@ FileError too_many_entries(const std::string& where) {
 // index pass skips content, layers are then read in parallel.
 class TarFileStore : public Store {
  public:
-  TarFileStore(int fd, std::string path) : fd_(fd), path_(std::move(path)) {
+  TarFileStore(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {
     struct stat st;
-    if (fstat(fd_, &st) != 0) throw FileError(path_, std::string("cannot stat: ") + std::strerror(errno));
-    FdReader whole(fd_, path_, 0, static_cast<uint64_t>(st.st_size));
+    if (fstat(fd_.get(), &st) != 0) throw FileError(path_, std::string("cannot stat: ") + std::strerror(errno));
+    FdReader whole(fd_.get(), path_, 0, static_cast<uint64_t>(st.st_size));
     TarReader tar(whole, path_);
     TarEntry e;
     for (size_t count = 0; tar.next(e);) {
@@ -128,7 +129,6 @@ class TarFileStore : public Store {
       if (e.type == '1') aliases_[n] = clean_name(e.linkname);
     }
   }
-  ~TarFileStore() override { ::close(fd_); }
   std::string source() const override { return path_; }
   bool parallel() const override { return true; }
   bool has(const std::string& name) const override { return entries_.count(resolve(name)) > 0; }
@@ -136,13 +136,13 @@ class TarFileStore : public Store {
     const auto& [off, size] = find(name);
     if (size > kMaxJson) throw FileError(path_ + ":" + name, "too large for a manifest or config (" + std::to_string(size) + " bytes)");
     std::string out(static_cast<size_t>(size), '\0');
-    FdReader r(fd_, path_, off, size);
+    FdReader r(fd_.get(), path_, off, size);
     r.read_exact(out.data(), out.size(), path_ + ":" + name);
     return out;
   }
   LayerSummary summarize(const std::string& name, const LayerLimits& limits) override {
     const auto& [off, size] = find(name);
-    FdReader r(fd_, path_, off, size);
+    FdReader r(fd_.get(), path_, off, size);
     return summarize_layer(r, path_ + ":" + name, limits);
   }
 
@@ -153,7 +153,7 @@ class TarFileStore : public Store {
     if (it == entries_.end()) throw FileError(path_, "missing blob " + name);
     return it->second;
   }
-  int fd_;
+  UniqueFd fd_;
   std::string path_;
   std::map<std::string, std::pair<uint64_t, uint64_t>> entries_;
   std::map<std::string, std::string> aliases_;
@@ -540,22 +540,19 @@ std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadO
       store = std::make_unique<DirStore>(source);
       kind = "oci-layout";
     } else {
-      int fd = ::open(source.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) throw FileError(source, std::string("cannot open: ") + std::strerror(errno));
+      UniqueFd fd(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd) throw FileError(source, std::string("cannot open: ") + std::strerror(errno));
       unsigned char head[4] = {0, 0, 0, 0};
-      ssize_t got = pread(fd, head, sizeof head, 0);
+      ssize_t got = pread(fd.get(), head, sizeof head, 0);
       bool compressed = got >= 2 && ((head[0] == 0x1f && head[1] == 0x8b) || (got == 4 && head[0] == 0x28 && head[1] == 0xb5));
-      if (got <= 0) {
-        ::close(fd);
-        throw FileError(source, "empty file");
-      }
+      if (got <= 0) throw FileError(source, "empty file");
       if (compressed) {
-        raw = std::make_unique<FdReader>(fd, source);
+        // Read to the end here: the fd closes when this block ends.
+        raw = std::make_unique<FdReader>(fd.get(), source);
         unpacked = decompress(*raw, source, opts.limits.max_tar_bytes);
         store = std::make_unique<StreamStore>(*unpacked, source, opts.limits);
-        ::close(fd);
       } else {
-        store = std::make_unique<TarFileStore>(fd, source);
+        store = std::make_unique<TarFileStore>(std::move(fd), source);
       }
     }
   }
@@ -578,11 +575,9 @@ std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadO
     configs[i] = known->second;
     if (all[i].platform.architecture.empty()) all[i].platform = configs[i].platform;
   }
-  auto list = [&] {
-    std::string s;
-    for (const auto& c : all) s += (s.empty() ? "" : ", ") + c.platform.str();
-    return s;
-  };
+  std::string platforms;  // made once: it is quoted for every image chosen
+  for (const auto& c : all) platforms += (platforms.empty() ? "" : ", ") + c.platform.str();
+  auto list = [&] { return platforms; };
   if (all.empty()) throw FileError(source, "holds no image");
   std::vector<size_t> chosen;
   if (opts.all_platforms) {
@@ -602,6 +597,13 @@ std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadO
                                   Platform::host().str() + "; pick one with --platform or use --all-platforms");
   }
 
+  // A blob shared by several chosen images (--all-platforms) is decoded
+  // once; its summary is kept only until its last listing is applied.
+  std::map<std::string, size_t> uses_left;
+  for (size_t idx : chosen)
+    for (const auto& l : all[idx].layers) ++uses_left[l];
+  std::map<std::string, LayerSummary> decoded;
+
   std::vector<LoadedImage> images;
   for (size_t idx : chosen) {
     const Candidate& c = all[idx];
@@ -610,7 +612,9 @@ std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadO
     img.format = c.format;
     img.reference = c.reference;
     img.config = configs[idx];
-    if (all.size() > 1) img.notes.push_back("platform " + c.platform.str() + " of " + list());
+    if (all.size() > 1)
+      img.notes.push_back("platform " + c.platform.str() + " of " +
+                          (all.size() <= 16 ? platforms : std::to_string(all.size()) + " images"));
     if (!img.config.diff_ids.empty() && img.config.diff_ids.size() != c.layers.size())
       throw FileError(source, "config lists " + std::to_string(img.config.diff_ids.size()) + " diff_ids but the manifest " +
                                   std::to_string(c.layers.size()) + " layers");
@@ -622,14 +626,9 @@ std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadO
 
     // A blob listed several times is decoded once; its summary is applied at
     // each place it is listed.
-    std::vector<std::string> blobs;
-    std::map<std::string, size_t> blob_of;
-    std::vector<size_t> listing(c.layers.size());
-    for (size_t i = 0; i < c.layers.size(); ++i) {
-      auto [it, fresh] = blob_of.emplace(c.layers[i], blobs.size());
-      if (fresh) blobs.push_back(c.layers[i]);
-      listing[i] = it->second;
-    }
+    std::vector<std::string> blobs;  // still to decode
+    for (const auto& l : c.layers)
+      if (!decoded.count(l) && std::find(blobs.begin(), blobs.end(), l) == blobs.end()) blobs.push_back(l);
     std::vector<LayerSummary> summaries(blobs.size());
     std::vector<std::exception_ptr> errors(blobs.size());
     std::atomic<size_t> next{0};
@@ -652,20 +651,26 @@ std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadO
     for (auto& t : pool) t.join();
     for (auto& e : errors)
       if (e) std::rethrow_exception(e);
+    for (size_t b = 0; b < blobs.size(); ++b) decoded.emplace(blobs[b], std::move(summaries[b]));
 
     auto tree = std::make_shared<ImageTree>();
     for (size_t i = 0; i < c.layers.size(); ++i) {
-      const LayerSummary& s = summaries[listing[i]];
+      auto at = decoded.find(c.layers[i]);
+      const LayerSummary& s = at->second;
       if (!c.layer_digests[i].empty() && s.blob_sha256 != c.layer_digests[i])
         throw FileError(s.name, "digest mismatch: layer does not hash to sha256:" + c.layer_digests[i]);
       if (i < img.config.diff_ids.size() && img.config.diff_ids[i] != "sha256:" + s.diff_id)
         throw FileError(s.name, "diff_id mismatch: uncompressed layer is sha256:" + s.diff_id + ", config says " +
                                     img.config.diff_ids[i]);
       img.layer_bytes += s.tar_bytes;
-      // The last listing of a blob can give its summary away; earlier ones copy.
-      bool last = std::find(listing.begin() + static_cast<std::ptrdiff_t>(i) + 1, listing.end(), listing[i]) == listing.end();
-      if (last) tree->apply(std::move(summaries[listing[i]]));
-      else tree->apply(LayerSummary(s));
+      // The last listing of a blob gives its summary away; earlier ones copy.
+      if (--uses_left[c.layers[i]] == 0) {
+        LayerSummary last = std::move(at->second);
+        decoded.erase(at);
+        tree->apply(std::move(last));
+      } else {
+        tree->apply(LayerSummary(s));
+      }
     }
     img.layers = c.layers.size();
     img.anomalies = tree->anomalies();
