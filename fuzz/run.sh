@@ -1,39 +1,220 @@
 #!/usr/bin/env bash
-# Runs each fuzz target for a bounded time from a seed corpus of real files.
+# Runs each fuzz target for a bounded time, from a corpus of real files and of
+# hostile inputs written by fuzz/make-seeds.py, under the issue's bounds: an
+# input that takes longer than FUZZ_TIMEOUT seconds or makes the process use
+# more than FUZZ_RSS_MB MiB is a failure, like a crash.
+#
 # usage: fuzz/run.sh BUILD_DIR SECONDS_PER_TARGET SEED_DIR...
+#   SEED_DIR...   real files (ELF binaries, a root filesystem with etc/ld.so.cache)
+# environment:
+#   TAR_SEEDS, CONFIG_SEEDS, ARCHIVE_SEEDS  more seed directories for those targets
+#   FUZZ_TARGETS      targets to run (default: all five)
+#   FUZZ_TIMEOUT=1    seconds one input may take
+#   FUZZ_RSS_MB=256   MiB the process may use (also the largest single malloc)
+#   FUZZ_KEEP_GOING=1 keep fuzzing after a failure (libFuzzer -fork=1 -ignore_*),
+#                     collecting every reproducer; for long runs
+#   FUZZ_MAX_REPLAYS=40  reproducers replayed per target (each distinct bug is
+#                     reported once, with how many reproducers found it)
+#   FUZZ_ARCHIVE_CLOSE_LEAKED_FDS=1  fuzz_archive closes descriptors that
+#                     load_images leaks instead of failing on them
+#
+# Each hostile seed is first replayed on its own, so a seed that still fails
+# is reported by name; the passing ones join the corpus. Then each target is
+# fuzzed for SECONDS_PER_TARGET. Per target it prints executions per second
+# and total executions, and for each failure its kind, reproducer and the top
+# of its stack. Exits 1 when anything failed, after running every target.
 set -o errexit -o nounset -o pipefail
 
 build="${1:?usage: run.sh BUILD_DIR SECONDS SEED_DIR...}"
 seconds="${2:?seconds per target}"
 shift 2
+here="$(cd "$(dirname "$0")" && pwd)"
 work="${build}/fuzz-work"
-mkdir -p "${work}"
+hostile="${work}/hostile-seeds"
+artifacts="${work}/artifacts"
+timeout_s="${FUZZ_TIMEOUT:-1}"
+rss_mb="${FUZZ_RSS_MB:-256}"
+targets="${FUZZ_TARGETS:-fuzz_elf fuzz_ld_cache fuzz_tar fuzz_config fuzz_archive}"
+mkdir -p "${work}" "${artifacts}"
+
+limits=(-timeout="${timeout_s}" -rss_limit_mb="${rss_mb}" -malloc_limit_mb="${rss_mb}")
+# ASan's quarantine holds freed memory (256 MiB by default) and counts in the
+# RSS: keep it small so that the RSS limit measures the code, not ASan.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-quarantine_size_mb=16:malloc_context_size=20:detect_leaks=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
+
+python3 "${here}/make-seeds.py" "${hostile}"
+
+failures=()
+summary=()
+
+# What a libFuzzer log says went wrong: "timeout", "out-of-memory", ...
+failure_kind() {
+  local log="$1"
+  if grep -q 'ERROR: libFuzzer: timeout' "${log}"; then echo timeout
+  elif grep -q 'ERROR: libFuzzer: out-of-memory' "${log}"; then
+    grep -o -m 1 'out-of-memory ([^)]*)' "${log}" | head -n 1
+  elif grep -q 'ERROR: AddressSanitizer' "${log}"; then
+    echo "asan: $(grep -o -m 1 'ERROR: AddressSanitizer: [a-z-]*' "${log}" | head -n 1 | cut -d' ' -f3)"
+  elif grep -q 'ERROR: LeakSanitizer' "${log}"; then echo leak
+  elif grep -q 'runtime error:' "${log}"; then echo "ubsan: $(grep -o -m 1 'runtime error: .*' "${log}" | head -n 1 | cut -c16-90)"
+  elif grep -q 'uncaught exception\|terminate called' "${log}"; then echo "uncaught exception"
+  elif grep -q 'file descriptor(s) open' "${log}"; then echo "file descriptor leak"
+  elif grep -q 'deadly signal' "${log}"; then echo "deadly signal"
+  else echo "failed"
+  fi
+}
+
+# The first frames of the project's own code in a sanitizer stack (the
+# first stack of the report: the one that failed, or the largest allocation).
+stack_top() {
+  grep -m 3 -E '^ *#[0-9]+ 0x[0-9a-f]+ in .* [^ ]*(tool/src|fuzz)/[^ /]+\.(cpp|h):[0-9]+' "$1" |
+    sed -E 's/^ *#[0-9]+ 0x[0-9a-f]+ in /    /; s# [^ ]*/(tool/src|fuzz)/# \1/#; s/\(std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >/(std::string/g' |
+    cut -c1-220 || true
+}
+
+# Runs one input alone: prints the exit status and the peak RSS in MiB (a
+# spike shorter than libFuzzer's once-a-second RSS check still counts).
+replay_one() {
+  local log="$1" input="$2" bin="$3"
+  python3 -c 'import resource, subprocess, sys
+with open(sys.argv[1], "wb") as log:
+    rc = subprocess.run(sys.argv[2:], stdout=log, stderr=subprocess.STDOUT).returncode
+print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)' \
+    "${log}" timeout -s KILL 300 "${bin}" "${limits[@]}" "${input}"
+}
+
+# What went wrong with one replayed input, or "" when nothing did.
+replay_verdict() {
+  local log="$1" rc="$2" peak="$3"
+  if [[ ${rc} -eq 137 ]]; then echo "killed after 300 s"
+  elif [[ ${rc} -ne 0 ]]; then echo "$(failure_kind "${log}") (peak RSS ${peak} MiB)"
+  elif [[ ${peak} -gt ${rss_mb} ]]; then echo "peak RSS ${peak} MiB > ${rss_mb} MiB"
+  fi
+}
+
+# Replays each hostile seed of `kind` on its own; copies the passing ones
+# into the corpus, reports the failing ones.
+replay() {
+  local target="$1" kind="$2" corpus="$3" bin="${build}/fuzz/$1"
+  local dir="${work}/replay/${target}"
+  mkdir -p "${dir}"
+  local seed name log rc peak what
+  for seed in "${hostile}/${kind}"/*; do
+    [[ -f "${seed}" ]] || continue
+    name="$(basename "${seed}")"
+    log="${dir}/${name}.log"
+    read -r rc peak < <(replay_one "${log}" "${seed}" "${bin}")
+    what="$(replay_verdict "${log}" "${rc}" "${peak}")"
+    if [[ -z "${what}" ]]; then
+      cp "${seed}" "${corpus}/"
+    else
+      failures+=("${target}: seed ${seed}: ${what} (log ${log})")
+      echo "fuzz: ${target}: hostile seed ${name} fails: ${what}" >&2
+      stack_top "${log}" >&2
+    fi
+  done
+}
 
 run_target() {
-  local target="$1"
-  shift
+  local target="$1" kind="$2"
+  shift 2
+  local bin="${build}/fuzz/${target}"
   local corpus="${work}/${target}-corpus"
+  local log="${work}/${target}.log"
   mkdir -p "${corpus}"
-  # Seeds are small real files; libFuzzer keeps what adds coverage.
+  # Real files; libFuzzer keeps what adds coverage.
   for dir in "$@"; do
     find "${dir}" -maxdepth 3 -type f -size -256k -print0 2>/dev/null | head -z -n 200 |
       xargs -0 -r cp -t "${corpus}" 2>/dev/null || true
   done
-  echo "fuzz: ${target} for ${seconds}s" >&2
-  "${build}/fuzz/${target}" -max_total_time="${seconds}" -rss_limit_mb=2048 -timeout=10 \
-    -max_len=262144 -print_final_stats=1 "${corpus}" 2> "${work}/${target}.log" || {
-    tail -n 50 "${work}/${target}.log" >&2
-    echo "fuzz: ${target} found a crash (see ${work})" >&2
-    return 1
-  }
-  grep -E '^stat::number_of_executed_units' "${work}/${target}.log" >&2 || true
+  replay "${target}" "${kind}" "${corpus}"
+
+  local mode=()
+  [[ "${FUZZ_KEEP_GOING:-0}" == 1 ]] && mode=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
+  echo "fuzz: ${target} for ${seconds}s (timeout ${timeout_s}s, ${rss_mb} MiB)" >&2
+  local start end rc=0 stamp="${work}/${target}.stamp"
+  touch "${stamp}"
+  start="${EPOCHREALTIME}"
+  "${bin}" "${mode[@]}" -max_total_time="${seconds}" "${limits[@]}" -max_len=262144 -print_final_stats=1 \
+    -artifact_prefix="${artifacts}/${target}-" "${corpus}" > "${log}" 2>&1 || rc=$?
+  end="${EPOCHREALTIME}"
+
+  # Executions: libFuzzer's final stats, or in fork mode the last "#N:" report.
+  local execs last_rate elapsed rate
+  execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "${log}" | tail -n 1)"
+  [[ -n "${execs}" ]] || execs="$(grep -oE '^#[0-9]+' "${log}" | tail -n 1 | tr -d '#' || true)"
+  last_rate="$(grep -oE 'exec/s:? [0-9]+' "${log}" | tail -n 1 | grep -oE '[0-9]+$' || true)"
+  elapsed="$(awk -v a="${start}" -v b="${end}" 'BEGIN { printf "%.1f", b - a }')"
+  rate="$(awk -v n="${execs:-0}" -v t="${elapsed}" 'BEGIN { printf "%d", (t > 0 ? n / t : 0) }')"
+  local files line
+  files="$(find "${corpus}" -type f | wc -l)"
+  line="${target}: ${execs:-0} executions in ${elapsed} s = ${rate} exec/s (libFuzzer's last: ${last_rate:-?} exec/s), corpus ${files} files"
+
+  # Reproducers written by this run, each replayed alone for its kind and
+  # stack (in fork mode the reports stay in libFuzzer's temporary logs).
+  local found=() a alog what arc apeak top sig n=0
+  local -A count=() example=()
+  local -a order=()
+  mapfile -t found < <(find "${artifacts}" -maxdepth 1 -type f -name "${target}-*" -newer "${stamp}" | sort)
+  if [[ ${#found[@]} -gt 0 ]]; then
+    line+=", FAILED: ${#found[@]} reproducer(s)"
+    # The same bug found again and again is reported once, with a count.
+    for a in "${found[@]}"; do
+      if (( ++n > ${FUZZ_MAX_REPLAYS:-40} )); then
+        failures+=("${target}: $(( ${#found[@]} - n + 1 )) more reproducer(s) not replayed, in ${artifacts}")
+        break
+      fi
+      alog="${work}/replay/${target}/$(basename "${a}").log"
+      read -r arc apeak < <(replay_one "${alog}" "${a}" "${bin}")
+      what="$(replay_verdict "${alog}" "${arc}" "${apeak}")"
+      [[ -n "${what}" ]] || what="does not reproduce alone (peak RSS ${apeak} MiB)"
+      top="$(stack_top "${alog}")"
+      sig="${what%% (peak*} at $(grep -m 1 -oE '(tool/src|fuzz)/[^ ]+:[0-9]+' <<< "${top}" || echo '?')"
+      if [[ -z "${count[${sig}]:-}" ]]; then
+        order+=("${sig}")
+        example[${sig}]="${a}"
+        count[${sig}]=0
+        echo "fuzz: ${target}: reproducer ${a}: ${what}" >&2
+        [[ -z "${top}" ]] || echo "${top}" >&2
+      fi
+      count[${sig}]=$(( count[${sig}] + 1 ))
+    done
+    for sig in "${order[@]}"; do
+      failures+=("${target}: ${count[${sig}]} reproducer(s): ${sig}, e.g. ${example[${sig}]}")
+    done
+  elif [[ ${rc} -ne 0 ]]; then
+    line+=", FAILED (exit ${rc}, $(failure_kind "${log}"))"
+    failures+=("${target}: exit ${rc} without a reproducer (log ${log})")
+    tail -n 40 "${log}" >&2
+  else
+    line+=", ok"
+  fi
+  echo "fuzz: ${line}" >&2
+  summary+=("${line}")
 }
 
-run_target fuzz_elf "$@"
-elf_cache_seeds=()
-for dir in "$@"; do
-  [[ -f "${dir}/etc/ld.so.cache" ]] && elf_cache_seeds+=("${dir}/etc")
+for target in ${targets}; do
+  case "${target}" in
+    fuzz_elf) run_target fuzz_elf elf "$@" ;;
+    fuzz_ld_cache)
+      caches=()
+      for dir in "$@"; do
+        [[ -f "${dir}/etc/ld.so.cache" ]] && caches+=("${dir}/etc/ld.so.cache")
+      done
+      run_target fuzz_ld_cache ld_cache "${caches[@]}"
+      ;;
+    fuzz_tar) run_target fuzz_tar tar "${TAR_SEEDS:-}" ;;
+    fuzz_config) run_target fuzz_config config "${CONFIG_SEEDS:-}" ;;
+    fuzz_archive) run_target fuzz_archive archive "${ARCHIVE_SEEDS:-}" "${TAR_SEEDS:-}" ;;
+    *) echo "fuzz: unknown target ${target}" >&2; exit 2 ;;
+  esac
 done
-run_target fuzz_ld_cache "${elf_cache_seeds[@]}"
-run_target fuzz_tar "${TAR_SEEDS:-${work}/no-tar-seeds}"
-run_target fuzz_config "${CONFIG_SEEDS:-${work}/no-config-seeds}"
+
+echo "fuzz: summary" >&2
+for line in "${summary[@]}"; do echo "  ${line}" >&2; done
+if [[ ${#failures[@]} -gt 0 ]]; then
+  echo "fuzz: ${#failures[@]} failure(s):" >&2
+  for f in "${failures[@]}"; do echo "  ${f}" >&2; done
+  exit 1
+fi
