@@ -286,6 +286,33 @@ TEST_CASE("attached: yes for a profiled process, no for an unprofiled one") {
   CHECK_THAT(no.out, Catch::Contains("NOT ATTACHED"));
 }
 
+TEST_CASE("attached: with no flags or config, the backend and output dir come from the process itself") {
+  Scratch s;
+  testing::make_dirs(s / "out");
+  std::string start = launcher() + " exec --backend jemalloc --preload " + kJemalloc + " --output-dir " + quote(s / "out") +
+                      " -- " + quote(fixture("leak")) + " leak 4 pidfile " + quote(s / "pid") + " sleep 20 &";
+  RunResult r = testing::run("unset MEMPROFILE_BACKEND MEMPROFILE_OUTPUT_DIR; " + start + " while [ ! -s " +
+                             quote(s / "pid") + " ]; do sleep 0.05; done; " + launcher() + " attached $(cat " +
+                             quote(s / "pid") + ") --json --window 0.2 --config " + quote(s / "no.conf") +
+                             "; rc=$?; kill %1; exit $rc");
+  INFO(r.err << r.out);
+  CHECK(r.exit_code == 0);
+  json j = json::parse(r.out);
+  CHECK(j["attached"] == true);
+  CHECK(j["backend"] == "jemalloc");  // not bytehound, the default
+  CHECK_THAT(j["backend_from"].get<std::string>(), Catch::StartsWith("/proc/"));
+  CHECK(j["output_dir"] == s / "out");
+  CHECK_THAT(j["output_dir_from"].get<std::string>(), Catch::EndsWith("/environ"));
+  // A flag still wins, and says so.
+  RunResult f = testing::run(start + " while [ ! -s " + quote(s / "pid") + " ]; do sleep 0.05; done; " + launcher() +
+                             " attached $(cat " + quote(s / "pid") + ") --json --window 0.1 --backend heaptrack --config " +
+                             quote(s / "no.conf") + "; rc=$?; kill %1; exit $rc");
+  json k = json::parse(f.out);
+  CHECK(k["backend"] == "heaptrack");
+  CHECK(k["backend_from"] == "--backend");
+  CHECK(k["attached"] == false);
+}
+
 TEST_CASE("profile: jemalloc records a heap profile that names the leaking function") {
   Scratch s;
   testing::make_dirs(s / "out");
