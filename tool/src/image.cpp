@@ -577,7 +577,6 @@ std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadO
   }
   std::string platforms;  // made once: it is quoted for every image chosen
   for (const auto& c : all) platforms += (platforms.empty() ? "" : ", ") + c.platform.str();
-  auto list = [&] { return platforms; };
   if (all.empty()) throw FileError(source, "holds no image");
   std::vector<size_t> chosen;
   if (opts.all_platforms) {
@@ -586,14 +585,14 @@ std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadO
     Platform want = Platform::parse(opts.platform);
     for (size_t i = 0; i < all.size() && chosen.empty(); ++i)
       if (all[i].platform.matches(want)) chosen.push_back(i);
-    if (chosen.empty()) throw FileError(source, "no image for platform " + opts.platform + " (it has: " + list() + ")");
+    if (chosen.empty()) throw FileError(source, "no image for platform " + opts.platform + " (it has: " + platforms + ")");
   } else if (all.size() == 1) {
     chosen.push_back(0);
   } else {
     for (size_t i = 0; i < all.size() && chosen.empty(); ++i)
       if (all[i].platform.matches(Platform::host())) chosen.push_back(i);
     if (chosen.empty())
-      throw FileError(source, "holds several platforms (" + list() + ") and none is this machine's " +
+      throw FileError(source, "holds several platforms (" + platforms + ") and none is this machine's " +
                                   Platform::host().str() + "; pick one with --platform or use --all-platforms");
   }
 

@@ -108,10 +108,4 @@ std::string json_text(const nlohmann::json& j) {
   return out;
 }
 
-std::string json_string_literal(const std::string& s) {
-  std::string out;
-  append_string(out, s);
-  return out;
-}
-
 }  // namespace memprofile

@@ -15,7 +15,4 @@ namespace memprofile {
 // `j` as compact JSON text (one line), strings escaped as above.
 std::string json_text(const nlohmann::json& j);
 
-// `s` as a JSON string literal, quotes included, escaped as above.
-std::string json_string_literal(const std::string& s);
-
 }  // namespace memprofile
