@@ -220,15 +220,26 @@ example-check: build ## memprofile check over example binaries from real toolcha
 ##@ Test
 
 .PHONY: test
-test: deps ## Run the whole test suite (unit, e2e, sanitizers, fuzzing, lint), then print each stage's wall time.
-	scripts/run-stages.sh build=build lint=lint fuzz=test-fuzz "ASan ctest=test-asan" "normal ctest=test-unit"
+test: deps ## Run the whole test suite (unit, integration, e2e, sanitizers, fuzzing, lint), then print each stage's wall time.
+	scripts/run-stages.sh build=build lint=lint unit=test-fast fuzz=test-fuzz "ASan ctest=test-asan" \
+	  integration=test-integration e2e=test-e2e
 
-.PHONY: test-unit
-test-unit: build ## Run the Catch2 unit and end-to-end tests (ctest) in $(BUILD_DIR).
-	cd $(BUILD_DIR) && ctest -j $(JOBS) --output-on-failure
+.PHONY: test-fast
+test-fast: deps ## Run the unit tier alone: synthetic inputs, no fixtures (well under a minute after the build).
+	cmake -S . -B $(BUILD_DIR) $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target memprofile memprofile_unit_tests
+	cd $(BUILD_DIR) && ctest -j $(JOBS) --output-on-failure -L '^unit$$'
+
+.PHONY: test-integration
+test-integration: build ## Run the integration tier: real toolchain output, real roots and images (builds its fixtures first).
+	cd $(BUILD_DIR) && ctest -j $(JOBS) --output-on-failure -L '^integration$$'
+
+.PHONY: test-e2e
+test-e2e: build ## Run the e2e tier (tests/e2e, tests/cluster, lint): real image builds, preload recipes, the cluster helpers.
+	cd $(BUILD_DIR) && ctest -j $(JOBS) --output-on-failure -LE '^(unit|integration)$$'
 
 .PHONY: test-asan
-test-asan: deps ## Build with ASan+UBSan and run the tests under it (image builds run once, in test-unit).
+test-asan: deps ## Build with ASan+UBSan and run the tests under it (image builds run once, in test-e2e).
 	cmake -S . -B $(ASAN_BUILD_DIR) -DMEMPROFILE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
 	cd $(ASAN_BUILD_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -14,8 +14,8 @@
 #include <set>
 #include <string>
 
-#include "error.h"
-#include "image.h"
+#include "base/error.h"
+#include "image/image.h"
 
 namespace {
 

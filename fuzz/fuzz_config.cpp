@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 
-#include "error.h"
-#include "image.h"
+#include "base/error.h"
+#include "image/image.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

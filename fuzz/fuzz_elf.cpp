@@ -3,8 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "elf_info.h"
-#include "error.h"
+#include "elf/elf_info.h"
+#include "base/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -3,9 +3,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "error.h"
-#include "image_tree.h"
-#include "layer.h"
+#include "base/error.h"
+#include "image/image_tree.h"
+#include "image/layer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -68,8 +68,8 @@ failure_kind() {
 # The first frames of the project's own code in a sanitizer stack (the
 # first stack of the report: the one that failed, or the largest allocation).
 stack_top() {
-  grep -m 3 -E '^ *#[0-9]+ 0x[0-9a-f]+ in .* [^ ]*(tool/src|fuzz)/[^ /]+\.(cpp|h):[0-9]+' "$1" |
-    sed -E 's/^ *#[0-9]+ 0x[0-9a-f]+ in /    /; s# [^ ]*/(tool/src|fuzz)/# \1/#; s/\(std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >/(std::string/g' |
+  grep -m 3 -E '^ *#[0-9]+ 0x[0-9a-f]+ in .* [^ ]*(tool/src/[a-z]+|fuzz)/[^ /]+\.(cpp|h):[0-9]+' "$1" |
+    sed -E 's/^ *#[0-9]+ 0x[0-9a-f]+ in /    /; s# [^ ]*/(tool/src/[a-z]+|fuzz)/# \1/#; s/\(std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >/(std::string/g' |
     cut -c1-220 || true
 }
 

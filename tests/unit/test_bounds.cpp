@@ -17,7 +17,7 @@
 
 #include "archive_builder.h"
 #include "elf_builder.h"
-#include "json_text.h"
+#include "base/json_text.h"
 #include "support.h"
 
 using testing::Scratch;

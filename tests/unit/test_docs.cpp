@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <set>
 
-#include "findings.h"
+#include "verdict/findings.h"
 #include "support.h"
 
 TEST_CASE("docs/findings.md documents every finding code") {

@@ -2,8 +2,8 @@
 // loops, and nothing ever escaping.
 #include <catch2/catch.hpp>
 
-#include "error.h"
-#include "file_tree.h"
+#include "base/error.h"
+#include "image/file_tree.h"
 #include "support.h"
 
 using namespace memprofile;

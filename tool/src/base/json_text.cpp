@@ -1,0 +1,111 @@
+#include "base/json_text.h"
+
+#include <cstdio>
+
+namespace memprofile {
+
+namespace {
+
+// The length of the valid UTF-8 sequence at s[i], or 0 (RFC 3629: no
+// overlong forms, no surrogates, nothing past U+10FFFF).
+size_t utf8_length(const std::string& s, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  auto cont = [&](size_t k) { return k < s.size() && (byte(k) & 0xC0) == 0x80; };
+  unsigned char c = byte(i);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(i + 1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (!cont(i + 1) || !cont(i + 2)) return 0;
+    unsigned char d = byte(i + 1);
+    if (c == 0xE0 && d < 0xA0) return 0;  // overlong
+    if (c == 0xED && d > 0x9F) return 0;  // a surrogate
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (!cont(i + 1) || !cont(i + 2) || !cont(i + 3)) return 0;
+    unsigned char d = byte(i + 1);
+    if (c == 0xF0 && d < 0x90) return 0;  // overlong
+    if (c == 0xF4 && d > 0x8F) return 0;  // past U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
+void append_string(std::string& out, const std::string& s) {
+  char esc[8];
+  out += '"';
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = utf8_length(s, i);
+    if (n == 0) {
+      std::snprintf(esc, sizeof esc, "\\udc%02x", c);
+      out += esc;
+      ++i;
+      continue;
+    }
+    if (n > 1) {
+      out.append(s, i, n);
+      i += n;
+      continue;
+    }
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          std::snprintf(esc, sizeof esc, "\\u%04x", c);
+          out += esc;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+    ++i;
+  }
+  out += '"';
+}
+
+void append(std::string& out, const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::object: {
+      out += '{';
+      bool first = true;
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        if (!first) out += ',';
+        first = false;
+        append_string(out, it.key());
+        out += ':';
+        append(out, it.value());
+      }
+      out += '}';
+      break;
+    }
+    case nlohmann::json::value_t::array: {
+      out += '[';
+      bool first = true;
+      for (const auto& v : j) {
+        if (!first) out += ',';
+        first = false;
+        append(out, v);
+      }
+      out += ']';
+      break;
+    }
+    case nlohmann::json::value_t::string: append_string(out, j.get_ref<const std::string&>()); break;
+    default: out += j.dump(); break;  // numbers, booleans, null
+  }
+}
+
+}  // namespace
+
+std::string json_text(const nlohmann::json& j) {
+  std::string out;
+  append(out, j);
+  return out;
+}
+
+}  // namespace memprofile

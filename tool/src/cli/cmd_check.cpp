@@ -1,0 +1,204 @@
+#include "base/json_text.h"
+#include "cli/cmd_check.h"
+
+#include <limits.h>
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "verdict/checker.h"
+#include "base/error.h"
+#include "image/file_tree.h"
+#include "verdict/report.h"
+
+namespace memprofile {
+
+namespace {
+
+std::string current_dir() {
+  char buf[PATH_MAX];
+  if (!getcwd(buf, sizeof buf)) throw Error(std::string("cannot get the current directory: ") + std::strerror(errno));
+  return buf;
+}
+
+// Maps a command-line path to a path inside the tree. Absolute paths are
+// taken inside the root (as the container sees them) unless they name the
+// root directory itself on the host; relative ones are host paths and must
+// lie under the root directory.
+std::string tree_path(const std::string& arg, const std::string& root, const std::string& cwd) {
+  if (root.empty()) return arg.empty() || arg[0] == '/' ? arg : cwd + "/" + arg;
+  bool absolute = !arg.empty() && arg[0] == '/';
+  std::string host = normalize_path(absolute ? arg : cwd + "/" + arg);
+  std::vector<std::string> roots{normalize_path(root[0] == '/' ? root : cwd + "/" + root)};
+  if (char* real = realpath(root.c_str(), nullptr)) {
+    roots.push_back(real);
+    free(real);
+  }
+  for (const auto& r : roots) {
+    if (host == r) return "/";
+    if (r == "/") return host;
+    if (host.compare(0, r.size() + 1, r + "/") == 0) return host.substr(r.size());
+  }
+  if (absolute) return arg;
+  throw FileError(arg, "is outside --root " + root + "; name it as the container sees it (e.g. /usr/bin/app)");
+}
+
+// What a non-ELF file is, for the error message.
+std::string describe_non_elf(const FileTree& tree, const std::string& path) {
+  auto head = tree.read(path, 256);
+  if (!head || head->empty()) return "empty file";
+  if (head->rfind("#!", 0) == 0) {
+    std::string line = head->substr(2, head->find('\n') == std::string::npos ? std::string::npos : head->find('\n') - 2);
+    size_t b = line.find_first_not_of(" \t");
+    line = b == std::string::npos ? "" : line.substr(b);
+    return "not an ELF file: a script run by '" + line + "'; check that interpreter instead";
+  }
+  if (head->rfind("!<arch>", 0) == 0) return "not an ELF file: an ar archive (static library)";
+  return "not an ELF file";
+}
+
+struct Outcome {
+  enum class Kind { Pending, NotElf, Checked, Failed } kind = Kind::Pending;
+  std::optional<FileReport> report;
+  std::string error;
+};
+
+}  // namespace
+
+void setup_check(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<CheckOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "check", "Say, from the ELF file itself, whether an LD_PRELOAD heap profiler can attach to it, and why not");
+  cmd->add_option("files", opts->files, "ELF files or directories (scanned recursively)")->required();
+  cmd->add_option("--root", opts->root,
+                  "judge the files against this root filesystem: resolve the loader, libraries and glibc "
+                  "versions inside it (absolute FILE paths are taken inside the root)");
+  cmd->add_option("--preload", opts->preload,
+                  "also check this preload library against each file (inside --root when given)");
+  cmd->add_option("--ld-library-path", opts->ld_library_path, "LD_LIBRARY_PATH the program would run with");
+  cmd->add_flag("--json", opts->json, "print one JSON object per file (JSON Lines) instead of the report");
+  cmd->add_option("-j,--jobs", opts->jobs, "parallel workers for directory scans (default: one per core)");
+  cmd->callback([opts, &exit_code] { exit_code = run_check(*opts); });
+}
+
+int run_check(const CheckOptions& opts) {
+  const std::string cwd = current_dir();
+  HostTree tree(opts.root.empty() ? "/" : opts.root);
+  CheckerOptions co;
+  co.use_root = !opts.root.empty();
+  co.ld_library_path = opts.ld_library_path;
+  if (!opts.preload.empty()) co.preload = tree_path(opts.preload, opts.root, cwd);
+  Checker checker(tree, co);
+
+  bool color = !opts.json && isatty(STDOUT_FILENO);
+  unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
+  size_t checked = 0, good = 0, not_elf = 0, failed = 0;
+
+  // Files are judged in batches, in parallel within a batch and printed in
+  // order, so a scan of a whole tree runs in bounded memory.
+  constexpr size_t kBatch = 2048;
+  std::vector<std::pair<std::string, bool>> batch;  // canonical path, named on the command line
+  std::vector<Outcome> out;
+  auto flush = [&] {
+    out.assign(batch.size(), Outcome{});
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < batch.size();) {
+        const auto& [path, explicit_arg] = batch[i];
+        Outcome& o = out[i];
+        try {
+          auto elf = tree.elf_once(path);
+          if (!elf) {
+            if (explicit_arg) throw FileError(tree.display(path), describe_non_elf(tree, path));
+            o.kind = Outcome::Kind::NotElf;
+            continue;
+          }
+          o.report = checker.check(path, elf);
+          o.kind = Outcome::Kind::Checked;
+        } catch (const Error& e) {
+          o.kind = Outcome::Kind::Failed;
+          o.error = e.what();
+        } catch (const std::bad_alloc&) {
+          o.kind = Outcome::Kind::Failed;
+          o.error = tree.display(path) + ": out of memory";
+        }
+      }
+    };
+    unsigned n = static_cast<unsigned>(std::min<size_t>(jobs, batch.size() / 64 + 1));
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < n; ++t) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
+    for (const auto& o : out) {
+      switch (o.kind) {
+        case Outcome::Kind::NotElf:
+          ++not_elf;
+          break;
+        case Outcome::Kind::Failed:
+          ++failed;
+          std::cerr << "memprofile: " << o.error << "\n";
+          break;
+        case Outcome::Kind::Checked:
+          ++checked;
+          good += o.report->profilable();
+          if (opts.json)
+            std::cout << json_text(to_json(*o.report)) << "\n";
+          else
+            print_human(std::cout, *o.report, color);
+          break;
+        case Outcome::Kind::Pending:
+          break;
+      }
+    }
+    batch.clear();
+  };
+  auto add = [&](const std::string& path, bool explicit_arg) {
+    batch.emplace_back(path, explicit_arg);
+    if (batch.size() >= kBatch) flush();
+  };
+
+  bool arg_error = false;
+  size_t files = 0;
+  for (const auto& arg : opts.files) {
+    try {
+      std::string p = tree_path(arg, opts.root, cwd);
+      auto r = resolve(tree, p);
+      if (!r) throw FileError(arg, "no such file or directory" + (opts.root.empty() ? "" : " in " + opts.root));
+      if (r->node.kind == FsNode::Kind::Directory) {
+        tree.walk(r->path, [&](const std::string& f) {
+          ++files;
+          add(f, false);
+        });
+      } else if (r->node.kind == FsNode::Kind::Regular) {
+        ++files;
+        add(r->path, true);
+      } else {
+        throw FileError(arg, "not a regular file or directory");
+      }
+    } catch (const Error& e) {
+      std::cout.flush();
+      std::cerr << "memprofile: " << e.what() << "\n";
+      arg_error = true;
+    }
+  }
+  flush();
+
+  std::ostream& summary = opts.json ? std::cerr : std::cout;
+  if (files > 1 || not_elf > 0) {
+    summary << "memprofile: " << checked << " ELF file" << (checked == 1 ? "" : "s") << " checked: " << good
+            << " profilable, " << checked - good << " not";
+    if (not_elf) summary << "; " << not_elf << " non-ELF file" << (not_elf == 1 ? "" : "s") << " skipped";
+    if (failed) summary << "; " << failed << " unreadable";
+    summary << "\n";
+  }
+  std::cout.flush();
+  if (arg_error || failed) return kExitError;
+  return good == checked ? kExitOk : kExitNotProfilable;
+}
+
+}  // namespace memprofile

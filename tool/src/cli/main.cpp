@@ -1,0 +1,55 @@
+// memprofile: make container images profilable with LD_PRELOAD heap profilers.
+// One subcommand per file (cmd_*.cpp); errors travel as exceptions to the one
+// catch here, which prints "memprofile: <message>" and exits 2.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "cli/cmd_check.h"
+#include "cli/cmd_launcher.h"
+#include "cli/cmd_preflight.h"
+#include "base/error.h"
+
+#ifndef MEMPROFILE_VERSION
+#define MEMPROFILE_VERSION "0.0.0-dev"
+#endif
+
+int main(int argc, char** argv) {
+  using namespace memprofile;
+  CLI::App app{"memprofile: make container images profilable with LD_PRELOAD heap profilers"};
+  app.set_version_flag("--version", MEMPROFILE_VERSION);
+  app.require_subcommand(1);
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "log debug details to stderr");
+  int exit_code = kExitOk;
+  setup_check(app, exit_code);
+  setup_preflight(app, exit_code);
+  setup_exec(app, exit_code);
+  setup_attached(app, exit_code);
+  setup_collect(app, exit_code);
+  setup_image_setup(app, exit_code);
+
+  auto logger = spdlog::stderr_color_st("memprofile");
+  logger->set_pattern("memprofile: %^%l%$: %v");
+  spdlog::set_default_logger(logger);
+  app.parse_complete_callback([&] { spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info); });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitError;
+  } catch (const Error& e) {
+    std::cerr << "memprofile: " << e.what() << "\n";
+    return kExitError;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "memprofile: out of memory\n";
+    return kExitError;
+  } catch (const std::exception& e) {
+    std::cerr << "memprofile: internal error: " << e.what() << "\n";
+    return kExitError;
+  }
+  return exit_code;
+}

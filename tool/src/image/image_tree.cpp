@@ -1,0 +1,157 @@
+#include "image/image_tree.h"
+
+#include <vector>
+
+#include "base/error.h"
+
+namespace memprofile {
+
+ImageTree::ImageTree() {
+  LayerNode root;
+  root.path = "/";
+  root.kind = LayerNode::Kind::Dir;
+  root.mode = 0755;
+  nodes_["/"] = root;
+}
+
+void ImageTree::remove_subtree(const std::string& path, bool keep_self) {
+  if (!keep_self) nodes_.erase(path);
+  std::string prefix = path == "/" ? "/" : path + "/";
+  auto it = nodes_.lower_bound(prefix);
+  while (it != nodes_.end() && it->first.compare(0, prefix.size(), prefix) == 0) {
+    if (it->first == "/") {
+      ++it;
+      continue;
+    }
+    it = nodes_.erase(it);
+  }
+}
+
+void ImageTree::ensure_parents(const std::string& path) {
+  // From the deepest parent up to the first directory that exists, then
+  // down again creating what is missing: walking down from "/" would build
+  // every prefix of every path (quadratic in a crafted path's depth).
+  std::vector<size_t> missing;  // ends of the parent prefixes to create, deepest first
+  for (size_t i = path.rfind('/'); i != std::string::npos && i > 0; i = path.rfind('/', i - 1)) {
+    auto it = nodes_.find(path.substr(0, i));
+    if (it != nodes_.end() && it->second.kind == LayerNode::Kind::Dir) break;
+    // A file where a directory must be: the layer wins. (A copy of the key:
+    // remove_subtree erases the node that holds it.)
+    if (it != nodes_.end()) remove_subtree(std::string(it->first), false);
+    missing.push_back(i);
+  }
+  for (auto end = missing.rbegin(); end != missing.rend(); ++end) {
+    LayerNode d;
+    d.kind = LayerNode::Kind::Dir;
+    d.mode = 0755;
+    nodes_.emplace(path.substr(0, *end), std::move(d));
+  }
+}
+
+void ImageTree::note(std::string what) {
+  if (anomalies_.size() < kMaxTreeAnomalies) anomalies_.push_back(std::move(what));
+  else if (anomalies_.size() == kMaxTreeAnomalies) anomalies_.push_back("... and more");
+}
+
+void ImageTree::apply(LayerSummary&& layer) {
+  for (const auto& a : layer.anomalies) note(layer.name + ": " + a);
+  // Opaque directories and whiteouts hide what lower layers put there,
+  // wherever the marker sits in this layer's tar.
+  for (const auto& n : layer.nodes)
+    if (n.kind == LayerNode::Kind::Opaque) remove_subtree(n.path, true);
+  for (const auto& n : layer.nodes)
+    if (n.kind == LayerNode::Kind::Whiteout) remove_subtree(n.path, false);
+  for (auto& n : layer.nodes) {
+    if (n.kind == LayerNode::Kind::Opaque || n.kind == LayerNode::Kind::Whiteout) continue;
+    ensure_parents(n.path);
+    auto it = nodes_.find(n.path);
+    if (it != nodes_.end()) {
+      bool merge = it->second.kind == LayerNode::Kind::Dir && n.kind == LayerNode::Kind::Dir;
+      if (merge) {
+        it->second.mode = n.mode;
+        it->second.uid = n.uid;
+        it->second.gid = n.gid;
+        continue;
+      }
+      remove_subtree(n.path, false);
+    }
+    if (n.kind == LayerNode::Kind::Hardlink) {
+      auto target = nodes_.find(n.link);
+      // A hard link may name a symlink, a device or a fifo (the link is made
+      // without following it), never a directory.
+      if (target == nodes_.end() || target->second.kind == LayerNode::Kind::Dir) {
+        note(layer.name + ": hard link " + n.path + " -> " + n.link +
+             (target == nodes_.end() ? ": target missing" : ": target is a directory") + "; ignored");
+        continue;
+      }
+      LayerNode copy = target->second;  // same inode: same content, mode and owner
+      nodes_[n.path] = std::move(copy);
+      continue;
+    }
+    std::string key = std::move(n.path);  // the map key holds the path; don't keep it twice
+    n.path.clear();
+    nodes_[key] = std::move(n);
+    // Each entry costs a few hundred bytes; an image of millions (implied
+    // parent directories included) is refused rather than let grow.
+    if (nodes_.size() > kMaxTreeNodes)
+      throw FileError(layer.name, "the image holds more than " + std::to_string(kMaxTreeNodes) +
+                                      " files and directories (memprofile's limit)");
+  }
+  layer.nodes.clear();
+  layer.nodes.shrink_to_fit();
+}
+
+FsNode ImageTree::lstat(const std::string& path) const {
+  FsNode f;
+  auto it = nodes_.find(path);
+  if (it == nodes_.end()) return f;
+  const LayerNode& n = it->second;
+  f.mode = n.mode;
+  f.uid = n.uid;
+  f.gid = n.gid;
+  f.size = n.size;
+  switch (n.kind) {
+    case LayerNode::Kind::File: f.kind = FsNode::Kind::Regular; break;
+    case LayerNode::Kind::Dir: f.kind = FsNode::Kind::Directory; break;
+    case LayerNode::Kind::Symlink:
+      f.kind = FsNode::Kind::Symlink;
+      f.link_target = n.link;
+      break;
+    default: f.kind = FsNode::Kind::Other; break;
+  }
+  return f;
+}
+
+std::shared_ptr<const ElfInfo> ImageTree::elf(const std::string& path) const {
+  auto it = nodes_.find(path);
+  if (it == nodes_.end()) throw FileError(path, "no such file in the image");
+  const auto& facts = it->second.facts;
+  if (!facts) return nullptr;
+  if (!facts->elf_error.empty()) throw Error(facts->elf_error);
+  return facts->elf;
+}
+
+std::optional<std::string> ImageTree::read(const std::string& path, size_t limit) const {
+  auto it = nodes_.find(path);
+  if (it == nodes_.end() || !it->second.facts || it->second.facts->content.empty()) return std::nullopt;
+  return it->second.facts->content.substr(0, limit);
+}
+
+bool ImageTree::has_file_caps(const std::string& path) const {
+  auto it = nodes_.find(path);
+  return it != nodes_.end() && it->second.file_caps;
+}
+
+std::shared_ptr<const std::string> ImageTree::path_strings(const std::string& path) const {
+  auto it = nodes_.find(path);
+  if (it == nodes_.end() || !it->second.facts || it->second.facts->path_strings.empty()) return nullptr;
+  return std::shared_ptr<const std::string>(it->second.facts, &it->second.facts->path_strings);
+}
+
+void ImageTree::walk(const std::string& dir, const std::function<void(const std::string&)>& on_file) const {
+  std::string prefix = dir == "/" ? "/" : dir + "/";
+  for (auto it = nodes_.lower_bound(prefix); it != nodes_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
+    if (it->second.kind == LayerNode::Kind::File) on_file(it->first);
+}
+
+}  // namespace memprofile

@@ -1,0 +1,416 @@
+#include "image/layer.h"
+
+#include <elf.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "base/error.h"
+#include "image/file_tree.h"
+#include "base/tar_reader.h"
+
+namespace memprofile {
+
+namespace {
+
+constexpr size_t kChunk = 256 << 10;
+constexpr size_t kHead = 64 << 10;          // where ELF and program headers live
+constexpr uint64_t kPrefix = 1 << 20;       // always kept: dynamic tables of most layouts
+constexpr uint64_t kElfBudget = 8 << 20;    // most bytes kept for one ELF file
+constexpr uint64_t kMaxElfSize = 4ull << 30;
+constexpr size_t kConfigMax = 4 << 20;
+constexpr size_t kScriptHead = 256;
+constexpr size_t kPathStringsMax = 64 << 10;
+// What one layer may keep of file contents (config files, script heads, path
+// strings of executables) in all: a layer of many crafted files must not
+// hold gigabytes. Real layers keep well under 1 MiB.
+constexpr uint64_t kKeptBudget = 16 << 20;
+// Anomalies listed one by one per layer; the rest are counted.
+constexpr size_t kMaxAnomalies = 64;
+
+// Keeps the parts of an ELF file that the reader will look at, as the file
+// streams past: the start (headers, dynamic tables of most layouts), then,
+// once the program headers are known, PT_DYNAMIC, PT_INTERP, PT_NOTE, the
+// start of the first writable segment (Go's build info) and the read-only
+// segments, within a budget. They are copied straight into a sparse,
+// file-sized anonymous mapping: untouched pages cost no memory, so only the
+// kept bytes do. The rest is never stored.
+class ElfCapture {
+ public:
+  explicit ElfCapture(uint64_t size) : size_(size) {}
+  ~ElfCapture() { unmap(); }
+  ElfCapture(const ElfCapture&) = delete;
+  ElfCapture& operator=(const ElfCapture&) = delete;
+
+  void feed(const char* p, size_t n) {
+    uint64_t start = pos_;
+    pos_ += n;
+    if (!planned_) {
+      size_t take = static_cast<size_t>(std::min<uint64_t>(n, kHead - std::min<uint64_t>(head_.size(), kHead)));
+      head_.append(p, take);
+      if (head_.size() >= std::min<uint64_t>(size_, kHead)) plan();
+    }
+    if (!map_) return;
+    for (const auto& r : ranges_) {
+      uint64_t lo = std::max(start, r.first), hi = std::min(pos_, r.second);
+      if (lo < hi) std::memcpy(map_ + lo, p + (lo - start), static_cast<size_t>(hi - lo));
+    }
+  }
+
+  std::shared_ptr<const ElfInfo> finish(const std::string& name) {
+    if (!planned_) plan();
+    if (!map_) throw FileError(name, "ELF file too large to summarise");
+    drop_section_headers();
+    auto info = std::make_shared<ElfInfo>(read_elf_buffer(map_, static_cast<size_t>(size_), name, false));
+    unmap();
+    return info;
+  }
+
+ private:
+  // Sections are never read from a capture, but libelf sizes its section
+  // table from the header (or from section 0 when e_shnum is 0) and fills a
+  // record for each: a crafted 4 MB layer declared 16M sections, 3 GB. The
+  // capture is our copy, so forget its section headers.
+  void drop_section_headers() {
+    if (size_ < sizeof(Elf64_Ehdr)) return;
+    if (map_[EI_CLASS] == ELFCLASS64) {
+      auto* eh = reinterpret_cast<Elf64_Ehdr*>(map_);
+      eh->e_shoff = 0;
+      eh->e_shnum = 0;
+      eh->e_shstrndx = 0;
+    } else if (map_[EI_CLASS] == ELFCLASS32) {
+      auto* eh = reinterpret_cast<Elf32_Ehdr*>(map_);
+      eh->e_shoff = 0;
+      eh->e_shnum = 0;
+      eh->e_shstrndx = 0;
+    }
+  }
+
+  void unmap() {
+    if (map_) munmap(map_, map_len_);
+    map_ = nullptr;
+  }
+
+  void want(uint64_t from, uint64_t len) {
+    if (from >= size_ || len == 0) return;
+    uint64_t to = std::min(size_, from + std::min<uint64_t>(len, kElfBudget));
+    for (const auto& r : ranges_)
+      if (from >= r.first && to <= r.second) return;
+    if (budget_used_ + (to - from) > kElfBudget) return;
+    budget_used_ += to - from;
+    ranges_.push_back({from, to});
+  }
+
+  void plan() {
+    planned_ = true;
+    if (size_ == 0 || size_ > kMaxElfSize) return;
+    map_len_ = static_cast<size_t>(size_);
+    void* m = mmap(nullptr, map_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return;
+    map_ = static_cast<char*>(m);
+    // Everything streamed so far is in the head.
+    std::memcpy(map_, head_.data(), std::min<size_t>(head_.size(), map_len_));
+    want(0, kPrefix);
+    Elf* e = elf_memory(map_, std::min<size_t>(head_.size(), map_len_));
+    if (e) {
+      size_t n = 0;
+      if (elf_getphdrnum(e, &n) == 0 && n < 4096) {
+        std::vector<GElf_Phdr> ph;
+        for (size_t i = 0; i < n; ++i) {
+          GElf_Phdr p;
+          if (gelf_getphdr(e, static_cast<int>(i), &p)) ph.push_back(p);
+        }
+        for (const auto& p : ph)
+          if (p.p_type == PT_DYNAMIC || p.p_type == PT_INTERP || p.p_type == PT_NOTE) want(p.p_offset, p.p_filesz);
+        for (const auto& p : ph)
+          if (p.p_type == PT_LOAD && (p.p_flags & PF_W)) {
+            want(p.p_offset, 64 << 10);
+            break;
+          }
+        for (const auto& p : ph)
+          if (p.p_type == PT_LOAD && !(p.p_flags & PF_X) && !(p.p_flags & PF_W)) want(p.p_offset, p.p_filesz);
+      }
+      elf_end(e);
+    }
+    // Bytes of wanted ranges beyond the head that arrived in the current
+    // chunk are copied by feed() right after this.
+    head_.clear();
+    head_.shrink_to_fit();
+  }
+
+  uint64_t size_, pos_ = 0, budget_used_ = 0;
+  bool planned_ = false;
+  std::string head_;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+  char* map_ = nullptr;
+  size_t map_len_ = 0;
+};
+
+// Collects runs of path characters that start with '/', such as
+// "/bin/numaflow-rs". Rust packs string literals without separators, so a
+// run may hold several paths; matching is done later by substring.
+class PathStrings {
+ public:
+  void feed(const char* p, size_t n) {
+    static const auto table = [] {
+      std::array<bool, 256> t{};
+      for (int c = 0; c < 256; ++c) t[c] = std::isalnum(c) || c == '/' || c == '_' || c == '-' || c == '.' || c == '+';
+      return t;
+    }();
+    size_t i = 0;
+    while (i < n) {
+      if (run_.empty()) {
+        // Outside a run only a '/' can start one: jump to it.
+        const void* slash = std::memchr(p + i, '/', n - i);
+        if (!slash) return;
+        i = static_cast<size_t>(static_cast<const char*>(slash) - p);
+      }
+      size_t j = i;
+      while (j < n && table[static_cast<unsigned char>(p[j])]) ++j;
+      if (run_.size() < 255) run_.append(p + i, std::min(j - i, 255 - run_.size()));
+      if (j < n) flush();  // the run ended inside this chunk
+      i = j + (j < n);
+    }
+  }
+  std::shared_ptr<const std::string> finish() {
+    flush();
+    if (out_.empty()) return nullptr;
+    return std::make_shared<const std::string>(std::move(out_));
+  }
+
+ private:
+  void flush() {
+    if (run_.size() >= 4 && std::count(run_.begin(), run_.end(), '/') >= 2 && out_.size() + run_.size() < kPathStringsMax &&
+        seen_.insert(run_).second) {
+      out_ += run_;
+      out_ += '\n';
+    }
+    run_.clear();
+  }
+  std::string run_, out_;
+  std::set<std::string> seen_;
+};
+
+std::string note(const TarEntry& e, const std::string& what) {
+  return "entry '" + e.name + "' (offset " + std::to_string(e.offset) + "): " + what;
+}
+
+// "./usr/../bin//x" -> "/bin/x"; nullopt-like "" when it climbs out of the root.
+std::string clean_entry_path(const std::string& raw, bool* escaped) {
+  std::vector<std::string> parts;
+  size_t i = 0;
+  *escaped = false;
+  while (i <= raw.size()) {
+    size_t j = raw.find('/', i);
+    if (j == std::string::npos) j = raw.size();
+    std::string c = raw.substr(i, j - i);
+    i = j + 1;
+    if (c.empty() || c == ".") continue;
+    if (c == "..") {
+      if (parts.empty()) {
+        *escaped = true;
+        return "";
+      }
+      parts.pop_back();
+      continue;
+    }
+    parts.push_back(c);
+  }
+  std::string out;
+  for (const auto& p : parts) out += "/" + p;
+  return out.empty() ? "/" : out;
+}
+
+}  // namespace
+
+std::shared_ptr<const std::string> scan_path_strings(Reader& in) {
+  PathStrings strings;
+  std::vector<char> buf(kChunk);
+  for (size_t r; (r = in.read(buf.data(), buf.size())) > 0;) strings.feed(buf.data(), r);
+  return strings.finish();
+}
+
+bool is_config_file(const std::string& path) {
+  return path == "/etc/passwd" || path == "/etc/group" || path == "/etc/ld.so.cache" || path == "/etc/os-release" ||
+         path == "/usr/lib/os-release" || (path.rfind("/etc/ld-musl-", 0) == 0 && path.size() > 18 &&
+                                           path.compare(path.size() - 5, 5, ".path") == 0) ||
+         path.rfind("/etc/memprofile/", 0) == 0;
+}
+
+LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerLimits& limits) {
+  LayerSummary s;
+  s.name = name;
+  HashingReader stored(blob);
+  auto tar_stream = decompress(stored, name, limits.max_tar_bytes, &s.compression);
+  // Reading, hashing and decompressing the blob run on one thread; hashing
+  // and parsing the tar on this one.
+  PrefetchReader ahead(*tar_stream);
+  HashingReader tar_bytes(ahead);
+  TarReader tar(tar_bytes, name);
+  std::vector<char> buf(kChunk);
+  // Where each path's node is: a path repeated in the layer replaces the
+  // earlier entry, as extracting it would, instead of adding a node.
+  std::map<std::string, size_t> node_at;
+  std::set<std::pair<LayerNode::Kind, std::string>> markers;  // whiteouts and opaque dirs, once each
+  size_t specials = 0, more_anomalies = 0;
+  uint64_t kept_bytes = 0;
+  bool budget_noted = false;
+  std::string first_special;
+  auto anomaly = [&](std::string what) {
+    if (s.anomalies.size() < kMaxAnomalies) s.anomalies.push_back(std::move(what));
+    else ++more_anomalies;
+  };
+  TarEntry e;
+  while (tar.next(e)) {
+    if (++s.entries > kMaxLayerEntries)
+      throw FileError(name, "layer holds more than " + std::to_string(kMaxLayerEntries) + " entries (memprofile's limit)");
+    if (e.name.size() > kMaxEntryName || e.linkname.size() > kMaxEntryName ||
+        std::count(e.name.begin(), e.name.end(), '/') > static_cast<std::ptrdiff_t>(kMaxEntryDepth)) {
+      anomaly("entry at offset " + std::to_string(e.offset) + ": name or link target longer than " +
+              std::to_string(kMaxEntryName) + " bytes (PATH_MAX) or deeper than " + std::to_string(kMaxEntryDepth) +
+              " directories; ignored");
+      continue;
+    }
+    bool escaped = false;
+    if (!e.name.empty() && e.name[0] == '/') anomaly(note(e, "absolute path, taken relative to the image root"));
+    std::string path = clean_entry_path(e.name, &escaped);
+    if (escaped) {
+      anomaly(note(e, "path climbs out of the image root with '..'; ignored"));
+      continue;
+    }
+    if (path == "/") continue;  // the root directory itself
+    LayerNode n;
+    n.mode = e.mode;
+    n.uid = e.uid;
+    n.gid = e.gid;
+    n.size = e.size;
+    n.file_caps = e.file_caps;
+    std::string dir = dirname_of(path), base = path.substr(path.rfind('/') + 1);
+    if (base == ".wh..wh..opq") {
+      n.kind = LayerNode::Kind::Opaque;
+      n.path = dir;
+      if (markers.emplace(n.kind, n.path).second) s.nodes.push_back(std::move(n));
+      continue;
+    }
+    if (base.rfind(".wh.", 0) == 0) {
+      n.kind = LayerNode::Kind::Whiteout;
+      n.path = (dir == "/" ? "" : dir) + "/" + base.substr(4);
+      if (base.size() == 4) {
+        anomaly(note(e, "whiteout with an empty name; ignored"));
+        continue;
+      }
+      if (markers.emplace(n.kind, n.path).second) s.nodes.push_back(std::move(n));
+      continue;
+    }
+    n.path = path;
+    auto [slot, fresh] = node_at.emplace(path, s.nodes.size());
+    if (!fresh) anomaly(note(e, "duplicate entry in the layer; the later one wins"));
+    switch (e.type) {
+      case '0':
+      case '7':
+      case 'S':
+        n.kind = LayerNode::Kind::File;
+        break;
+      case '1': {
+        n.kind = LayerNode::Kind::Hardlink;
+        bool esc = false;
+        n.link = clean_entry_path(e.linkname, &esc);
+        if (esc || e.linkname.empty()) {
+          anomaly(note(e, "hard link to '" + e.linkname + "' escapes the image root; ignored"));
+          if (fresh) node_at.erase(slot);
+          continue;
+        }
+        break;
+      }
+      case '2':
+        n.kind = LayerNode::Kind::Symlink;
+        n.link = e.linkname;
+        break;
+      case '5':
+        n.kind = LayerNode::Kind::Dir;
+        break;
+      case '3':
+      case '4':
+      case '6':
+        n.kind = LayerNode::Kind::Other;
+        if (specials++ == 0) first_special = path;
+        break;
+      default:
+        anomaly(note(e, std::string("unknown entry type '") + e.type + "'; ignored"));
+        if (fresh) node_at.erase(slot);
+        continue;
+    }
+    if (n.kind == LayerNode::Kind::File) {
+      std::unique_ptr<ElfCapture> elf;
+      std::unique_ptr<PathStrings> strings;
+      std::string kept;
+      bool config = is_config_file(path);
+      bool first = true;
+      bool executable = n.mode & 0111;
+      for (size_t r; (r = tar.read(buf.data(), buf.size())) > 0;) {
+        if (first) {
+          first = false;
+          if (has_elf_magic(buf.data(), r)) {
+            elf = std::make_unique<ElfCapture>(e.size);
+            if (executable) strings = std::make_unique<PathStrings>();
+          }
+        }
+        if (elf) elf->feed(buf.data(), r);
+        if (strings) strings->feed(buf.data(), r);
+        size_t cap = config ? kConfigMax : (executable || kept.rfind("#!", 0) == 0 || kept.empty()) ? kScriptHead : 0;
+        if (!elf && kept.size() < cap) kept.append(buf.data(), std::min(r, cap - kept.size()));
+      }
+      // Within the layer's budget for kept contents; past it, say so once.
+      auto affordable = [&](size_t bytes) {
+        if (kept_bytes + bytes <= kKeptBudget) {
+          kept_bytes += bytes;
+          return true;
+        }
+        if (!budget_noted) anomaly(note(e, "the layer's budget for kept file contents (" + std::to_string(kKeptBudget >> 20) +
+                                               " MiB) is spent; contents of this and later files are not kept"));
+        budget_noted = true;
+        return false;
+      };
+      if (elf) {
+        auto facts = std::make_shared<FileFacts>();
+        try {
+          facts->elf = elf->finish(path);
+        } catch (const Error& err) {
+          facts->elf_error = err.what();
+        }
+        if (strings)
+          if (auto found = strings->finish(); found && affordable(found->size())) facts->path_strings = *found;
+        n.facts = std::move(facts);
+      } else if (!kept.empty() && (config || executable || kept.rfind("#!", 0) == 0) && affordable(kept.size())) {
+        auto facts = std::make_shared<FileFacts>();
+        facts->content = std::move(kept);
+        n.facts = std::move(facts);
+      }
+    }
+    if (fresh) s.nodes.push_back(std::move(n));
+    else s.nodes[slot->second] = std::move(n);
+  }
+  if (more_anomalies) s.anomalies.push_back("... and " + std::to_string(more_anomalies) + " more");
+  if (specials)
+    s.anomalies.push_back(std::to_string(specials) + " device node" + (specials == 1 ? "" : "s") + " or FIFO" +
+                          (specials == 1 ? "" : "s") + " (e.g. " + first_special + "): recorded, never opened");
+  // Trailing zero blocks and padding belong to the tar too (diff_id).
+  for (size_t r; (r = tar_bytes.read(buf.data(), buf.size())) > 0;) {
+  }
+  ahead.finish();
+  for (size_t r; (r = stored.read(buf.data(), buf.size())) > 0;) {
+  }
+  s.blob_sha256 = stored.hex();
+  s.diff_id = tar_bytes.hex();
+  s.stored_bytes = stored.count();
+  s.tar_bytes = tar_bytes.count();
+  return s;
+}
+
+}  // namespace memprofile

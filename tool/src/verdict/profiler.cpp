@@ -1,0 +1,189 @@
+#include "verdict/profiler.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+
+namespace memprofile {
+
+const char* to_string(Backend b) {
+  switch (b) {
+    case Backend::Bytehound: return "bytehound";
+    case Backend::Jemalloc: return "jemalloc";
+    case Backend::Heaptrack: return "heaptrack";
+  }
+  return "bytehound";
+}
+
+Backend parse_backend(const std::string& name) {
+  if (name == "bytehound") return Backend::Bytehound;
+  if (name == "jemalloc") return Backend::Jemalloc;
+  if (name == "heaptrack") return Backend::Heaptrack;
+  throw Error("unknown backend '" + name + "' (bytehound, jemalloc or heaptrack)");
+}
+
+std::string default_preload(Backend b) {
+  switch (b) {
+    case Backend::Bytehound: return "/usr/share/libbytehound.so";  // numaflow's guide's path
+    case Backend::Jemalloc: return "/usr/lib/memprofile/libjemalloc.so.2";
+    case Backend::Heaptrack: return "/usr/lib/memprofile/libheaptrack_preload.so";
+  }
+  return "";
+}
+
+std::vector<std::pair<std::string, std::string>> backend_env(Backend b, const std::string& dir, bool dispatcher,
+                                                           bool aarch64) {
+  switch (b) {
+    case Backend::Bytehound: {
+      std::vector<std::pair<std::string, std::string>> env = {
+          {"MEMORY_PROFILER_OUTPUT", dir + "/memory-profiling_%e_%t_%p.dat"},
+          // Drop allocations freed within seconds and skip backtraces on free:
+          // a smaller file and less overhead, as numaflow's guide recommends.
+          {"MEMORY_PROFILER_CULL_TEMPORARY_ALLOCATIONS", "1"},
+          {"MEMORY_PROFILER_GRAB_BACKTRACES_ON_FREE", "0"},
+          // bytehound only logs when it cannot open its output: make that visible.
+          {"MEMORY_PROFILER_LOG", "info"},
+          {"MEMORY_PROFILER_LOGFILE", dir + "/bytehound_%e_%p.log"},
+      };
+      // Otherwise bytehound unsets LD_PRELOAD in the dispatcher and the real
+      // target starts unprofiled.
+      if (dispatcher) env.push_back({"MEMORY_PROFILER_TRACK_CHILD_PROCESSES", "1"});
+      // Known crashes of the shadow stack on aarch64.
+      if (aarch64) env.push_back({"MEMORY_PROFILER_USE_SHADOW_STACK", "0"});
+      return env;
+    }
+    case Backend::Jemalloc:
+      // Sample about every 512 KiB allocated (jemalloc's default rate, cheap
+      // enough for production), dump every 1 GiB allocated and at exit.
+      return {{"MALLOC_CONF", "prof:true,prof_active:true,lg_prof_sample:19,lg_prof_interval:30,prof_final:true,"
+                              "prof_prefix:" + dir + "/jeprof"}};
+    case Backend::Heaptrack:
+      return {{"DUMP_HEAPTRACK_OUTPUT", dir + "/heaptrack.$$.raw"}};  // heaptrack replaces $$ with the pid
+  }
+  return {};
+}
+
+bool is_profile_file(Backend b, const std::string& name) {
+  auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
+  auto ends = [&](const char* s) {
+    size_t n = std::char_traits<char>::length(s);
+    return name.size() >= n && name.compare(name.size() - n, n, s) == 0;
+  };
+  switch (b) {
+    case Backend::Bytehound: return (starts("memory-profiling_") && ends(".dat")) || (starts("bytehound_") && ends(".log"));
+    case Backend::Jemalloc: return starts("jeprof.") && ends(".heap");
+    case Backend::Heaptrack: return starts("heaptrack.") && ends(".raw");
+  }
+  return false;
+}
+
+std::vector<std::string> library_markers(Backend b) {
+  switch (b) {
+    case Backend::Bytehound: return {"libbytehound"};
+    case Backend::Jemalloc: return {"libjemalloc"};
+    case Backend::Heaptrack: return {"libheaptrack_preload"};
+  }
+  return {};
+}
+
+void load_launcher_config(const std::string& path, LauncherConfig& cfg) {
+  std::ifstream in(path);
+  if (!in) return;  // no baked-in config: defaults and flags
+  std::ostringstream text;
+  text << in.rdbuf();
+  parse_launcher_config(text.str(), path, cfg);
+}
+
+namespace {
+std::vector<std::string> json_argv(const std::string& value, const std::string& path, int n, const std::string& key) {
+  nlohmann::json j = nlohmann::json::parse(value, nullptr, false);
+  std::vector<std::string> out;
+  if (j.is_array()) {
+    for (const auto& item : j) {
+      if (!item.is_string()) break;
+      out.push_back(item.get<std::string>());
+    }
+    if (out.size() == j.size()) return out;
+  }
+  throw FileError(path, "line " + std::to_string(n) + ": " + key + " must be a JSON array of strings, as in an image config");
+}
+}  // namespace
+
+void apply_env_overrides(LauncherConfig& cfg, const EnvLookup& lookup) {
+  std::string value;
+  auto env = [&](const char* name) -> const char* {
+    if (lookup) {
+      value = lookup(name);
+      return value.empty() ? nullptr : value.c_str();
+    }
+    const char* v = getenv(name);
+    return v && *v ? v : nullptr;
+  };
+  if (const char* v = env("MEMPROFILE_BACKEND")) {
+    parse_backend(v);
+    cfg.backend = v;
+  }
+  if (const char* v = env("MEMPROFILE_PRELOAD")) cfg.preload = v;
+  if (const char* v = env("MEMPROFILE_OUTPUT_DIR")) cfg.output_dir = v;
+  if (const char* v = env("MEMPROFILE_TARGET")) cfg.target = v;
+  if (const char* v = env("MEMPROFILE_MIN_FREE_MB")) {
+    char* end = nullptr;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (*end) throw Error(std::string("MEMPROFILE_MIN_FREE_MB is not a number: ") + v);
+    cfg.min_free_mb = n;
+  }
+}
+
+std::vector<std::string> config_command(const LauncherConfig& cfg, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = cfg.entrypoint;
+  const auto& rest = args.empty() ? cfg.cmd : args;
+  argv.insert(argv.end(), rest.begin(), rest.end());
+  return argv;
+}
+
+void parse_launcher_config(const std::string& text, const std::string& path, LauncherConfig& cfg) {
+  std::istringstream in(text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    size_t b = line.find_first_not_of(" \t");
+    if (b == std::string::npos || line[b] == '#') continue;
+    size_t eq = line.find('=');
+    if (eq == std::string::npos) throw FileError(path, "line " + std::to_string(n) + ": expected KEY=VALUE");
+    std::string key = line.substr(b, eq - b), value = line.substr(eq + 1);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    size_t vb = value.find_first_not_of(" \t");
+    value = vb == std::string::npos ? "" : value.substr(vb);
+    if (key == "backend") {
+      parse_backend(value);
+      cfg.backend = value;
+    } else if (key == "preload") {
+      cfg.preload = value;
+    } else if (key == "output_dir") {
+      cfg.output_dir = value;
+    } else if (key == "target") {
+      cfg.target = value;
+    } else if (key == "min_free_mb") {
+      try {
+        cfg.min_free_mb = std::stoull(value);
+      } catch (const std::exception&) {
+        throw FileError(path, "line " + std::to_string(n) + ": min_free_mb is not a number");
+      }
+    } else if (key == "strict") {
+      cfg.strict = value == "1" || value == "true";
+    } else if (key == "entrypoint") {
+      cfg.entrypoint = json_argv(value, path, n, key);
+      cfg.has_command = true;
+    } else if (key == "cmd") {
+      cfg.cmd = json_argv(value, path, n, key);
+      cfg.has_command = true;
+    } else {
+      throw FileError(path, "line " + std::to_string(n) + ": unknown key '" + key + "'");
+    }
+  }
+}
+
+}  // namespace memprofile

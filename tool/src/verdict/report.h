@@ -1,0 +1,28 @@
+// Rendering of check results: a human report (colour only on a terminal) and
+// JSON with the same content. The JSON shape is documented in docs/check.md.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "verdict/checker.h"
+
+namespace memprofile {
+
+nlohmann::json to_json(const FileReport& r);
+nlohmann::json to_json(const Finding& f);
+void print_human(std::ostream& out, const FileReport& r, bool color);
+void print_finding(std::ostream& out, const Finding& f, bool color, const char* indent = "  ");
+
+// ANSI colours, or nothing when `on` is false.
+struct Style {
+  bool on;
+  const char* red() const { return on ? "\033[31m" : ""; }
+  const char* green() const { return on ? "\033[32m" : ""; }
+  const char* yellow() const { return on ? "\033[33m" : ""; }
+  const char* bold() const { return on ? "\033[1m" : ""; }
+  const char* dim() const { return on ? "\033[2m" : ""; }
+  const char* reset() const { return on ? "\033[0m" : ""; }
+};
+
+}  // namespace memprofile
