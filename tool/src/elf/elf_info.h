@@ -59,6 +59,11 @@ struct ElfInfo {
   // Highest GLIBC_x.y required through VERNEED, "" when none.
   std::string glibc_required() const;
   bool is_64() const { return elf_class == 64; }
+  // A program the kernel can start: dynamic, static or static-pie (not a
+  // shared library, an object file or something else).
+  bool is_program() const {
+    return linkage == Linkage::Dynamic || linkage == Linkage::Static || linkage == Linkage::StaticPie;
+  }
 };
 
 // "x86_64", "aarch64", ... or "machine-<n>".

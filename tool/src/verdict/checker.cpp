@@ -20,10 +20,6 @@ namespace {
 
 std::string arch_label(const ElfInfo& e) { return machine_name(e.machine) + " ELF" + std::to_string(e.elf_class); }
 
-bool is_program(const ElfInfo& e) {
-  return e.linkage == Linkage::Dynamic || e.linkage == Linkage::Static || e.linkage == Linkage::StaticPie;
-}
-
 std::string highest_glibc(const std::vector<std::string>& versions) {
   std::string best;
   for (const auto& v : versions)
@@ -73,7 +69,7 @@ FileReport Checker::check(const std::string& canonical, std::shared_ptr<const El
   r.mode = node.mode;
   r.uid = node.uid;
   r.gid = node.gid;
-  if (is_program(*r.elf)) r.file_caps = tree_.has_file_caps(canonical);
+  if (r.elf->is_program()) r.file_caps = tree_.has_file_caps(canonical);
   check_alone(r);
   ResolvedPreload by_name;
   bool in_root = opts_.use_root && (r.elf->linkage == Linkage::Dynamic || r.elf->linkage == Linkage::SharedLibrary);
@@ -122,7 +118,7 @@ void Checker::check_alone(FileReport& r) const {
         "MUSL_LIBC", "linked against musl (" + (e.interpreter.empty() ? std::string("libc.so") : e.interpreter) +
                          "): the preload profilers here are glibc libraries, and musl ignores LD_PRELOAD for "
                          "setuid programs entirely"));
-  if (!is_program(e)) return;
+  if (!e.is_program()) return;
   bool exec_bits = r.mode & 0111;
   if ((r.mode & S_ISUID) && exec_bits)
     r.findings.push_back(make_finding("SETUID", "setuid: unless its owner runs it, AT_SECURE is set and glibc ignores "

@@ -170,10 +170,6 @@ std::shared_ptr<const std::string> strings_of(const FileTree& tree, const std::s
   return nullptr;
 }
 
-bool is_program(const ElfInfo& e) {
-  return e.linkage == Linkage::Dynamic || e.linkage == Linkage::Static || e.linkage == Linkage::StaticPie;
-}
-
 // Programs that mention /bin/sh (system(3), popen(3)) do not dispatch to it.
 bool is_shell(const std::string& path) {
   std::string base = path.substr(path.rfind('/') + 1);
@@ -407,7 +403,7 @@ PreflightResult preflight(const LoadedImage& image, const PreflightOptions& opts
             } catch (const Error&) {
               continue;
             }
-            if (!e || !is_program(*e)) continue;
+            if (!e || !e->is_program()) continue;
             if (std::any_of(res.dispatch.begin(), res.dispatch.end(),
                             [&](const DispatchedProgram& d) { return d.path == r->path; }))
               continue;
