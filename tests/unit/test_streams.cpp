@@ -116,3 +116,48 @@ TEST_CASE("flatten: parents are implied for entries without directory entries") 
   t.apply(summarize(TarWriter().add("deep/er/file", "1").finish()));
   CHECK(t.lstat("/deep/er").kind == FsNode::Kind::Directory);
 }
+
+TEST_CASE("budget: names, nodes and the tree are charged to one budget; past it, a one-line error naming the layer") {
+  TarWriter tar;
+  for (int i = 0; i < 20000; ++i) tar.add("dir" + std::to_string(i % 50) + "/" + std::string(60, 'n') + std::to_string(i), "x");
+  std::string bytes = tar.finish();
+  LayerLimits small;
+  small.budget = std::make_shared<MemoryBudget>(1 << 20);
+  MemReader r(bytes.data(), bytes.size());
+  CHECK_THROWS_WITH(summarize_layer(r, "big.tar", small),
+                    Catch::Contains("big.tar: the layers' file") && Catch::Contains("more than 1 MiB of memory"));
+  CHECK(small.budget->used() == 0);  // what the failed layer held is given back
+
+  // Within a budget, the charge follows what is kept: the layer's list is
+  // given back as the tree takes it, and everything when the tree goes.
+  LayerLimits enough;
+  enough.budget = std::make_shared<MemoryBudget>(64 << 20);
+  {
+    MemReader again(bytes.data(), bytes.size());
+    LayerSummary s = summarize_layer(again, "big.tar", enough);
+    uint64_t layer_only = enough.budget->used();
+    CHECK(layer_only > 20000 * sizeof(LayerNode));
+    ImageTree t(enough.budget);
+    t.apply(std::move(s));
+    CHECK(t.lstat("/dir7/" + std::string(60, 'n') + "7").kind == FsNode::Kind::Regular);
+    CHECK(enough.budget->used() < layer_only + 20050 * 160);
+    LayerLimits tiny;
+    tiny.budget = std::make_shared<MemoryBudget>(256 << 10);
+    ImageTree other(tiny.budget);
+    MemReader third(bytes.data(), bytes.size());
+    CHECK_THROWS_WITH(other.apply(summarize_layer(third, "big.tar", enough)),
+                      Catch::Contains("big.tar: the image's files and directories need more than 0 MiB"));
+  }
+  CHECK(enough.budget->used() == 0);
+}
+
+TEST_CASE("budget: a path listed twice keeps its last entry where the first was, and says so once") {
+  auto s = summarize(TarWriter().add("a", "1").add("b", "2").add("a", "3", '0', 0700).add(".wh.c").add(".wh.c").finish());
+  REQUIRE(s.nodes.size() == 3);
+  CHECK(s.nodes[0].path == "/a");
+  CHECK(s.nodes[0].mode == 0700);
+  CHECK(s.nodes[1].path == "/b");
+  CHECK(s.nodes[2].kind == LayerNode::Kind::Whiteout);
+  REQUIRE(s.anomalies.size() == 1);
+  CHECK_THAT(s.anomalies[0], Catch::Contains("1 path listed more than once (e.g. /a)"));
+}

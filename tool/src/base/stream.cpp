@@ -7,6 +7,7 @@
 #endif
 #include <openssl/evp.h>
 #include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_getFrameHeader: a frame's declared window
 #include <zstd.h>
 
 #include <algorithm>
@@ -380,18 +381,30 @@ class ZstdReader : public Limited {
       : Limited(std::move(name), max), in_(std::move(in)), buf_(kInBuf), ds_(ZSTD_createDStream()) {
     ZSTD_initDStream(ds_);
   }
-  ~ZstdReader() override { ZSTD_freeDStream(ds_); }
+  ~ZstdReader() override {
+    end_turn();
+    ZSTD_freeDStream(ds_);
+  }
   size_t read(void* buf, size_t n) override {
     ZSTD_outBuffer out{buf, n, 0};
     while (out.pos == 0) {
       if (in_buf_.pos == in_buf_.size) {
-        size_t r = in_->read(buf_.data(), buf_.size());
+        // At least a frame header's worth when there is that much: the
+        // first read may hand over just the magic number.
+        size_t r = 0;
+        for (size_t got; r < ZSTD_FRAMEHEADERSIZE_MAX && (got = in_->read(buf_.data() + r, buf_.size() - r)) > 0;)
+          r += got;
         if (r == 0) {
           if (!frame_done_) throw FileError(name_, "truncated zstd stream");
+          // Done: the window goes before the turn does.
+          ZSTD_freeDStream(ds_);
+          ds_ = nullptr;
+          end_turn();
           return 0;
         }
         in_buf_ = {buf_.data(), r, 0};
       }
+      if (frame_done_) take_turn_if_large();  // a frame starts here
       size_t rc = ZSTD_decompressStream(ds_, &out, &in_buf_);
       if (ZSTD_isError(rc)) throw FileError(name_, std::string("corrupt zstd data: ") + ZSTD_getErrorName(rc));
       frame_done_ = rc == 0;
@@ -401,6 +414,49 @@ class ZstdReader : public Limited {
   }
 
  private:
+  // A frame may declare a window up to zstd's limit (128 MiB, --long=27),
+  // which decoding must hold. Layers with windows over zstd's default of
+  // 8 MiB take turns, so two of them never decode at once.
+  void take_turn_if_large() {
+    if (holding_turn_) return;
+    ZSTD_frameHeader h{};
+    const char* at = static_cast<const char*>(in_buf_.src) + in_buf_.pos;
+    // A later frame's header split across reads is left to the decoder's
+    // own limit (the 128 MiB above).
+    if (ZSTD_getFrameHeader(&h, at, in_buf_.size - in_buf_.pos) != 0) return;
+    if (h.windowSize > (8u << 20)) {
+      large_window_turn().take();
+      holding_turn_ = true;
+    }
+  }
+  void end_turn() {
+    if (holding_turn_) large_window_turn().give();
+    holding_turn_ = false;
+  }
+  // Taken and given back from any thread (a layer is decoded on a prefetch
+  // thread and destroyed on its worker), so not a mutex.
+  struct Turn {
+    std::mutex m;
+    std::condition_variable cv;
+    bool taken = false;
+    void take() {
+      std::unique_lock<std::mutex> l(m);
+      cv.wait(l, [&] { return !taken; });
+      taken = true;
+    }
+    void give() {
+      {
+        std::lock_guard<std::mutex> l(m);
+        taken = false;
+      }
+      cv.notify_one();
+    }
+  };
+  static Turn& large_window_turn() {
+    static Turn t;
+    return t;
+  }
+  bool holding_turn_ = false;
   std::unique_ptr<Reader> in_;
   std::vector<uint8_t> buf_;
   ZSTD_DStream* ds_;

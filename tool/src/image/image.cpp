@@ -10,6 +10,7 @@
 #include <exception>
 #include <map>
 #include <set>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -238,7 +239,7 @@ class StreamStore : public Store {
   bool parallel() const override { return false; }
   bool has(const std::string& name) const override {
     std::string n = resolve(name);
-    return small_.count(n) || summaries_.count(n) || failed_.count(n);
+    return small_.count(n) || summaries_.count(n) || taken_.count(n) || failed_.count(n);
   }
   std::string read_small(const std::string& name) override {
     auto it = small_.find(resolve(name));
@@ -248,7 +249,15 @@ class StreamStore : public Store {
   }
   LayerSummary summarize(const std::string& name, const LayerLimits& limits) override {
     std::string n = resolve(name);
-    if (auto it = summaries_.find(n); it != summaries_.end()) return it->second;
+    // Handed over, not copied: a layer's summary is the largest thing a run
+    // keeps, and load_images asks for each blob once.
+    if (auto it = summaries_.find(n); it != summaries_.end()) {
+      LayerSummary out = std::move(it->second);
+      summaries_.erase(it);
+      taken_.insert(n);
+      return out;
+    }
+    if (taken_.count(n)) throw Error(name_ + ": layer " + n + " was read twice (memprofile bug)");
     if (auto it = failed_.find(n); it != failed_.end()) std::rethrow_exception(it->second);
     auto it = small_.find(n);
     if (it == small_.end()) throw FileError(name_, "missing blob " + name);
@@ -265,6 +274,7 @@ class StreamStore : public Store {
   std::string name_;
   std::map<std::string, std::string> small_, aliases_;
   std::map<std::string, LayerSummary> summaries_;
+  std::set<std::string> taken_;  // summaries handed over
   std::map<std::string, std::exception_ptr> failed_;  // blob -> why it is not a readable layer
 };
 
@@ -652,7 +662,7 @@ std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadO
       if (e) std::rethrow_exception(e);
     for (size_t b = 0; b < blobs.size(); ++b) decoded.emplace(blobs[b], std::move(summaries[b]));
 
-    auto tree = std::make_shared<ImageTree>();
+    auto tree = std::make_shared<ImageTree>(opts.limits.budget);
     for (size_t i = 0; i < c.layers.size(); ++i) {
       auto at = decoded.find(c.layers[i]);
       const LayerSummary& s = at->second;

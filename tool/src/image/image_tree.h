@@ -6,7 +6,9 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "image/file_tree.h"
@@ -15,14 +17,16 @@
 namespace memprofile {
 
 // Files and directories one image may hold (real ones hold up to a few
-// hundred thousand); each costs a few hundred bytes of memory.
+// hundred thousand). Each costs its node and its name, charged to the run's
+// memory budget, which usually ends a crafted image well before this.
 constexpr size_t kMaxTreeNodes = 1u << 20;
 // Anomalies listed one by one; past these, "... and more".
 constexpr size_t kMaxTreeAnomalies = 256;
 
 class ImageTree : public FileTree {
  public:
-  ImageTree();
+  // Nodes are charged to `budget`, shared with the layers of the same run.
+  explicit ImageTree(std::shared_ptr<MemoryBudget> budget = std::make_shared<MemoryBudget>());
   // Applies one layer on top of what is there (taking its nodes); records
   // anomalies.
   void apply(LayerSummary&& layer);
@@ -40,10 +44,17 @@ class ImageTree : public FileTree {
   void walk(const std::string& dir, const std::function<void(const std::string&)>& on_file) const override;
 
  private:
-  void remove_subtree(const std::string& path, bool keep_self);
-  void ensure_parents(const std::string& path);
+  using Nodes = std::map<std::string_view, LayerNode, std::less<>>;
+  void remove_subtree(std::string_view path, bool keep_self);
+  Nodes::iterator erase(Nodes::iterator it);
+  void insert(std::string_view path, LayerNode&& node, const std::string& where);
+  void ensure_parents(std::string_view path, const std::string& where);
   void note(std::string what);  // an anomaly, up to kMaxTreeAnomalies of them
-  std::map<std::string, LayerNode> nodes_;
+  // Keys and links are views into the applied layers' arenas and our own.
+  Nodes nodes_;
+  std::vector<std::shared_ptr<StringArena>> arenas_;
+  std::vector<Charge> layers_held_;  // names and contents of the applied layers
+  Charge held_;                      // the nodes
   std::vector<std::string> anomalies_;
 };
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <map>
+#include <numeric>
 #include <set>
 
 #include "base/error.h"
@@ -33,6 +33,21 @@ constexpr size_t kPathStringsMax = 64 << 10;
 constexpr uint64_t kKeptBudget = 16 << 20;
 // Anomalies listed one by one per layer; the rest are counted.
 constexpr size_t kMaxAnomalies = 64;
+// What the parsed facts of one ELF file hold on the heap, charged to the
+// run's budget: one file's lists are bounded by the ELF reader, but many
+// entries may name one long string, and an image may hold many such files.
+uint64_t facts_bytes(const ElfInfo& e) {
+  auto str = [](const std::string& v) { return sizeof(std::string) + (v.size() > 15 ? v.size() + 1 : 0); };
+  uint64_t n = sizeof(FileFacts) + sizeof(ElfInfo) + str(e.interpreter) + str(e.soname) + str(e.rpath) +
+               str(e.runpath) + str(e.go_version);
+  for (const auto& v : e.needed) n += str(v);
+  for (const auto& v : e.verdef) n += str(v);
+  for (const auto& vn : e.verneed) {
+    n += sizeof(VersionNeed) + str(vn.file);
+    for (const auto& v : vn.versions) n += str(v);
+  }
+  return n;
+}
 
 // Keeps the parts of an ELF file that the reader will look at, as the file
 // streams past: the start (headers, dynamic tables of most layouts), then,
@@ -227,6 +242,45 @@ std::string clean_entry_path(const std::string& raw, bool* escaped) {
   return out.empty() ? "/" : out;
 }
 
+// Extracting a tar that lists a path twice leaves the later entry, where the
+// earlier one was; whiteout and opaque markers count once each. Done once
+// at the end with a sort, not with a map holding a second copy of every
+// name as the entries arrive.
+template <typename Note>
+void keep_last_of_each_path(LayerSummary& s, Note&& anomaly) {
+  auto group = [](LayerNode::Kind k) {
+    return k == LayerNode::Kind::Whiteout ? 1 : k == LayerNode::Kind::Opaque ? 2 : 0;
+  };
+  std::vector<uint32_t> order(s.nodes.size());  // < kMaxLayerEntries
+  std::iota(order.begin(), order.end(), 0);
+  auto key = [&](uint32_t i) { return std::make_pair(group(s.nodes[i].kind), s.nodes[i].path); };
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
+  std::vector<bool> drop(s.nodes.size());
+  size_t repeated = 0;
+  std::string example;
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i + 1;
+    while (j < order.size() && key(order[j]) == key(order[i])) ++j;
+    if (j - i > 1) {
+      if (group(s.nodes[order[i]].kind) == 0) {
+        if (repeated++ == 0) example = std::string(s.nodes[order[i]].path);
+        s.nodes[order[i]] = std::move(s.nodes[order[j - 1]]);
+      }
+      for (size_t k = i + 1; k < j; ++k) drop[order[k]] = true;
+    }
+    i = j;
+  }
+  size_t out = 0;
+  for (size_t i = 0; i < s.nodes.size(); ++i)
+    if (!drop[i]) s.nodes[out++] = std::move(s.nodes[i]);
+  s.held.give_back((s.nodes.size() - out) * sizeof(LayerNode));
+  s.nodes.resize(out);
+  s.nodes.shrink_to_fit();
+  if (repeated)
+    anomaly(std::to_string(repeated) + " path" + (repeated == 1 ? "" : "s") + " listed more than once (e.g. " + example +
+            "): the last entry of each wins, as extracting the layer would");
+}
+
 }  // namespace
 
 std::shared_ptr<const std::string> scan_path_strings(Reader& in) {
@@ -254,10 +308,18 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
   HashingReader tar_bytes(ahead);
   TarReader tar(tar_bytes, name);
   std::vector<char> buf(kChunk);
-  // Where each path's node is: a path repeated in the layer replaces the
-  // earlier entry, as extracting it would, instead of adding a node.
-  std::map<std::string, size_t> node_at;
-  std::set<std::pair<LayerNode::Kind, std::string>> markers;  // whiteouts and opaque dirs, once each
+  s.held = Charge(limits.budget);
+  // Every name and node is charged to the run's budget as it is kept.
+  auto keep_name = [&](std::string_view text) {
+    uint64_t before = s.names->bytes();
+    std::string_view kept = s.names->add(text);
+    if (s.names->bytes() != before) s.held.add(s.names->bytes() - before, name, "the layers' file names");
+    return kept;
+  };
+  auto keep_node = [&](LayerNode&& n) {
+    s.held.add(sizeof(LayerNode), name, "the layers' file lists");
+    s.nodes.push_back(std::move(n));
+  };
   size_t specials = 0, more_anomalies = 0;
   uint64_t kept_bytes = 0;
   bool budget_noted = false;
@@ -294,23 +356,20 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
     std::string dir = dirname_of(path), base = path.substr(path.rfind('/') + 1);
     if (base == ".wh..wh..opq") {
       n.kind = LayerNode::Kind::Opaque;
-      n.path = dir;
-      if (markers.emplace(n.kind, n.path).second) s.nodes.push_back(std::move(n));
+      n.path = keep_name(dir);
+      keep_node(std::move(n));
       continue;
     }
     if (base.rfind(".wh.", 0) == 0) {
       n.kind = LayerNode::Kind::Whiteout;
-      n.path = (dir == "/" ? "" : dir) + "/" + base.substr(4);
       if (base.size() == 4) {
         anomaly(note(e, "whiteout with an empty name; ignored"));
         continue;
       }
-      if (markers.emplace(n.kind, n.path).second) s.nodes.push_back(std::move(n));
+      n.path = keep_name((dir == "/" ? "" : dir) + "/" + base.substr(4));
+      keep_node(std::move(n));
       continue;
     }
-    n.path = path;
-    auto [slot, fresh] = node_at.emplace(path, s.nodes.size());
-    if (!fresh) anomaly(note(e, "duplicate entry in the layer; the later one wins"));
     switch (e.type) {
       case '0':
       case '7':
@@ -320,17 +379,17 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
       case '1': {
         n.kind = LayerNode::Kind::Hardlink;
         bool esc = false;
-        n.link = clean_entry_path(e.linkname, &esc);
+        std::string target = clean_entry_path(e.linkname, &esc);
         if (esc || e.linkname.empty()) {
           anomaly(note(e, "hard link to '" + e.linkname + "' escapes the image root; ignored"));
-          if (fresh) node_at.erase(slot);
           continue;
         }
+        n.link = keep_name(target);
         break;
       }
       case '2':
         n.kind = LayerNode::Kind::Symlink;
-        n.link = e.linkname;
+        n.link = keep_name(e.linkname);
         break;
       case '5':
         n.kind = LayerNode::Kind::Dir;
@@ -343,10 +402,11 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
         break;
       default:
         anomaly(note(e, std::string("unknown entry type '") + e.type + "'; ignored"));
-        if (fresh) node_at.erase(slot);
         continue;
     }
+    n.path = keep_name(path);
     if (n.kind == LayerNode::Kind::File) {
+      Charge reading(limits.budget);
       std::unique_ptr<ElfCapture> elf;
       std::unique_ptr<PathStrings> strings;
       std::string kept;
@@ -357,6 +417,8 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
         if (first) {
           first = false;
           if (has_elf_magic(buf.data(), r)) {
+            // What the capture may hold while the file streams past.
+            reading.add(std::min<uint64_t>(e.size, kHead + kPrefix + kElfBudget), name, "the ELF files being read");
             elf = std::make_unique<ElfCapture>(e.size);
             if (executable) strings = std::make_unique<PathStrings>();
           }
@@ -369,6 +431,7 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
       // Within the layer's budget for kept contents; past it, say so once.
       auto affordable = [&](size_t bytes) {
         if (kept_bytes + bytes <= kKeptBudget) {
+          s.held.add(bytes, name, "the layers' kept file contents");
           kept_bytes += bytes;
           return true;
         }
@@ -384,6 +447,8 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
         } catch (const Error& err) {
           facts->elf_error = err.what();
         }
+        s.held.add(facts->elf ? facts_bytes(*facts->elf) : sizeof(FileFacts) + facts->elf_error.size(), name,
+                      "the layers' ELF facts");
         if (strings)
           if (auto found = strings->finish(); found && affordable(found->size())) facts->path_strings = *found;
         n.facts = std::move(facts);
@@ -393,9 +458,9 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
         n.facts = std::move(facts);
       }
     }
-    if (fresh) s.nodes.push_back(std::move(n));
-    else s.nodes[slot->second] = std::move(n);
+    keep_node(std::move(n));
   }
+  keep_last_of_each_path(s, anomaly);
   if (more_anomalies) s.anomalies.push_back("... and " + std::to_string(more_anomalies) + " more");
   if (specials)
     s.anomalies.push_back(std::to_string(specials) + " device node" + (specials == 1 ? "" : "s") + " or FIFO" +

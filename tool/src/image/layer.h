@@ -5,12 +5,15 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "elf/elf_info.h"
+#include "base/arena.h"
 #include "base/stream.h"
+#include "elf/elf_info.h"
 
 namespace memprofile {
 
@@ -23,10 +26,12 @@ struct FileFacts {
   std::string path_strings;            // ELF executables: path-like strings in the file, '\n'-separated
 };
 
+// Names are views into the layer's arena (LayerSummary::names), which the
+// image tree keeps alive once the layer is applied.
 struct LayerNode {
   enum class Kind : uint8_t { File, Dir, Symlink, Hardlink, Other, Whiteout, Opaque };
-  std::string path;  // normalised absolute path ("/usr/bin/app"); for Whiteout the path it deletes
-  std::string link;  // symlink target as stored; hardlink target as a normalised absolute path
+  std::string_view path;  // normalised absolute path ("/usr/bin/app"); for Whiteout the path it deletes
+  std::string_view link;  // symlink target as stored; hardlink target as a normalised absolute path
   std::shared_ptr<const FileFacts> facts;
   uint64_t size = 0;
   uint32_t mode = 0, uid = 0, gid = 0;
@@ -41,7 +46,12 @@ struct LayerSummary {
   uint64_t stored_bytes = 0, tar_bytes = 0;
   uint64_t entries = 0;  // tar entries read, repeated paths included
   Compression compression = Compression::None;
-  std::vector<LayerNode> nodes;
+  std::shared_ptr<StringArena> names = std::make_shared<StringArena>();  // what nodes' names point into
+  // One per path: a path repeated in the tar keeps its last entry. A deque,
+  // so it grows without copying itself and is given back block by block as
+  // the image tree takes the nodes.
+  std::deque<LayerNode> nodes;
+  Charge held;  // what names, nodes and kept contents take of the run's budget
   std::vector<std::string> anomalies;  // entries handled specially, for the report
 };
 
@@ -57,6 +67,8 @@ constexpr uint64_t kMaxLayerEntries = 1u << 20;
 
 struct LayerLimits {
   uint64_t max_tar_bytes = 64ull << 30;  // decompression bomb fence
+  // Shared by every layer and tree of one run (copies of the limits share it).
+  std::shared_ptr<MemoryBudget> budget = std::make_shared<MemoryBudget>();
 };
 
 // Reads a layer blob (gzip, zstd or plain tar). Throws FileError on corrupt
