@@ -1,5 +1,7 @@
 #include "base/json_text.h"
 
+#include "base/error.h"
+
 #include <cstdio>
 
 namespace memprofile {
@@ -106,6 +108,74 @@ std::string json_text(const nlohmann::json& j) {
   std::string out;
   append(out, j);
   return out;
+}
+
+namespace {
+
+// Counts values and depth, and stops at the first limit crossed.
+class Counter : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  using number_integer_t = nlohmann::json::number_integer_t;
+  using number_unsigned_t = nlohmann::json::number_unsigned_t;
+  using number_float_t = nlohmann::json::number_float_t;
+  using string_t = nlohmann::json::string_t;
+  using binary_t = nlohmann::json::binary_t;
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override { return open(); }
+  bool key(string_t&) override { return value(); }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    error = e.what();
+    return false;
+  }
+  std::string error, limit;
+
+ private:
+  bool value() {
+    if (++values_ <= kMaxJsonValues) return true;
+    limit = "more than " + std::to_string(kMaxJsonValues) + " JSON values (memprofile's limit)";
+    return false;
+  }
+  bool open() {
+    if (++depth_ > kMaxJsonDepth) {
+      limit = "JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep (memprofile's limit)";
+      return false;
+    }
+    return value();
+  }
+  bool close() {
+    --depth_;
+    return true;
+  }
+  size_t values_ = 0, depth_ = 0;
+};
+
+std::string without_prefix(const std::string& what) {
+  // nlohmann prefixes "[json.exception.parse_error.101] "; keep the rest.
+  size_t b = what.find("] ");
+  return b == std::string::npos ? what : what.substr(b + 2);
+}
+
+}  // namespace
+
+nlohmann::json parse_json_bounded(const std::string& text, const std::string& name) {
+  Counter counter;
+  nlohmann::json::sax_parse(text, &counter);
+  if (!counter.limit.empty()) throw FileError(name, counter.limit);
+  if (!counter.error.empty()) throw FileError(name, "malformed JSON: " + without_prefix(counter.error));
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw FileError(name, "malformed JSON: " + without_prefix(e.what()));
+  }
 }
 
 }  // namespace memprofile

@@ -15,4 +15,13 @@ namespace memprofile {
 // `j` as compact JSON text (one line), strings escaped as above.
 std::string json_text(const nlohmann::json& j);
 
+// JSON from a file (a manifest, an index, a config): parsed only after a
+// counting pass (SAX, no tree) finds at most kMaxJsonValues values nested at
+// most kMaxJsonDepth deep. A document tree costs tens of bytes per value, so
+// a 4 MiB file of "[0,0,..." or "[[[[..." would otherwise take 100 MB.
+// Throws FileError naming `name` on malformed JSON or past a limit.
+constexpr size_t kMaxJsonValues = 1u << 17;  // real configs hold a few thousand
+constexpr size_t kMaxJsonDepth = 128;        // real ones nest under 10
+nlohmann::json parse_json_bounded(const std::string& text, const std::string& name);
+
 }  // namespace memprofile

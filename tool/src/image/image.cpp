@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/json_text.h"
 #include "image/image_tree.h"
 #include "base/tar_reader.h"
 #include "base/unique_fd.h"
@@ -58,16 +59,9 @@ std::vector<std::string> str_list(const json& j, const char* key, const std::str
 }
 
 json parse_json(const std::string& text, const std::string& name) {
-  try {
-    json j = json::parse(text);
-    if (!j.is_object() && !j.is_array()) throw FileError(name, "malformed JSON: not an object");
-    return j;
-  } catch (const json::exception& e) {
-    std::string what = e.what();
-    // nlohmann prefixes "[json.exception.parse_error.101] "; keep the rest.
-    size_t b = what.find("] ");
-    throw FileError(name, "malformed JSON: " + (b == std::string::npos ? what : what.substr(b + 2)));
-  }
+  json j = parse_json_bounded(text, name);
+  if (!j.is_object() && !j.is_array()) throw FileError(name, "malformed JSON: not an object");
+  return j;
 }
 
 // "./a//b/../c" -> "a/c": names inside an archive, relative to its root.
