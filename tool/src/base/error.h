@@ -26,11 +26,17 @@ class FileError : public Error {
   std::string path_;
 };
 
-// Exit codes, documented in README.md ("The commands") and each command's page in docs/.
-enum ExitCode : int {
-  kExitOk = 0,           // everything checked is profilable / ready
-  kExitNotProfilable = 1,
-  kExitError = 2,        // usage, I/O or malformed input
+// The exit codes of every command, documented in README.md ("The commands")
+// and each command's page in docs/ (check.md, preflight.md, launcher.md).
+// main() returns them; nothing else picks a number.
+enum class ExitCode : int {
+  Ok = 0,              // everything checked is profilable / ready / attached / matches
+  NotProfilable = 1,   // not profilable, not attached, an archive that does not match its manifest
+  InputError = 2,      // usage, I/O or malformed input (an Error caught in main())
+  Refused = 3,         // exec refused to start the program (--strict, or its command is unknown)
+  CannotExecute = 126, // exec: the program was found but cannot be executed
+  NotFound = 127,      // exec: the program is not found
 };
+constexpr int to_int(ExitCode code) { return static_cast<int>(code); }
 
 }  // namespace memprofile

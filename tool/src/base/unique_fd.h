@@ -2,6 +2,7 @@
 // when a constructor that took it throws half-way.
 #pragma once
 
+#include <errno.h>
 #include <unistd.h>
 
 #include <utility>
@@ -26,10 +27,18 @@ class UniqueFd {
 
   int get() const { return fd_; }
   explicit operator bool() const { return fd_ >= 0; }
+  // Closes it, leaving errno as it was: an error path can close what it
+  // opened and still report why it failed.
   void reset() {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) {
+      int saved = errno;
+      ::close(fd_);
+      errno = saved;
+    }
     fd_ = -1;
   }
+  // Gives the descriptor up to a new owner (fdopendir, a FILE*).
+  int release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_ = -1;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "cli/cmd_launcher.h"
 #include "elf/elf_info.h"
 #include "base/error.h"
+#include "base/unique_fd.h"
 #include "verdict/profiler.h"
 
 namespace memprofile {
@@ -37,15 +39,14 @@ struct AttachedOptions {
 
 std::map<std::string, uint64_t> profile_sizes(Backend b, const std::string& dir) {
   std::map<std::string, uint64_t> out;
-  DIR* d = opendir(dir.c_str());
+  std::unique_ptr<DIR, int (*)(DIR*)> d(opendir(dir.c_str()), closedir);
   if (!d) return out;
-  while (struct dirent* e = readdir(d)) {
+  while (struct dirent* e = readdir(d.get())) {
     std::string name = e->d_name;
     if (!is_profile_file(b, name)) continue;
     struct stat st;
     if (stat((dir + "/" + name).c_str(), &st) == 0 && S_ISREG(st.st_mode)) out[name] = static_cast<uint64_t>(st.st_size);
   }
-  closedir(d);
   return out;
 }
 
@@ -75,7 +76,7 @@ struct Sources {
   std::string backend = "default", output_dir = "default";
 };
 
-int run_attached(const AttachedOptions& o) {
+ExitCode run_attached(const AttachedOptions& o) {
   std::string proc = "/proc/" + std::to_string(o.pid);
   // Precedence: flags, this command's MEMPROFILE_* variables, the config
   // file, then the target process itself (its environment as exec'd, then
@@ -174,13 +175,11 @@ int run_attached(const AttachedOptions& o) {
   ssize_t n = readlink((proc + "/exe").c_str(), exe, sizeof exe - 1);
   std::string exe_path = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "?";
   std::string linkage = "unknown";
-  int fd = open((proc + "/exe").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
+  if (UniqueFd fd(open((proc + "/exe").c_str(), O_RDONLY | O_CLOEXEC)); fd) {
     try {
-      linkage = to_string(read_elf_fd(fd, proc + "/exe").linkage);
+      linkage = to_string(read_elf_fd(fd.get(), proc + "/exe").linkage);
     } catch (const Error&) {
     }
-    close(fd);
   }
 
   auto before = profile_sizes(backend, cfg.output_dir);
@@ -225,12 +224,12 @@ int run_attached(const AttachedOptions& o) {
       std::cout << "  note: bytehound flushes about every 30 s; a quiet window is normal\n";
     std::cout << (attached ? "ATTACHED" : "NOT ATTACHED") << "\n";
   }
-  return attached ? kExitOk : kExitNotProfilable;
+  return attached ? ExitCode::Ok : ExitCode::NotProfilable;
 }
 
 }  // namespace
 
-void setup_attached(CLI::App& app, int& exit_code) {
+void setup_attached(CLI::App& app, ExitCode& exit_code) {
   auto o = std::make_shared<AttachedOptions>();
   CLI::App* cmd = app.add_subcommand("attached", "Say whether the profiler is loaded in a process and recording");
   cmd->add_option("pid", o->pid, "process to inspect (default 1, the container's entrypoint)");

@@ -70,7 +70,7 @@ struct Outcome {
 
 }  // namespace
 
-void setup_check(CLI::App& app, int& exit_code) {
+void setup_check(CLI::App& app, ExitCode& exit_code) {
   auto opts = std::make_shared<CheckOptions>();
   CLI::App* cmd = app.add_subcommand(
       "check", "Say, from the ELF file itself, whether an LD_PRELOAD heap profiler can attach to it, and why not");
@@ -86,7 +86,7 @@ void setup_check(CLI::App& app, int& exit_code) {
   cmd->callback([opts, &exit_code] { exit_code = run_check(*opts); });
 }
 
-int run_check(const CheckOptions& opts) {
+ExitCode run_check(const CheckOptions& opts) {
   const std::string cwd = current_dir();
   HostTree tree(opts.root.empty() ? "/" : opts.root);
   CheckerOptions co;
@@ -197,8 +197,8 @@ int run_check(const CheckOptions& opts) {
     summary << "\n";
   }
   std::cout.flush();
-  if (arg_error || failed) return kExitError;
-  return good == checked ? kExitOk : kExitNotProfilable;
+  if (arg_error || failed) return ExitCode::InputError;
+  return good == checked ? ExitCode::Ok : ExitCode::NotProfilable;
 }
 
 }  // namespace memprofile

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
+
 namespace memprofile {
 
 struct CheckOptions {
@@ -17,7 +19,7 @@ struct CheckOptions {
   unsigned jobs = 0;  // 0 = one per core
 };
 
-void setup_check(CLI::App& app, int& exit_code);
-int run_check(const CheckOptions& opts);
+void setup_check(CLI::App& app, ExitCode& exit_code);
+ExitCode run_check(const CheckOptions& opts);
 
 }  // namespace memprofile

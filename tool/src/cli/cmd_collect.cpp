@@ -14,14 +14,17 @@
 #include <ctime>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cli/cmd_launcher.h"
 #include "base/error.h"
+#include "base/json_text.h"
 #include "verdict/profiler.h"
 #include "base/stream.h"
 #include "base/tar_reader.h"
+#include "base/unique_fd.h"
 
 namespace memprofile {
 
@@ -44,11 +47,11 @@ struct CollectOptions {
 class Output {
  public:
   explicit Output(const std::string& path) : path_(path) {
-    fd_ = path == "-" ? STDOUT_FILENO : ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw FileError(path, std::string("cannot create: ") + std::strerror(errno));
-  }
-  ~Output() {
-    if (fd_ != STDOUT_FILENO && fd_ >= 0) ::close(fd_);
+    if (path != "-") {
+      file_ = UniqueFd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      if (!file_) throw FileError(path, std::string("cannot create: ") + std::strerror(errno));
+    }
+    fd_ = file_ ? file_.get() : STDOUT_FILENO;
   }
   void write(const void* p, size_t n) {
     const char* c = static_cast<const char*>(p);
@@ -63,6 +66,7 @@ class Output {
 
  private:
   std::string path_;
+  UniqueFd file_;  // the file, unless it is stdout
   int fd_;
 };
 
@@ -149,16 +153,17 @@ std::string not_regular(int dirfd, const std::string& name, mode_t mode) {
   return "not a regular file or directory";
 }
 
-// Lists `fd` (a directory, owned) into `snap`. Never follows a symlink: the
+// Lists `fd` (a directory) into `snap`. Never follows a symlink: the
 // profiled application can write into this directory, and a link there must
 // not make collect stream out a file from elsewhere (a secret, /proc/...).
-void list_dir(Backend b, int fd, const std::string& prefix, int depth, Snapshot& snap) {
-  DIR* d = fdopendir(fd);
-  if (!d) {
-    ::close(fd);
+void list_dir(Backend b, UniqueFd fd, const std::string& prefix, int depth, Snapshot& snap) {
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(fdopendir(fd.get()), closedir);
+  if (!dir) {
     snap.skipped[prefix] = std::string("cannot list the directory: ") + std::strerror(errno);
     return;
   }
+  fd.release();  // the DIR owns it now
+  DIR* d = dir.get();
   while (struct dirent* e = readdir(d)) {
     std::string name = e->d_name;
     if (name == "." || name == "..") continue;
@@ -172,23 +177,22 @@ void list_dir(Backend b, int fd, const std::string& prefix, int depth, Snapshot&
         snap.skipped[rel + "/"] = "more than " + std::to_string(kMaxDepth) + " directories deep, not descended";
         continue;
       }
-      int sub = openat(dirfd(d), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (sub < 0)
+      UniqueFd sub(openat(dirfd(d), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!sub)
         snap.skipped[rel + "/"] = std::string("cannot open the directory: ") + std::strerror(errno);
       else
-        list_dir(b, sub, rel + "/", depth + 1, snap);
+        list_dir(b, std::move(sub), rel + "/", depth + 1, snap);
     } else {
       snap.skipped[rel] = not_regular(dirfd(d), name, st.st_mode);
     }
   }
-  closedir(d);
 }
 
-int open_output_dir(const std::string& dir) {
+UniqueFd open_output_dir(const std::string& dir) {
   // The configured directory itself may be a link (a mount elsewhere):
   // only what is inside it is never followed.
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw FileError(dir, std::string("cannot open the output directory: ") + std::strerror(errno));
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) throw FileError(dir, std::string("cannot open the output directory: ") + std::strerror(errno));
   return fd;
 }
 
@@ -202,24 +206,18 @@ Snapshot snapshot(Backend b, const std::string& dir) {
 // an entry swapped for a symlink since the listing fails with ELOOP (or
 // ENOTDIR for a directory). O_NONBLOCK: one swapped for a fifo must not hang
 // the open; it is then refused as not a regular file.
-int open_beneath(int root, const std::string& rel) {
-  int dir = root;
+// Fails with errno set (closing the directories on the way keeps it).
+UniqueFd open_beneath(int root, const std::string& rel) {
+  UniqueFd dir;  // the directory reached so far below `root`
   size_t start = 0;
   for (size_t slash; (slash = rel.find('/', start)) != std::string::npos; start = slash + 1) {
-    int sub = openat(dir, rel.substr(start, slash - start).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int err = errno;
-    if (dir != root) ::close(dir);
-    if (sub < 0) {
-      errno = err;
-      return -1;
-    }
-    dir = sub;
+    UniqueFd sub(openat(dir ? dir.get() : root, rel.substr(start, slash - start).c_str(),
+                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!sub) return sub;
+    dir = std::move(sub);
   }
-  int fd = openat(dir, rel.substr(start).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  int err = errno;
-  if (dir != root) ::close(dir);
-  errno = err;
-  return fd;
+  return UniqueFd(
+      openat(dir ? dir.get() : root, rel.substr(start).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
 }
 
 // Why a name in an archive is not one collect writes ("" when it is).
@@ -256,16 +254,13 @@ std::string bad_type(const TarEntry& e) {
 // leading out of the directory, a duplicate, an entry the manifest does not
 // list or a listed one that is missing — rejects the whole archive (exit 2):
 // extracting it could write outside the directory or hide a file.
-int run_verify(const std::string& path) {
-  int fd = path == "-" ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() {
-      if (fd != STDIN_FILENO) ::close(fd);
-    }
-  } closer{fd};
-  FdReader in(fd, path);
+ExitCode run_verify(const std::string& path) {
+  UniqueFd file;  // unless it is stdin
+  if (path != "-") {
+    file = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!file) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
+  }
+  FdReader in(file ? file.get() : STDIN_FILENO, path);
   TarReader tar(in, path);
   TarEntry e;
   std::map<std::string, std::pair<uint64_t, std::string>> seen;
@@ -305,7 +300,7 @@ int run_verify(const std::string& path) {
   };
   std::vector<Listed> listed;
   try {
-    json m = json::parse(manifest);
+    json m = parse_json_bounded(manifest, path + ":" + kManifest);
     for (const auto& f : m.at("files")) listed.push_back({f.at("name").get<std::string>(), f.at("sha256").get<std::string>(),
                                                            f.at("size").get<uint64_t>()});
   } catch (const json::exception&) {
@@ -340,7 +335,7 @@ int run_verify(const std::string& path) {
     }
   }
   std::cout << (bad ? "archive does NOT match its manifest" : "archive matches its manifest") << "\n";
-  return bad ? kExitNotProfilable : kExitOk;
+  return bad ? ExitCode::NotProfilable : ExitCode::Ok;
 }
 
 std::string make_manifest(Backend backend, const std::string& output_dir, const json& files,
@@ -359,7 +354,7 @@ std::string make_manifest(Backend backend, const std::string& output_dir, const 
          "\n";
 }
 
-int run_collect(const CollectOptions& o) {
+ExitCode run_collect(const CollectOptions& o) {
   if (!o.verify.empty()) return run_verify(o.verify);
   LauncherConfig cfg;
   load_launcher_config(o.config, cfg);
@@ -420,26 +415,21 @@ int run_collect(const CollectOptions& o) {
       throw FileError(cfg.output_dir, std::to_string(last.files.size()) +
                                           " files make a manifest larger than --verify accepts; collect fewer at a time");
 
-    int root = open_output_dir(cfg.output_dir);
-    struct Closer {
-      int fd;
-      ~Closer() { ::close(fd); }
-    } root_closer{root};
+    UniqueFd root = open_output_dir(cfg.output_dir);
     Output out(o.out);
     json files = json::array();
     std::vector<char> buf(1 << 16);
     for (const auto& [name, size] : last.files) {
       std::string path = cfg.output_dir + "/" + name;
-      int fd = open_beneath(root, name);
-      if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
+      UniqueFd file = open_beneath(root.get(), name);
+      if (!file && (errno == ELOOP || errno == ENOTDIR)) {
         skip(name, errno == ELOOP ? "replaced by a symbolic link since it was listed, not followed"
                                   : "a directory on its path is no longer one (a symbolic link?), not followed");
         continue;
       }
-      if (fd < 0) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
+      if (!file) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
       struct stat st;
-      if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
+      if (fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
         skip(name, "no longer a regular file since it was listed");
         continue;
       }
@@ -448,10 +438,9 @@ int run_collect(const CollectOptions& o) {
       Sha256 sha;
       uint64_t done = 0;
       while (done < size) {
-        ssize_t r = pread(fd, buf.data(), std::min<uint64_t>(buf.size(), size - done), static_cast<off_t>(done));
+        ssize_t r = pread(file.get(), buf.data(), std::min<uint64_t>(buf.size(), size - done), static_cast<off_t>(done));
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
-          ::close(fd);
           throw FileError(path, "shrank while being copied (" + std::to_string(done) + " of " + std::to_string(size) +
                                     " bytes); nothing usable was written");
         }
@@ -459,7 +448,6 @@ int run_collect(const CollectOptions& o) {
         out.write(buf.data(), static_cast<size_t>(r));
         done += static_cast<uint64_t>(r);
       }
-      ::close(fd);
       tar_padding(out, size);
       files.push_back({{"name", name}, {"size", size}, {"sha256", sha.hex()}});
     }
@@ -477,12 +465,12 @@ int run_collect(const CollectOptions& o) {
     throw;
   }
   resume();
-  return kExitOk;
+  return ExitCode::Ok;
 }
 
 }  // namespace
 
-void setup_collect(CLI::App& app, int& exit_code) {
+void setup_collect(CLI::App& app, ExitCode& exit_code) {
   auto o = std::make_shared<CollectOptions>();
   CLI::App* cmd = app.add_subcommand("collect", "Stream the profile files out as a tar with a verified manifest");
   cmd->add_option("--out", o->out, "where to write the tar (- for stdout)")->capture_default_str();

@@ -41,7 +41,7 @@ void make_dirs(const std::string& path, mode_t mode) {
   }
 }
 
-int run_image_setup(const ImageSetupOptions& o) {
+ExitCode run_image_setup(const ImageSetupOptions& o) {
   parse_backend(o.backend);
   auto entrypoint = argv_of(o.entrypoint, "--entrypoint (APP_ENTRYPOINT)");
   auto cmd = argv_of(o.cmd, "--cmd (APP_CMD)");
@@ -69,12 +69,12 @@ int run_image_setup(const ImageSetupOptions& o) {
   make_dirs(dir, 0755);
   if (chmod(dir.c_str(), 01777) != 0) throw FileError(dir, std::string("chmod: ") + strerror(errno));
   std::cout << "memprofile: wrote " << conf << " (" << o.backend << ", output in " << o.output_dir << ")\n";
-  return kExitOk;
+  return ExitCode::Ok;
 }
 
 }  // namespace
 
-void setup_image_setup(CLI::App& app, int& exit_code) {
+void setup_image_setup(CLI::App& app, ExitCode& exit_code) {
   auto o = std::make_shared<ImageSetupOptions>();
   CLI::App* cmd = app.add_subcommand(
       "image-setup", "Bake the launcher config (the app's Entrypoint and Cmd, backend, output dir) into an image "

@@ -5,17 +5,23 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "base/error.h"
 
 namespace memprofile {
 
-// exec --strict refused to start the program (documented in docs/launcher.md).
-constexpr int kExitRefused = 3;
-
-void setup_exec(CLI::App& app, int& exit_code);
-void setup_attached(CLI::App& app, int& exit_code);
-void setup_collect(CLI::App& app, int& exit_code);
-void setup_image_setup(CLI::App& app, int& exit_code);
+// exec's command line belongs to the program it starts: CLI11 only shows
+// its --help. run_exec_command_line runs `memprofile [-v] exec ...` (the
+// whole argv), read by the launcher model (verdict/launcher.h) as preflight
+// reads an image's entrypoint; nullopt when argv is not that, or asks for help.
+void setup_exec(CLI::App& app);
+std::optional<ExitCode> run_exec_command_line(const std::vector<std::string>& argv);
+void setup_attached(CLI::App& app, ExitCode& exit_code);
+void setup_collect(CLI::App& app, ExitCode& exit_code);
+void setup_image_setup(CLI::App& app, ExitCode& exit_code);
 
 // One structured line per event on stderr: text ("memprofile: info: ...")
 // or JSON ({"level":...,"event":...,"msg":...,<fields>}).

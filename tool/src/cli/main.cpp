@@ -6,6 +6,8 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "cli/cmd_check.h"
 #include "cli/cmd_launcher.h"
@@ -23,10 +25,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "log debug details to stderr");
-  int exit_code = kExitOk;
+  ExitCode exit_code = ExitCode::Ok;
   setup_check(app, exit_code);
   setup_preflight(app, exit_code);
-  setup_exec(app, exit_code);
+  setup_exec(app);
   setup_attached(app, exit_code);
   setup_collect(app, exit_code);
   setup_image_setup(app, exit_code);
@@ -37,19 +39,21 @@ int main(int argc, char** argv) {
   app.parse_complete_callback([&] { spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info); });
 
   try {
+    std::vector<std::string> args(argv, argv + argc);
+    if (auto code = run_exec_command_line(args)) return to_int(*code);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
-    return rc == 0 ? kExitOk : kExitError;
+    return to_int(rc == 0 ? ExitCode::Ok : ExitCode::InputError);
   } catch (const Error& e) {
     std::cerr << "memprofile: " << e.what() << "\n";
-    return kExitError;
+    return to_int(ExitCode::InputError);
   } catch (const std::bad_alloc&) {
     std::cerr << "memprofile: out of memory\n";
-    return kExitError;
+    return to_int(ExitCode::InputError);
   } catch (const std::exception& e) {
     std::cerr << "memprofile: internal error: " << e.what() << "\n";
-    return kExitError;
+    return to_int(ExitCode::InputError);
   }
-  return exit_code;
+  return to_int(exit_code);
 }

@@ -29,6 +29,16 @@ std::string highest_glibc(const std::vector<std::string>& versions) {
 
 }  // namespace
 
+CheckerOptions root_checker_options(const std::string& preload, const std::string& cwd,
+                                    const std::string& ld_library_path) {
+  CheckerOptions co;
+  co.use_root = true;
+  if (!preload.empty())
+    co.preload = preload[0] == '/' || preload.find('/') == std::string::npos ? preload : normalize_path(cwd + "/" + preload);
+  co.ld_library_path = ld_library_path;
+  return co;
+}
+
 Checker::Checker(const FileTree& tree, CheckerOptions opts) : tree_(tree), opts_(std::move(opts)), loader_(tree) {
   if (!opts_.preload) return;
   const std::string& p = *opts_.preload;

@@ -38,6 +38,12 @@ struct CheckerOptions {
   std::string ld_library_path;
 };
 
+// How programs of a root start there: the preload library as LD_PRELOAD
+// names it (a relative path is taken from `cwd`; a name without '/' is
+// searched like a needed library) and the LD_LIBRARY_PATH they run with.
+CheckerOptions root_checker_options(const std::string& preload, const std::string& cwd,
+                                    const std::string& ld_library_path);
+
 class Checker {
  public:
   Checker(const FileTree& tree, CheckerOptions opts);

@@ -1,5 +1,6 @@
 #include "verdict/findings.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace memprofile {
@@ -14,18 +15,20 @@ const char* to_string(Severity s) {
 }
 
 const std::vector<FindingSpec>& finding_catalog() {
+  // {code, severity, default fix, fix order}: the fix order is the one
+  // place that says which blocking finding a report lists first.
   static const std::vector<FindingSpec> catalog = {
       {"STATIC_BINARY", Severity::Error,
        "link dynamically against glibc: drop -static (C/C++), or build Rust for a *-linux-gnu target with "
-       "RUSTFLAGS='-C target-feature=-crt-static'"},
+       "RUSTFLAGS='-C target-feature=-crt-static'", 9},
       {"STATIC_PIE", Severity::Error,
        "link dynamically against glibc: drop -static-pie (C/C++), or build Rust for a *-linux-gnu target with "
-       "RUSTFLAGS='-C target-feature=-crt-static'"},
+       "RUSTFLAGS='-C target-feature=-crt-static'", 10},
       {"GO_BINARY", Severity::Warning,
        "profile the Go heap with Go's own pprof (import net/http/pprof, then fetch /debug/pprof/heap)"},
       {"MUSL_LIBC", Severity::Error,
-       "build the program for a *-linux-gnu target and run it on a glibc base image (e.g. debian:bookworm-slim)"},
-      {"NOT_A_PROGRAM", Severity::Error, "point memprofile at the executable that runs, not an object or core file"},
+       "build the program for a *-linux-gnu target and run it on a glibc base image (e.g. debian:bookworm-slim)", 11},
+      {"NOT_A_PROGRAM", Severity::Error, "point memprofile at the executable that runs, not an object or core file", 12},
       {"SHARED_LIBRARY", Severity::Info, "check the program that loads this library"},
       {"SETUID", Severity::Warning,
        "run the profiled program without the setuid bit (chmod u-s) or as its owner, so AT_SECURE is not set"},
@@ -35,57 +38,61 @@ const std::vector<FindingSpec>& finding_catalog() {
        "drop the file capabilities of the profiled copy (setcap -r FILE) or grant them another way (pod "
        "securityContext)"},
       {"INTERPRETER_MISSING", Severity::Error,
-       "use a glibc base image that provides the loader (e.g. debian:bookworm-slim) instead of scratch/distroless-static"},
-      {"LIBC_MISSING", Severity::Error, "use a glibc base image (e.g. debian:bookworm-slim) instead of scratch"},
+       "use a glibc base image that provides the loader (e.g. debian:bookworm-slim) instead of scratch/distroless-static", 7},
+      {"LIBC_MISSING", Severity::Error, "use a glibc base image (e.g. debian:bookworm-slim) instead of scratch", 8},
       {"NEEDED_MISSING", Severity::Error,
        "install the package that provides the library in the image, or add its directory to RUNPATH or "
-       "/etc/ld.so.conf.d and run ldconfig"},
+       "/etc/ld.so.conf.d and run ldconfig", 13},
       {"GLIBC_TOO_OLD", Severity::Error,
-       "build against a glibc no newer than the image's, or move the image to a newer glibc base"},
-      {"VERSION_MISSING", Severity::Error, "install the library version the program was built against"},
-      {"PRELOAD_NOT_FOUND", Severity::Error, "copy the preload library into the image at that path (see preload/)"},
-      {"PRELOAD_NOT_ELF", Severity::Error, "point LD_PRELOAD at the profiler's shared object (.so), not a script or archive"},
-      {"PRELOAD_NOT_SHARED", Severity::Error, "build the profiler as a shared library (.so) and preload that"},
+       "build against a glibc no newer than the image's, or move the image to a newer glibc base", 14},
+      {"VERSION_MISSING", Severity::Error, "install the library version the program was built against", 15},
+      {"PRELOAD_NOT_FOUND", Severity::Error, "copy the preload library into the image at that path (see preload/)", 17},
+      {"PRELOAD_NOT_ELF", Severity::Error, "point LD_PRELOAD at the profiler's shared object (.so), not a script or archive", 18},
+      {"PRELOAD_NOT_SHARED", Severity::Error, "build the profiler as a shared library (.so) and preload that", 19},
       {"PRELOAD_WRONG_ARCH", Severity::Error,
-       "use the preload library built for the target's architecture (make preload ARCH=<arch>)"},
+       "use the preload library built for the target's architecture (make preload ARCH=<arch>)", 20},
       {"PRELOAD_NEEDED_MISSING", Severity::Error,
-       "install the libraries the preload library needs in the image, or build it with fewer dependencies"},
+       "install the libraries the preload library needs in the image, or build it with fewer dependencies", 21},
       {"PRELOAD_GLIBC_TOO_NEW", Severity::Error,
-       "build the preload library against a glibc no newer than the image's (see preload/README.md)"},
+       "build the preload library against a glibc no newer than the image's (see preload/README.md)", 22},
       {"PRELOAD_NO_MALLOC", Severity::Error,
-       "preload a heap profiler that defines malloc and free (bytehound, jemalloc with --enable-prof, heaptrack)"},
+       "preload a heap profiler that defines malloc and free (bytehound, jemalloc with --enable-prof, heaptrack)", 23},
       // preflight: what the image's config makes of the program
-      {"NO_ENTRYPOINT", Severity::Error, "give the image an ENTRYPOINT or CMD, or name the program with --target"},
+      {"NO_ENTRYPOINT", Severity::Error, "give the image an ENTRYPOINT or CMD, or name the program with --target", 1},
       {"ENTRYPOINT_MISSING", Severity::Error,
-       "fix the ENTRYPOINT/CMD path or PATH in the image, or add the program to the image"},
-      {"ENTRYPOINT_NOT_EXECUTABLE", Severity::Error, "make ENTRYPOINT name an executable ELF program or a #! script"},
+       "fix the ENTRYPOINT/CMD path or PATH in the image, or add the program to the image", 4},
+      {"ENTRYPOINT_NOT_EXECUTABLE", Severity::Error, "make ENTRYPOINT name an executable ELF program or a #! script", 5},
       {"ENTRYPOINT_SCRIPT", Severity::Info, "scope LD_PRELOAD to the program the script starts (memprofile exec)"},
       {"DISPATCHER", Severity::Info,
        "name the process to profile with --target; its verdict is the one that counts"},
-      {"TARGET_NOT_FOUND", Severity::Error, "give --target as a path inside the image"},
+      {"TARGET_NOT_FOUND", Severity::Error, "give --target as a path inside the image", 6},
       {"PRELOAD_NOT_LOADED", Severity::Error,
        "run the same check by hand (LD_TRACE_LOADED_OBJECTS=1 LD_PRELOAD=LIB PROGRAM) and fix what the loader says"},
       {"LOADER_TRACED", Severity::Info, "none: the image's own loader maps the preload library into the target"},
       {"LAUNCHER", Severity::Info, "none: the program memprofile exec starts was judged, with the launcher's settings"},
       {"LAUNCHER_CONFIG", Severity::Error,
-       "fix the memprofile exec flags in the entrypoint or the launcher config (/etc/memprofile/exec.conf)"},
+       "fix the memprofile exec flags in the entrypoint or the launcher config (/etc/memprofile/exec.conf)", 3},
       {"LAUNCHER_WRONG_ARCH", Severity::Error,
-       "copy the memprofile static binary built for the image's architecture (make static ARCH=...)"},
-      {"USER_UNKNOWN", Severity::Error, "add the user to the image's /etc/passwd or use a numeric USER uid:gid"},
+       "copy the memprofile static binary built for the image's architecture (make static ARCH=...)", 2},
+      {"USER_UNKNOWN", Severity::Error, "add the user to the image's /etc/passwd or use a numeric USER uid:gid", 16},
       {"SETUID_AS_USER", Severity::Error,
-       "run as the file's owner or drop the setuid bit/capabilities from the profiled program"},
+       "run as the file's owner or drop the setuid bit/capabilities from the profiled program", 24},
       {"PLATFORM_MISMATCH", Severity::Warning, "fix the image config's architecture or rebuild for the platform it claims"},
       {"NO_PRELOAD", Severity::Info,
        "name the preload library with --preload (a path in the image) to have it checked too"},
       {"LD_PRELOAD_IN_IMAGE_ENV", Severity::Warning,
        "remove LD_PRELOAD from the image ENV and inject it for the app only (memprofile exec as ENTRYPOINT)"},
       {"BYTEHOUND_CHILD_UNTRACKED", Severity::Error,
-       "set MEMORY_PROFILER_TRACK_CHILD_PROCESSES=1 for the dispatcher, or start the target through memprofile exec"},
+       "set MEMORY_PROFILER_TRACK_CHILD_PROCESSES=1 for the dispatcher, or start the target through memprofile exec", 25},
       {"OUTPUT_DIR_MISSING", Severity::Error,
-       "create the profile directory in the image (owned by the image's USER) or mount a volume (emptyDir) there"},
+       "create the profile directory in the image (owned by the image's USER) or mount a volume (emptyDir) there", 26},
       {"OUTPUT_DIR_NOT_WRITABLE", Severity::Error,
        "make the profile directory writable by the image's USER (chown/chmod in the Dockerfile) or mount a writable "
-       "volume there"},
+       "volume there", 27},
+      // exec: what only the running launcher can see
+      {"OUTPUT_DIR_FULL", Severity::Error,
+       "give the profile its own volume (not the application's data volume) with room to grow", 28},
+      {"ENV_TOO_LARGE", Severity::Error, "make the environment or the arguments smaller"},
   };
   return catalog;
 }
@@ -95,6 +102,20 @@ Finding make_finding(const std::string& code, std::string message, std::string f
     if (code == spec.code) return {code, spec.severity, std::move(message), fix.empty() ? spec.fix : std::move(fix)};
   }
   throw std::logic_error("unknown finding code " + code);
+}
+
+int fix_order(const std::string& code) {
+  for (const auto& spec : finding_catalog())
+    if (code == spec.code) return spec.fix_order;
+  return kNoFixOrder;
+}
+
+void sort_by_fix_order(std::vector<Finding>& findings) {
+  std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
+    int sa = static_cast<int>(a.severity), sb = static_cast<int>(b.severity);
+    if (sa != sb) return sa < sb;
+    return fix_order(a.code) < fix_order(b.code);
+  });
 }
 
 }  // namespace memprofile

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/json_text.h"
 
 namespace memprofile {
 
@@ -100,7 +101,13 @@ void load_launcher_config(const std::string& path, LauncherConfig& cfg) {
 
 namespace {
 std::vector<std::string> json_argv(const std::string& value, const std::string& path, int n, const std::string& key) {
-  nlohmann::json j = nlohmann::json::parse(value, nullptr, false);
+  // Counted before it is parsed: the config file comes from the image.
+  nlohmann::json j;
+  try {
+    j = parse_json_bounded(value, path + ": line " + std::to_string(n));
+  } catch (const FileError& e) {
+    if (std::string(e.what()).find("malformed JSON") == std::string::npos) throw;  // a limit
+  }
   std::vector<std::string> out;
   if (j.is_array()) {
     for (const auto& item : j) {

@@ -1,0 +1,167 @@
+#include "verdict/launcher.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace memprofile {
+
+const std::vector<ExecOptionSpec>& exec_option_specs() {
+  static const std::vector<ExecOptionSpec> specs = {
+      {"--config", "FILE", "launcher config file (default /etc/memprofile/exec.conf)"},
+      {"--backend", "NAME", "bytehound, jemalloc or heaptrack (default: config, else bytehound)"},
+      {"--preload", "PATH", "the preload library (default: the backend's path in memprofile images)"},
+      {"--output-dir", "DIR", "where profiles go (default: config, else /var/memprofile)"},
+      {"--target", "PATH", "the real program, when PROGRAM is a dispatcher that execs it"},
+      {"--min-free-mb", "N", "free space the output filesystem must have (default 256)"},
+      {"--strict", nullptr, "exit 3 instead of running unprofiled when a check fails (or MEMPROFILE_STRICT=1)"},
+      {"--log-format", "FORMAT", "text or json"},
+      {"--from-config", nullptr,
+       "run the config's entrypoint with ARGS, or with its cmd when none are given (images/ set this)"},
+  };
+  return specs;
+}
+
+ExecArgs parse_exec_args(const std::vector<std::string>& args) {
+  ExecArgs out;
+  auto fail = [&](const std::string& why) {
+    if (out.error.empty()) out.error = "memprofile exec: " + why;
+  };
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.size() < 2 || a[0] != '-') break;  // the program, given without "--"
+    std::string name = a, value;
+    bool inline_value = false;
+    if (size_t eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+      inline_value = true;
+    }
+    if (a == "-h" || a == "--help") {
+      out.help = true;
+      fail(a + " prints the options and starts nothing");
+      continue;
+    }
+    const ExecOptionSpec* spec = nullptr;
+    for (const auto& s : exec_option_specs())
+      if (name == s.name) spec = &s;
+    if (!spec) {
+      fail("unknown option " + a);
+      continue;
+    }
+    if (!spec->value) {
+      if (inline_value) fail(name + " takes no value");
+      else if (name == "--strict") out.strict = true;
+      else out.from_config = true;
+      continue;
+    }
+    if (!inline_value) {
+      if (i + 1 >= args.size()) {
+        fail(name + " needs a value");
+        continue;
+      }
+      value = args[++i];
+    }
+    if (name == "--config") {
+      out.config = value;
+    } else if (name == "--backend") {
+      out.backend = value;
+    } else if (name == "--preload") {
+      out.preload = value;
+    } else if (name == "--output-dir") {
+      out.output_dir = value;
+    } else if (name == "--target") {
+      out.target = value;
+    } else if (name == "--min-free-mb") {
+      if (value.empty() || value.size() > 19 || value.find_first_not_of("0123456789") != std::string::npos)
+        fail("--min-free-mb " + value + " is not a number of MiB");
+      else
+        out.min_free_mb = std::stoull(value);
+    } else if (name == "--log-format") {
+      if (value == "text" || value == "json") out.log_format = value;
+      else fail("--log-format " + value + " is not text or json");
+    }
+  }
+  out.command.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
+  return out;
+}
+
+size_t exec_subcommand_index(const std::vector<std::string>& argv) {
+  auto global = [](const std::string& a) {
+    return a == "--verbose" || (a.size() >= 2 && a[0] == '-' && a.find_first_not_of('v', 1) == std::string::npos);
+  };
+  size_t i = 1;
+  while (i < argv.size() && global(argv[i])) ++i;
+  return i < argv.size() && argv[i] == "exec" ? i : 0;
+}
+
+LaunchPlan plan_launch(const ExecArgs& args, const std::optional<std::string>& config_text,
+                       const std::string& config_name, const EnvLookup& env) {
+  LaunchPlan plan;
+  LauncherConfig& cfg = plan.cfg;
+  try {
+    if (config_text) parse_launcher_config(*config_text, config_name, cfg);
+    apply_env_overrides(cfg, env);
+  } catch (const Error& e) {
+    plan.config_error = e.what();
+  }
+  if (!args.backend.empty()) cfg.backend = args.backend;
+  if (!args.preload.empty()) cfg.preload = args.preload;
+  if (!args.output_dir.empty()) cfg.output_dir = args.output_dir;
+  if (!args.target.empty()) cfg.target = args.target;
+  if (args.min_free_mb) cfg.min_free_mb = *args.min_free_mb;
+  plan.strict = args.strict || cfg.strict || (env && env("MEMPROFILE_STRICT") == "1");
+  plan.argv = args.from_config ? config_command(cfg, args.command) : args.command;
+  std::string backend_error;
+  try {
+    plan.backend = parse_backend(cfg.backend);
+  } catch (const Error& e) {
+    backend_error = e.what();
+  }
+  plan.preload = cfg.preload.empty() ? default_preload(plan.backend) : cfg.preload;
+  plan.error = !args.error.empty() ? args.error : !plan.config_error.empty() ? plan.config_error : backend_error;
+  return plan;
+}
+
+namespace {
+
+// A relative path is joined to `cwd` here, before resolving, so that its
+// ".." are taken after the links of `cwd` are followed, as the kernel does.
+std::optional<Resolved> try_resolve(const FileTree& tree, const std::string& path, const std::string& cwd) {
+  try {
+    return resolve(tree, path[0] == '/' ? path : (cwd.empty() ? "/" : cwd) + "/" + path);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::optional<FoundProgram> lookup_program(const FileTree& tree, const std::string& name, const std::string& path_env,
+                                           const std::string& cwd) {
+  if (name.empty()) return std::nullopt;
+  if (name.find('/') != std::string::npos) {
+    auto r = try_resolve(tree, name, cwd);
+    if (!r) return std::nullopt;
+    return FoundProgram{name, std::move(*r)};
+  }
+  size_t i = 0;
+  while (i <= path_env.size()) {
+    size_t j = path_env.find(':', i);
+    if (j == std::string::npos) j = path_env.size();
+    std::string cand = (j > i ? path_env.substr(i, j - i) : std::string(".")) + "/" + name;
+    i = j + 1;
+    auto r = try_resolve(tree, cand, cwd);
+    if (!r) continue;
+    FoundProgram found{cand, std::move(*r)};
+    if (found.executable()) return found;
+  }
+  return std::nullopt;
+}
+
+}  // namespace memprofile
