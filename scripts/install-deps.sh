@@ -40,6 +40,8 @@ packages=(
   build-essential cmake pkg-config clang
   libelf-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
   libzstd-dev zlib1g-dev libisal-dev libssl-dev
+  # preflight docker://: the registry source's HTTP client
+  libcurl4-openssl-dev
   # test fixtures: real binaries from real toolchains
   musl-tools gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross golang-go rustc
   libcap2-bin elfutils binutils pax-utils file bc util-linux zstd time
@@ -51,6 +53,9 @@ packages=(
   libunwind-dev curl xz-utils bzip2
   # images: a registry for the multi-arch push test, JSON in shell
   docker-registry jq ca-certificates
+  # preflight docker:// tests: TLS certificates, htpasswd (bcrypt) and a token
+  # server of the tests' own (tests/e2e/registry_*.sh)
+  openssl apache2-utils python3 python3-jwt
   # lint and the bats tests run on Node.js tools (tools/node/package.json)
   shellcheck
 )

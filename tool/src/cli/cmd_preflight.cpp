@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/unique_fd.h"
 #include "verdict/findings.h"
 #include "image/file_tree.h"
 #include "image/image.h"
@@ -55,6 +56,7 @@ void trace_loader(PreflightResult& r) {
   if (!r.target || r.preload.empty()) return;
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw Error(std::string("--trace-loader: pipe: ") + strerror(errno));
+  UniqueFd read_end(fds[0]), write_end(fds[1]);
   std::vector<std::string> env_strings = {"LD_TRACE_LOADED_OBJECTS=1", "LD_PRELOAD=" + r.preload, "PATH=/usr/bin:/bin"};
   std::vector<char*> env;
   for (auto& e : env_strings) env.push_back(e.data());
@@ -64,20 +66,20 @@ void trace_loader(PreflightResult& r) {
   pid_t pid = fork();
   if (pid < 0) throw Error(std::string("--trace-loader: fork: ") + strerror(errno));
   if (pid == 0) {
-    dup2(fds[1], STDOUT_FILENO);
-    dup2(fds[1], STDERR_FILENO);
+    dup2(write_end.get(), STDOUT_FILENO);
+    dup2(write_end.get(), STDERR_FILENO);
     execve(path.c_str(), argv, env.data());
-    _exit(127);
+    _exit(to_int(ExitCode::NotFound));
   }
-  close(fds[1]);
+  write_end.reset();
   std::string out;
   char buf[4096];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+  for (ssize_t n; (n = read(read_end.get(), buf, sizeof buf)) != 0;) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) break;
     if (out.size() < (1u << 20)) out.append(buf, static_cast<size_t>(n));
   }
-  close(fds[0]);
+  read_end.reset();
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -185,13 +187,14 @@ void print_report(std::ostream& out, const LoadedImage& img, const PreflightResu
 
 }  // namespace
 
-void setup_preflight(CLI::App& app, int& exit_code) {
+void setup_preflight(CLI::App& app, ExitCode& exit_code) {
   auto opts = std::make_shared<PreflightCliOptions>();
   CLI::App* cmd = app.add_subcommand(
       "preflight", "Say, without a daemon and without running it, whether a preload heap profiler will attach to an "
                    "image's process, and exactly what to fix");
   cmd->add_option("image", opts->image,
-                  "docker save archive, OCI archive, OCI layout directory, or - for standard input");
+                  "docker save archive, OCI archive, OCI layout directory, - for standard input, or "
+                  "docker://[HOST[:PORT]/]REPO[:TAG|@DIGEST] for a registry");
   cmd->add_option("--rootfs", opts->rootfs, "judge a plain root filesystem directory (config from the flags below)");
   cmd->add_option("--entrypoint", opts->entrypoint, "with --rootfs: the entrypoint (JSON array or words)");
   cmd->add_option("--cmd", opts->cmd, "with --rootfs: the command (JSON array or words)");
@@ -208,10 +211,16 @@ void setup_preflight(CLI::App& app, int& exit_code) {
                 "(LD_TRACE_LOADED_OBJECTS=1 with LD_PRELOAD) and require it to map the preload library");
   cmd->add_option("-j,--jobs", opts->jobs, "layers decoded in parallel (default: one per core)");
   cmd->add_option("--max-layer-bytes", opts->max_layer_bytes, "refuse a layer that decompresses to more than this");
+  cmd->add_option("--creds", opts->creds, "docker://: USER[:PASSWORD] for the registry (else the auth files)");
+  cmd->add_option("--authfile", opts->authfile, "docker://: the auth file (else REGISTRY_AUTH_FILE, "
+                                                "$XDG_RUNTIME_DIR/containers/auth.json, ~/.docker/config.json)");
+  cmd->add_option("--cert-dir", opts->cert_dir, "docker://: CAs (*.crt) and client certificate (*.cert, *.key) for TLS");
+  cmd->add_option("--tls-verify", opts->tls_verify,
+                  "docker://: verify the registry's certificate (default true); false also allows plain HTTP");
   cmd->callback([opts, &exit_code] { exit_code = run_preflight(*opts); });
 }
 
-int run_preflight(const PreflightCliOptions& opts) {
+ExitCode run_preflight(const PreflightCliOptions& opts) {
   if (opts.image.empty() == opts.rootfs.empty()) throw Error("preflight: name an image (or -) or --rootfs DIR, not both");
   if (opts.rootfs.empty() && (!opts.entrypoint.empty() || !opts.cmd.empty() || !opts.env.empty() || !opts.user.empty() ||
                               !opts.workdir.empty()))
@@ -241,6 +250,7 @@ int run_preflight(const PreflightCliOptions& opts) {
     lo.all_platforms = opts.all_platforms;
     lo.jobs = opts.jobs;
     lo.limits.max_tar_bytes = opts.max_layer_bytes;
+    lo.registry = {opts.creds, opts.authfile, opts.cert_dir, opts.tls_verify};
     images = load_images(opts.image, lo);
   }
   PreflightOptions po{opts.target, opts.preload};
@@ -257,7 +267,7 @@ int run_preflight(const PreflightCliOptions& opts) {
       print_report(std::cout, images[i], r, color);
     }
   }
-  return all_ready ? kExitOk : kExitNotProfilable;
+  return all_ready ? ExitCode::Ok : ExitCode::NotProfilable;
 }
 
 }  // namespace memprofile

@@ -1,4 +1,4 @@
-// `memprofile preflight IMAGE|- [--platform P|--all-platforms] [--target PATH] [--preload PATH] [--json]`
+// `memprofile preflight IMAGE|-|docker://REF [--platform P|--all-platforms] [--target PATH] [--preload PATH] [--json]`
 // `memprofile preflight --rootfs DIR --entrypoint '...' [--cmd ...] [--env K=V]... [--user U] [--workdir D]`
 #pragma once
 
@@ -6,10 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
+
 namespace memprofile {
 
 struct PreflightCliOptions {
-  std::string image;  // archive, OCI layout directory, or "-"
+  std::string image;  // archive, OCI layout directory, "-", or docker://REF
   std::string rootfs;
   std::string entrypoint, cmd;  // for --rootfs: a JSON array or whitespace-separated words
   std::vector<std::string> env;
@@ -21,9 +23,12 @@ struct PreflightCliOptions {
   bool trace_loader = false;  // --rootfs / only: run the image's own loader in trace mode
   unsigned jobs = 0;
   uint64_t max_layer_bytes = 64ull << 30;
+  // docker://REF: --creds, --authfile, --cert-dir, --tls-verify (as skopeo's)
+  std::string creds, authfile, cert_dir;
+  bool tls_verify = true;
 };
 
-void setup_preflight(CLI::App& app, int& exit_code);
-int run_preflight(const PreflightCliOptions& opts);
+void setup_preflight(CLI::App& app, ExitCode& exit_code);
+ExitCode run_preflight(const PreflightCliOptions& opts);
 
 }  // namespace memprofile

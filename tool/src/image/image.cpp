@@ -10,13 +10,13 @@
 #include <exception>
 #include <map>
 #include <set>
-#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "base/error.h"
 #include "base/json_text.h"
 #include "image/image_tree.h"
+#include "image/store.h"
 #include "base/tar_reader.h"
 #include "base/unique_fd.h"
 
@@ -89,16 +89,6 @@ std::string blob_name(const std::string& digest, const std::string& where) {
 }
 
 // ---- where blobs come from -----------------------------------------------
-
-class Store {
- public:
-  virtual ~Store() = default;
-  virtual std::string source() const = 0;
-  virtual bool has(const std::string& name) const = 0;
-  virtual std::string read_small(const std::string& name) = 0;
-  virtual LayerSummary summarize(const std::string& name, const LayerLimits& limits) = 0;
-  virtual bool parallel() const = 0;
-};
 
 FileError too_many_entries(const std::string& where) {
   return FileError(where, "the archive holds more than " + std::to_string(kMaxArchiveEntries) +
@@ -528,7 +518,15 @@ std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadO
   std::unique_ptr<Store> store;
   std::unique_ptr<Reader> raw, unpacked;  // kept alive for stream stores
   std::string kind;
-  if (source == "-") {
+  if (is_registry_source(source)) {
+#ifdef MEMPROFILE_NO_REGISTRY
+    throw FileError(source, "this memprofile (the static binary) is built without registry access; use the "
+                            "dynamically linked memprofile, or copy the image to an archive first (skopeo copy)");
+#else
+    store = open_registry(source, opts.registry);
+    kind = "registry";
+#endif
+  } else if (source == "-") {
     raw = std::make_unique<FdReader>(0, "stdin");
     unpacked = decompress(*raw, "stdin", opts.limits.max_tar_bytes);
     store = std::make_unique<StreamStore>(*unpacked, "stdin", opts.limits);

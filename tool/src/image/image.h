@@ -12,6 +12,7 @@
 
 #include "image/file_tree.h"
 #include "image/layer.h"
+#include "image/registry.h"
 
 namespace memprofile {
 
@@ -47,9 +48,11 @@ struct ImageLoadOptions {
   bool all_platforms = false;
   unsigned jobs = 0;          // parallel layer workers (0 = cores)
   LayerLimits limits;
+  RegistryOptions registry;   // docker://REF sources
 };
 
-// Loads the image(s) at `source` ("-" for standard input).
+// Loads the image(s) at `source` ("-" for standard input, "docker://REF" for a
+// registry).
 std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadOptions& opts);
 
 // Parses an image config blob (the JSON with "config" and "rootfs").

@@ -1,0 +1,263 @@
+#!/usr/bin/python3
+"""Local servers for the registry tests (tests/e2e/registry_*.sh), on loopback.
+
+  token PORT KEY CERT ISSUER USER PASSWORD
+      A Docker token server: GET /token?service=S&scope=repository:R:pull,push
+      with Basic USER:PASSWORD gets a JWT signed by KEY (x5c: CERT) granting
+      the scope; anonymous requests get 401, except for repositories under
+      public/ (pull only).
+  proxy PORT UPSTREAM BLOB_HOST_URL
+      In front of a registry (UPSTREAM, http://127.0.0.1:N). The first
+      component of the repository picks a fault, and is taken off before the
+      request goes on (so /v2/cut/t/app/... reaches the registry as /v2/t/app/...):
+        ok        forward as is
+        redirect  blobs answer 307 to BLOB_HOST_URL/blob/DIGEST (another host)
+        cut       a blob's response stops after half its bytes, then the connection closes
+        corrupt   a blob's bytes are changed (one byte flipped in the middle)
+        loop      blobs redirect to each other, forever
+        big       manifests are 5 MiB of JSON
+        badjson   manifests are not JSON
+        forbidden everything is 403
+        noblob    blobs are 404
+        busy      the first request of each path answers 503 with Retry-After: 1
+        hang      requests for manifests get no answer
+  blobs PORT REGISTRY_ROOT LOG
+      Serves /blob/sha256:HEX from the registry's storage directory, and logs
+      each request's Authorization header (or "none") to LOG.
+"""
+import base64
+import http.client
+import http.server
+import json
+import os
+import socketserver
+import sys
+import threading
+import time
+import urllib.parse
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def token_server(port, key_file, cert_file, issuer, user, password):
+    import jwt
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    key = open(key_file, "rb").read()
+    cert = x509.load_pem_x509_certificate(open(cert_file, "rb").read())
+    x5c = [base64.b64encode(cert.public_bytes(serialization.Encoding.DER)).decode()]
+    want = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+            authed = self.headers.get("Authorization") == want
+            access = []
+            for scope in q.get("scope", []):
+                parts = scope.split(":")
+                if len(parts) != 3 or parts[0] != "repository":
+                    continue
+                name = parts[1]
+                if authed:
+                    actions = parts[2].split(",")
+                elif name.startswith("public/"):
+                    actions = ["pull"]
+                else:
+                    continue
+                # The fault proxy takes the first component off: grant both names.
+                access.append({"type": "repository", "name": name, "actions": actions})
+                if "/" in name:
+                    access.append({"type": "repository", "name": name.split("/", 1)[1], "actions": actions})
+            if not authed and (self.headers.get("Authorization") or not access):
+                self.send_response(401)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"details":"unauthorized"}')
+                return
+            now = int(time.time())
+            claims = {"iss": issuer, "sub": user if authed else "", "aud": q.get("service", [""])[0],
+                      "exp": now + 600, "nbf": now - 10, "iat": now, "jti": str(now) + str(id(self)),
+                      "access": access}
+            token = jwt.encode(claims, key, algorithm="RS256", headers={"x5c": x5c})
+            body = json.dumps({"token": token, "access_token": token, "expires_in": 600}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    Server(("127.0.0.1", port), H).serve_forever()
+
+
+def proxy_server(port, upstream, blob_host):
+    up = urllib.parse.urlparse(upstream)
+    seen = set()
+    lock = threading.Lock()
+
+    class H(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def reply(self, status, body=b"", headers=()):
+            self.send_response(status)
+            for k, v in headers:
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def forward(self, path):
+            conn = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+            conn.request(self.command, path, headers=headers)
+            return conn, conn.getresponse()
+
+        def do_GET(self):
+            self.handle_any()
+
+        def do_HEAD(self):
+            self.handle_any()
+
+        def handle_any(self):
+            path = self.path
+            if not path.startswith("/v2/") or path == "/v2/":
+                conn, r = self.forward(path)
+                body = r.read()
+                self.reply(r.status, body, [(k, v) for k, v in r.getheaders()
+                                            if k.lower() not in ("content-length", "connection", "transfer-encoding")])
+                return
+            rest = path[4:]
+            fault, _, rest = rest.partition("/")
+            path = "/v2/" + rest
+            kind = "blobs" if "/blobs/" in path else "manifests" if "/manifests/" in path else "other"
+            digest = path.split("?")[0].rsplit("/", 1)[-1]
+            if fault == "forbidden":
+                return self.reply(403, b'{"errors":[{"code":"DENIED","message":"requested access to the resource is denied"}]}',
+                                  [("Content-Type", "application/json")])
+            if fault == "busy":
+                with lock:
+                    first = path not in seen
+                    seen.add(path)
+                if first:
+                    return self.reply(503, b"busy", [("Retry-After", "1")])
+            if fault == "hang" and kind == "manifests":
+                time.sleep(3600)
+                return
+            if kind == "blobs" and fault == "noblob":
+                return self.reply(404, b'{"errors":[{"code":"BLOB_UNKNOWN","message":"blob unknown to registry"}]}',
+                                  [("Content-Type", "application/json")])
+            if kind == "blobs" and fault == "redirect":
+                return self.reply(307, b"", [("Location", f"{blob_host}/blob/{digest}")])
+            if kind == "blobs" and fault == "loop":
+                base = self.path.split("?")[0]
+                return self.reply(302, b"", [("Location", base + ("?a" if self.path.endswith("?b") else "?b"))])
+            conn, r = self.forward(path)
+            headers = [(k, v) for k, v in r.getheaders()
+                       if k.lower() not in ("content-length", "connection", "transfer-encoding")]
+            if r.status != 200:
+                return self.reply(r.status, r.read(), headers)
+            if kind == "manifests" and fault == "big":
+                r.read()
+                return self.reply(200, b'{"pad":"' + b"x" * (5 << 20) + b'"}', headers)
+            if kind == "manifests" and fault == "badjson":
+                r.read()
+                return self.reply(200, b'{"schemaVersion": 2, "manifests": [', headers)
+            if kind == "blobs" and fault in ("cut", "corrupt"):
+                length = int(r.getheader("Content-Length"))
+                if length < 64 << 10:  # the config: as it is
+                    return self.reply(200, r.read(), headers)
+                self.send_response(200)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(length))
+                self.end_headers()
+                sent = 0
+                while sent < length:
+                    chunk = r.read(min(65536, length - sent))
+                    if not chunk:
+                        break
+                    if fault == "corrupt" and sent <= length // 2 < sent + len(chunk):
+                        i = length // 2 - sent
+                        chunk = chunk[:i] + bytes([chunk[i] ^ 0xFF]) + chunk[i + 1:]
+                    if fault == "cut" and sent + len(chunk) > length // 2:
+                        self.wfile.write(chunk[: length // 2 - sent])
+                        self.wfile.flush()
+                        self.close_connection = True
+                        self.connection.shutdown(2)
+                        return
+                    self.wfile.write(chunk)
+                    sent += len(chunk)
+                return
+            self.send_response(200)
+            for k, v in headers:
+                self.send_header(k, v)
+            length = r.getheader("Content-Length")
+            if length is not None:
+                self.send_header("Content-Length", length)
+                self.end_headers()
+                while True:
+                    chunk = r.read(65536)
+                    if not chunk:
+                        break
+                    self.wfile.write(chunk)
+            else:
+                body = r.read()
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+    Server(("127.0.0.1", port), H).serve_forever()
+
+
+def blob_server(port, root, log):
+    class H(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            with open(log, "a") as f:
+                f.write(f"{self.path} Authorization: {self.headers.get('Authorization', 'none')}\n")
+            digest = self.path.rsplit("/", 1)[-1]
+            hexd = digest.split(":", 1)[-1]
+            path = os.path.join(root, "docker/registry/v2/blobs/sha256", hexd[:2], hexd, "data")
+            if not os.path.exists(path):
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            size = os.path.getsize(path)
+            self.send_response(200)
+            self.send_header("Content-Length", str(size))
+            self.send_header("Content-Type", "application/octet-stream")
+            self.end_headers()
+            with open(path, "rb") as f:
+                while True:
+                    chunk = f.read(65536)
+                    if not chunk:
+                        break
+                    self.wfile.write(chunk)
+
+    Server(("127.0.0.1", port), H).serve_forever()
+
+
+if __name__ == "__main__":
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "token":
+        token_server(int(args[0]), *args[1:])
+    elif cmd == "proxy":
+        proxy_server(int(args[0]), args[1], args[2])
+    elif cmd == "blobs":
+        blob_server(int(args[0]), args[1], args[2])
+    else:
+        sys.exit("usage: registry_servers.py token|proxy|blobs ...")
