@@ -100,3 +100,16 @@ TEST_CASE("walk lists regular files depth-first and skips symlinks") {
   tree.walk("/", [&](const std::string& p) { seen.push_back(p); });
   CHECK(seen == std::vector<std::string>{"/top", "/a/1", "/b/2"});
 }
+
+TEST_CASE("a relative path is walked from the working directory, as the kernel does") {
+  Scratch s;
+  testing::write_file(s / "work/app", "x", 0755);
+  testing::write_file(s / "app/work", "wrong", 0755);
+  HostTree tree(s.path());
+  auto r = resolve(tree, "./app", true, "/work");
+  REQUIRE(r);
+  CHECK(r->path == "/work/app");
+  auto up = resolve(tree, "../work/app", true, "/app");
+  REQUIRE(up);
+  CHECK(up->path == "/work/app");
+}

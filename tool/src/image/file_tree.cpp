@@ -78,8 +78,10 @@ std::optional<Resolved> resolve(const FileTree& tree, const std::string& path, b
     auto parts = split_components(p);
     for (auto it = parts.rbegin(); it != parts.rend(); ++it) todo.push_back(*it);
   };
-  if (path.empty() || path[0] != '/') push_front(cwd);
+  // `todo` is a stack: the path goes in first so that a relative one is
+  // walked after the working directory it is relative to.
   push_front(path);
+  if (path.empty() || path[0] != '/') push_front(cwd);
   int links = 0;
   FsNode node;
   node.kind = FsNode::Kind::Directory;  // the root itself
