@@ -51,8 +51,14 @@ pass "platforms picked as for archives (--platform, by digest, the list when non
 # Peak memory of a pull: bounded as for archives.
 /usr/bin/time -f %M -o "${SCRATCH}/rss" "${MEMPROFILE}" preflight --all-platforms --tls-verify=false \
   "docker://${reg}/t/multi:v1" > /dev/null || fail "multi for the RSS"
-(($(cat "${SCRATCH}/rss") < 256 * 1024)) || fail "peak RSS $(cat "${SCRATCH}/rss") KiB for two platforms"
-pass "peak RSS $(($(cat "${SCRATCH}/rss") / 1024)) MiB for two platforms of 170 MB each"
+# Under AddressSanitizer its shadow memory and quarantine are not
+# memprofile's: the bound holds for the real binary.
+if ldd "${MEMPROFILE}" 2>/dev/null | grep -q libasan; then
+  pass "peak RSS not bounded under AddressSanitizer ($(($(cat "${SCRATCH}/rss") / 1024)) MiB)"
+else
+  (($(cat "${SCRATCH}/rss") < 64 * 1024)) || fail "peak RSS $(cat "${SCRATCH}/rss") KiB for two platforms"
+  pass "peak RSS $(($(cat "${SCRATCH}/rss") / 1024)) MiB for two platforms of 170 MB each"
+fi
 
 # Failures: one line each, exit 2.
 expect_error "${reg} has no manifest t/ready:nope \(404 Not Found\) \(MANIFEST_UNKNOWN" --tls-verify=false "docker://${reg}/t/ready:nope"
