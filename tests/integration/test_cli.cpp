@@ -6,25 +6,17 @@
 #include <nlohmann/json.hpp>
 
 #include "elf_builder.h"
+#include "checks.h"
 #include "support.h"
 
 using nlohmann::json;
 using testing::fixture;
 using testing::run_memprofile;
+using testing::require_one_line_error;
 using testing::RunResult;
 using testing::Scratch;
 
 namespace {
-
-// Exactly one line on stderr, starting "memprofile: <path>: ".
-void require_one_line_error(const RunResult& r, const std::string& path, const std::string& what) {
-  INFO("stderr: " << r.err << "\nstdout: " << r.out);
-  CHECK(r.exit_code == 2);
-  auto l = testing::lines(r.err);
-  REQUIRE(l.size() == 1);
-  CHECK_THAT(l[0], Catch::StartsWith("memprofile: " + path + ": "));
-  CHECK_THAT(l[0], Catch::Contains(what));
-}
 
 std::vector<json> json_lines(const std::string& out) {
   std::vector<json> v;

@@ -9,27 +9,9 @@
 #include "base/tar_reader.h"
 
 using namespace memprofile;
+using testing::pax;
+using testing::summarize;
 using testing::TarWriter;
-
-namespace {
-
-LayerSummary summarize(const std::string& bytes) {
-  MemReader r(bytes.data(), bytes.size());
-  return summarize_layer(r, "layer");
-}
-
-std::string pax(const std::vector<std::pair<std::string, std::string>>& recs) {
-  std::string out;
-  for (const auto& [k, v] : recs) {
-    std::string body = " " + k + "=" + v + "\n";
-    size_t len = body.size() + 1;
-    while (std::to_string(len).size() + body.size() != len) ++len;
-    out += std::to_string(len) + body;
-  }
-  return out;
-}
-
-}  // namespace
 
 TEST_CASE("layer: ELF files are summarised, setuid and capabilities kept") {
   std::string elf = testing::read_file(testing::fixture("dynamic"));

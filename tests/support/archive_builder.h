@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/stream.h"
+#include "image/layer.h"
 #include "support.h"
 
 namespace testing {
@@ -48,6 +49,24 @@ class TarWriter {
  private:
   std::string out_;
 };
+
+// PAX extended-header records ("LEN key=value\n", LEN counting itself).
+inline std::string pax(const std::vector<std::pair<std::string, std::string>>& recs) {
+  std::string out;
+  for (const auto& [k, v] : recs) {
+    std::string body = " " + k + "=" + v + "\n";
+    size_t len = body.size() + 1;
+    while (std::to_string(len).size() + body.size() != len) ++len;
+    out += std::to_string(len) + body;
+  }
+  return out;
+}
+
+// A layer summarised from bytes in memory, named "layer".
+inline memprofile::LayerSummary summarize(const std::string& bytes) {
+  memprofile::MemReader r(bytes.data(), bytes.size());
+  return memprofile::summarize_layer(r, "layer");
+}
 
 inline std::string gzip(const std::string& data) {
   z_stream z{};

@@ -6,27 +6,15 @@
 #include <nlohmann/json.hpp>
 
 #include "elf_builder.h"
+#include "checks.h"
 #include "support.h"
 
 using nlohmann::json;
 using testing::fixture;
 using testing::run_memprofile;
+using testing::require_one_line_error;
 using testing::RunResult;
 using testing::Scratch;
-
-namespace {
-
-// Exactly one line on stderr, starting "memprofile: <path>: ".
-void require_one_line_error(const RunResult& r, const std::string& path, const std::string& what) {
-  INFO("stderr: " << r.err << "\nstdout: " << r.out);
-  CHECK(r.exit_code == 2);
-  auto l = testing::lines(r.err);
-  REQUIRE(l.size() == 1);
-  CHECK_THAT(l[0], Catch::StartsWith("memprofile: " + path + ": "));
-  CHECK_THAT(l[0], Catch::Contains(what));
-}
-
-}  // namespace
 
 TEST_CASE("bad input: empty file") {
   Scratch s;

@@ -9,45 +9,19 @@
 #include <nlohmann/json.hpp>
 
 #include "archive_builder.h"
+#include "checks.h"
 #include "support.h"
 
 using nlohmann::json;
 using testing::run_memprofile;
 using testing::OciImage;
 using testing::RunResult;
+using testing::codes;
+using testing::has;
+using testing::preflight_json;
+using testing::require_one_line_error;
 using testing::Scratch;
 using testing::TarWriter;
-
-namespace {
-
-json preflight_json(std::vector<std::string> args, int want_exit) {
-  args.insert(args.begin(), {"preflight", "--json"});
-  RunResult r = run_memprofile(args);
-  INFO("stderr: " << r.err << "\nstdout: " << r.out);
-  REQUIRE(r.exit_code == want_exit);
-  return json::parse(testing::lines(r.out).at(0));
-}
-
-std::vector<std::string> codes(const json& j) {
-  std::vector<std::string> out;
-  for (const auto& f : j["findings"]) out.push_back(f["code"]);
-  return out;
-}
-
-bool has(const json& j, const std::string& code) {
-  auto c = codes(j);
-  return std::find(c.begin(), c.end(), code) != c.end();
-}
-
-void require_one_line_error(const RunResult& r, const std::string& what) {
-  INFO("stderr: " << r.err << "\nstdout: " << r.out);
-  CHECK(r.exit_code == 2);
-  auto l = testing::lines(r.err);
-  REQUIRE(l.size() == 1);
-  CHECK_THAT(l[0], Catch::StartsWith("memprofile: ") && Catch::Contains(what));
-}
-
-}  // namespace
 
 TEST_CASE("hostile: a symlink loop as entrypoint") {
   Scratch s;

@@ -9,6 +9,8 @@
 #include "base/tar_reader.h"
 
 using namespace memprofile;
+using testing::pax;
+using testing::summarize;
 using testing::TarWriter;
 
 namespace {
@@ -17,22 +19,6 @@ std::string read_all(Reader& r) {
   std::string out;
   char buf[4096];
   for (size_t n; (n = r.read(buf, sizeof buf)) > 0;) out.append(buf, n);
-  return out;
-}
-
-LayerSummary summarize(const std::string& bytes) {
-  MemReader r(bytes.data(), bytes.size());
-  return summarize_layer(r, "layer");
-}
-
-std::string pax(const std::vector<std::pair<std::string, std::string>>& recs) {
-  std::string out;
-  for (const auto& [k, v] : recs) {
-    std::string body = " " + k + "=" + v + "\n";
-    size_t len = body.size() + 1;
-    while (std::to_string(len).size() + body.size() != len) ++len;
-    out += std::to_string(len) + body;
-  }
   return out;
 }
 
