@@ -5,8 +5,8 @@
 # usage: scripts/base-image.sh ENGINE ARCH SUITE TAG [--include pkg,pkg] [--foreign ARCH2] [--list LIST]
 #   ENGINE  docker, podman or buildah
 #   TAG     the image to make (e.g. localhost/memprofile-base:bookworm-slim-amd64)
-#   --list  podman/buildah: also (re)make LIST, a manifest list of TAG's
-#           amd64 and arm64 siblings (TAG with its -ARCH suffix swapped)
+#   --list  also (re)make LIST, a manifest list of TAG's amd64 and arm64
+#           siblings there (TAG with its -ARCH suffix swapped)
 # Prints TAG on stdout.
 #
 # A tag alone does not say what is inside: `make example` and the tests once
@@ -69,9 +69,29 @@ if [[ "${have}" != "${key}" ]]; then
   esac
 fi
 
-# podman/buildah: a manifest list of every arch imported so far, so that
-# multi-platform builds resolve FROM LIST per platform.
-if [[ -n "${list}" && "${engine}" != docker ]]; then
+# A manifest list of every arch imported so far, so that multi-platform
+# builds resolve FROM LIST per platform. docker has no local `manifest
+# create`: buildx makes the list from the per-arch images (the containerd
+# image store keeps it as one multi-platform image).
+if [[ -n "${list}" && "${engine}" == docker ]]; then
+  ctx="$(mktemp -d)"
+  trap 'rm -rf "${ctx}"' EXIT
+  platforms=()
+  for a in amd64 arm64; do
+    ref="${tag%-"${arch}"}-${a}"
+    if image_exists "${ref}"; then
+      echo "FROM ${ref} AS base-${a}" >> "${ctx}/Dockerfile"
+      platforms+=("linux/${a}")
+    fi
+  done
+  # shellcheck disable=SC2016 # TARGETARCH is the Dockerfile's
+  echo 'FROM base-${TARGETARCH}' >> "${ctx}/Dockerfile"
+  # The classic image store cannot hold a multi-platform image: the per-arch
+  # bases still work there, only multi-platform builds do not.
+  docker buildx build --quiet --provenance=false --platform "$(IFS=,; echo "${platforms[*]}")" --load \
+    -t "${list}" "${ctx}" >/dev/null 2>"${ctx}/err" ||
+    echo "base-image: no multi-platform ${list} (docker needs the containerd image store for one): $(tail -1 "${ctx}/err")" >&2
+elif [[ -n "${list}" ]]; then
   podman manifest rm "${list}" >/dev/null 2>&1 || true
   podman manifest create "${list}" >/dev/null
   for a in amd64 arm64; do

@@ -7,7 +7,10 @@
 #     platform, then images/layer.Dockerfile;
 #   way 2 (APP_SRC + APP_BIN): images/rebuild.Dockerfile.
 # Then the result is exported and judged by `memprofile preflight`: anything
-# but READY fails. Pushed only when PUSH=true.
+# but READY fails. Pushed only when PUSH=true, and then the very archive
+# that was judged is pushed (skopeo copy --all --preserve-digests), never a
+# rebuild or the engine's copy; the digest the registry got must be the one
+# judged.
 #
 # Environment (set by the Makefile): ENGINE MEMPROFILE BACKEND IMAGE PLATFORMS
 #   MULTI APP_IMAGE APP_SRC APP_BIN APP_TARGET CARGO_PROFILE BASE_IMAGE
@@ -43,9 +46,6 @@ mkdir -p "${ctx}"
 cleanup() { [[ "${SKIP_CLEAN}" == true ]] || rm -rf "${ctx}" "${WORK_DIR}/app.tar"; }
 trap cleanup EXIT
 
-tls=()
-[[ "${TLS_VERIFY}" == true ]] || tls=(--tls-verify=false)
-
 # export_image REF ARCHIVE [list]: an image (or manifest list) from the engine's store into a file preflight reads.
 export_image() {
   local ref="$1" archive="$2" list="${3:-}"
@@ -69,6 +69,17 @@ is_list() {  # REF: a manifest list in the local store (podman/buildah)
   esac
 }
 
+# archive_platforms ARCHIVE: the platforms of the image an OCI archive (or a
+# docker save of Docker >= 25) holds, one a line; attestations left out.
+# docker: a multi-platform image of the containerd store is a list too.
+archive_platforms() {
+  local top
+  top="$(tar -xOf "$1" index.json 2>/dev/null | jq -r '.manifests[0].digest // empty' 2>/dev/null)" || return 0
+  [[ -n "${top}" ]] || return 0
+  tar -xOf "$1" "blobs/sha256/${top#sha256:}" 2>/dev/null |
+    jq -r '(.manifests // [])[] | .platform // empty | select(.os != "unknown") | .os + "/" + .architecture' 2>/dev/null || true
+}
+
 platform_args=()
 if [[ -n "${PLATFORMS}" ]]; then platform_args=(--platform "${PLATFORMS}"); fi
 build_args=("${extra_flags[@]}" --build-arg "BACKEND=${BACKEND}" --build-arg "ARTIFACTS=${ARTIFACTS}"
@@ -84,6 +95,7 @@ if [[ -n "${APP_IMAGE}" ]]; then
   is_list "${APP_IMAGE}" && list=yes
   export_image "${APP_IMAGE}" "${WORK_DIR}/app.tar" "${list}" ||
     die "cannot export ${APP_IMAGE} from ${ENGINE}: pull or build it first"
+  if [[ "${ENGINE}" == docker ]] && (($(archive_platforms "${WORK_DIR}/app.tar" | wc -l) > 1)); then list=yes; fi
   pick=()
   if [[ -n "${list}" && "${MULTI}" == true ]]; then
     pick=(--all-platforms)
@@ -171,25 +183,34 @@ case "${ENGINE}" in
 esac
 
 # 4. Judge what was built, as it will be shipped.
+rm -f "${WORK_DIR}/judged.digest" "${WORK_DIR}/pushed.digest"
 [[ "${ENGINE}" == docker && -n "${list}" ]] || export_image "${IMAGE}" "${OUT_ARCHIVE}" "${list}"
 say "preflight of ${IMAGE} (${OUT_ARCHIVE})"
 all=()
 [[ -z "${list}" ]] || all=(--all-platforms)
 "${MEMPROFILE}" preflight "${all[@]}" "${OUT_ARCHIVE}" >&2 || die "${IMAGE} is not READY: not pushed"
+# The archive's OCI index names the image (or list) it holds: that digest is
+# the one judged. `docker save` before Docker 25 writes no index.
+judged="$(tar -xOf "${OUT_ARCHIVE}" index.json 2>/dev/null | jq -r 'if (.manifests | length) == 1 then .manifests[0].digest else empty end' || true)"
+if [[ -n "${judged}" ]]; then
+  echo "${judged}" > "${WORK_DIR}/judged.digest"
+  say "judged READY: ${IMAGE}@${judged}"
+fi
 
-# 5. Push.
+# 5. Push the archive that was judged, as it is.
 if [[ "${PUSH}" == true ]]; then
-  say "pushing ${IMAGE}"
-  case "${ENGINE}" in
-    docker)
-      if [[ -n "${list}" ]]; then
-        docker buildx build "${platform_args[@]}" -f "${dockerfile}" "${build_args[@]}" -t "${IMAGE}" --push "${ctx}"
-      else
-        docker push "${IMAGE}"
-      fi ;;
-    podman | buildah)
-      if [[ -n "${list}" ]]; then "${ENGINE}" manifest push "${tls[@]}" --all "${IMAGE}" "docker://${IMAGE}" >&2
-      else "${ENGINE}" push "${tls[@]}" "${IMAGE}" "docker://${IMAGE}" >&2; fi ;;
-  esac
+  command -v skopeo >/dev/null || die "pushing needs skopeo (Debian: apt-get install skopeo; scripts/install-deps.sh installs it)"
+  src="oci-archive:${OUT_ARCHIVE}"
+  [[ -n "${judged}" ]] || src="docker-archive:${OUT_ARCHIVE}"
+  dest_tls=()
+  [[ "${TLS_VERIFY}" == true ]] || dest_tls=(--dest-tls-verify=false)
+  say "pushing ${OUT_ARCHIVE} to ${IMAGE}"
+  skopeo copy --quiet --all --preserve-digests "${dest_tls[@]}" --digestfile "${WORK_DIR}/pushed.digest" \
+    "${src}" "docker://${IMAGE}" >&2 || die "pushing ${IMAGE} failed"
+  pushed="$(cat "${WORK_DIR}/pushed.digest")"
+  if [[ -n "${judged}" && "${pushed}" != "${judged}" ]]; then
+    die "the registry got ${IMAGE}@${pushed}, not the judged ${judged}"
+  fi
+  say "pushed ${IMAGE}@${pushed}${judged:+ (the judged digest)}"
 fi
 echo "${IMAGE}"

@@ -2,9 +2,10 @@
 # Frees the disk the toolkit's caches take under MEMPROFILE_CACHE (default
 # ~/.cache/memprofile): `make clean-cache`.
 #
-#   clean-cache.sh            the container stores (tests, example, benchmark):
-#                             the bulk, rebuilt from the cached root
-#                             filesystems in a minute or two
+#   clean-cache.sh            the container stores (tests, example, benchmark,
+#                             and the Docker engine of scripts/docker-engine.sh,
+#                             stopped first): the bulk, rebuilt from the cached
+#                             root filesystems in a minute or two
 #   clean-cache.sh --all      everything: also the Debian root filesystems,
 #                             fetched sources and built preload libraries
 #
@@ -19,13 +20,15 @@ all=false
 case "${1:-}" in
   "") ;;
   --all) all=true ;;
-  -h | --help) sed -n '2,12s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,13s/^# \{0,1\}//p' "$0"; exit 0 ;;
   *) echo "clean-cache.sh: unknown option '$1' (expected --all)" >&2; exit 2 ;;
 esac
 [[ -d "${cache}" ]] || { echo "clean-cache.sh: nothing to clean (${cache} does not exist)"; exit 0; }
 
-targets=("${cache}/containers" "${cache}/bench/containers")
+targets=("${cache}/containers" "${cache}/bench/containers" "${cache}/docker-engine")
 if [[ "${all}" == true ]]; then targets=("${cache}"); fi
+# The Docker engine's images live in its root: stop it before removing it.
+if [[ -d "${cache}/docker-engine" ]]; then "$(dirname "$0")/docker-engine.sh" stop; fi
 
 unmount_under() {  # DIR: every mount below DIR, deepest first
   local dir mounts

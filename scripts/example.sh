@@ -7,7 +7,8 @@
 #   4. the image run as a container would run it, profile on a mounted dir,
 #   5. the top allocation sites of the profile it recorded.
 # Environment: CONTAINER_ENGINE (detected when empty), BACKEND (jemalloc),
-# EXAMPLE_SECONDS (3), MEMPROFILE_CACHE.
+# EXAMPLE_SECONDS (3), MEMPROFILE_CACHE, DIST (host-built artifacts: dist/),
+# EXAMPLE_WORK_DIR (build/example).
 set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,9 +26,10 @@ backend="${BACKEND:-jemalloc}"
 seconds="${EXAMPLE_SECONDS:-3}"
 arch="$(dpkg --print-architecture 2>/dev/null || echo amd64)"
 suite=bookworm
-work="${root}/build/example"
+work="$(realpath -m "${EXAMPLE_WORK_DIR:-${root}/build/example}")"
+dist="$(realpath -m "${DIST:-${root}/dist}")"
 say() { printf '\n== %s\n' "$*"; }
-mk() { make -C "${root}" --no-print-directory SKIP_DEPS=true CONTAINER_ENGINE="${engine}" "$@"; }
+mk() { make -C "${root}" --no-print-directory SKIP_DEPS=true CONTAINER_ENGINE="${engine}" DIST="${dist}" "$@"; }
 
 case "${backend}" in
   jemalloc | heaptrack) ;;
@@ -49,8 +51,8 @@ echo "${slim}, ${builder}"
 say "The example app image: a service that leaks in leaky_function (examples/leaky)"
 app=localhost/leaky:example
 case "${engine}" in
-  docker) docker buildx build --load --platform "linux/${arch}" -t "${app}" \
-            --build-arg "BUILDER_IMAGE=${builder}" --build-arg "BASE_IMAGE=${slim}" "${root}/examples/leaky" ;;
+  docker) docker buildx build --quiet --load --platform "linux/${arch}" -t "${app}" \
+            --build-arg "BUILDER_IMAGE=${builder}" --build-arg "BASE_IMAGE=${slim}" "${root}/examples/leaky" >/dev/null ;;
   podman) podman build --isolation chroot --pull=never --quiet -t "${app}" \
             --build-arg "BUILDER_IMAGE=${builder}" --build-arg "BASE_IMAGE=${slim}" "${root}/examples/leaky" >/dev/null ;;
   buildah) buildah bud --isolation chroot --pull=never --quiet -t "${app}" \
@@ -67,7 +69,7 @@ image=localhost/leaky:example-memprofile
 grep '^== ' "${work}/build.log"
 
 say "memprofile preflight ${work}/image/image.tar"
-"${root}/dist/memprofile/${arch}/memprofile" preflight "${work}/image/image.tar" | sed -n '1,8p'
+"${dist}/memprofile/${arch}/memprofile" preflight "${work}/image/image.tar" | sed -n '1,8p'
 
 say "Running ${image} for ${seconds} s (its entrypoint: memprofile exec, then the app)"
 mapfile -t entrypoint < <(case "${engine}" in
@@ -100,7 +102,7 @@ case "${backend}" in
     "${root}/scripts/reroot-profile.sh" jemalloc "${rootfs}" "${heap}" "${work}/rooted.heap"
     # By cumulative bytes in use, without jemalloc's own and libc's start-up
     # frames (they head every stack): what is left are the app's sites.
-    "${root}/dist/preload/jemalloc/${arch}/jeprof" --text --cum --nodecount=40 "${rootfs}/usr/local/bin/leaky" \
+    "${dist}/preload/jemalloc/${arch}/jeprof" --text --cum --nodecount=40 "${rootfs}/usr/local/bin/leaky" \
       "${work}/rooted.heap" 2>/dev/null > "${work}/jeprof.txt"
     { head -1 "${work}/jeprof.txt"
       sed 1d "${work}/jeprof.txt" | grep -vE ' (prof_[a-z_]+|je_[a-z_]+|imalloc[a-z_]*|malloc[a-z_]*|_start|__libc_start[a-z_]*)( \(inline\))?$' |

@@ -45,8 +45,9 @@ packages=(
   # test fixtures: real binaries from real toolchains
   musl-tools gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross golang-go rustc
   libcap2-bin elfutils binutils pax-utils file bc util-linux zstd time
-  # root filesystems, images and other architectures
-  mmdebstrap arch-test qemu-user-static binfmt-support buildah podman skopeo
+  # root filesystems, images and other architectures; the Docker engine of
+  # scripts/docker-engine.sh (its own namespaces: ip, unshare, pivot_root)
+  mmdebstrap arch-test qemu-user-static binfmt-support buildah podman skopeo iproute2 util-linux
   # real preload libraries and their analysis tools
   libjemalloc2 libjemalloc-dev heaptrack libheaptrack
   # building preload libraries from source (heaptrack needs libunwind)

@@ -50,6 +50,13 @@ ref="${ns}/leaky:multi-memprofile"
 skopeo inspect --raw --tls-verify=false "docker://${ref}" > "${SCRATCH}/index.json" || fail "nothing at ${ref}"
 platforms="$(jq -r '[.manifests[] | .platform.os + "/" + .platform.architecture] | sort | join(",")' "${SCRATCH}/index.json")"
 [[ "${platforms}" == "linux/amd64,linux/arm64" ]] || fail "the pushed manifest list has ${platforms}"
+# The image pushed is the image judged: the list's digest in the registry is
+# the one in the archive preflight judged.
+judged="$(tar -xOf "${SCRATCH}/image/image-multi.tar" index.json | jq -r '.manifests[0].digest')"
+[[ "sha256:$(skopeo inspect --raw --tls-verify=false "docker://${ref}" | sha256sum | cut -d' ' -f1)" == "${judged}" ]] ||
+  fail "the registry does not serve the judged list ${judged}"
+[[ "$(cat "${SCRATCH}/image/judged.digest")" == "${judged}" ]] || fail "judged.digest is not the judged archive's"
+pass "the registry serves the judged archive's digest, ${judged}"
 skopeo copy --quiet --all --src-tls-verify=false "docker://${ref}" "oci-archive:${SCRATCH}/pulled.tar" >/dev/null
 "${MEMPROFILE}" preflight --all-platforms "${SCRATCH}/pulled.tar" > "${SCRATCH}/preflight" || fail "pulled image not READY"
 [[ "$(grep -c "^READY" "${SCRATCH}/preflight")" == 2 ]] || fail "not READY for both platforms"
