@@ -15,6 +15,10 @@
 #           (the trixie docker CLI, which runs on Debian 12 as it is)
 #   status  exit 0 when the daemon answers
 #
+# DOCKER_ENGINE_STORE=classic starts it with the graph-driver image store
+# (docker's default before the containerd one) instead; start restarts a
+# daemon running with the other store.
+#
 # The root is scripts/make-rootfs.sh's trixie tarball with docker.io,
 # docker-cli, docker-buildx, containerd, runc, iptables and ca-certificates,
 # extracted once under MEMPROFILE_CACHE/docker-engine/root-KEY, KEY being the
@@ -54,6 +58,9 @@ state="$(memprofile_cache)/docker-engine"
 suite=trixie
 packages=docker.io,docker-cli,docker-buildx,containerd,runc,iptables,ca-certificates
 timeout="${DOCKER_ENGINE_TIMEOUT:-90}"
+store="${DOCKER_ENGINE_STORE:-containerd}"
+[[ "${store}" == containerd || "${store}" == classic ]] ||
+  die "DOCKER_ENGINE_STORE=${store}: containerd or classic"
 socket="${state}/docker.sock"
 
 # The exports, for env and for this script's own docker calls.
@@ -98,7 +105,10 @@ current_root() {
 # buildx plugin from the root, a socket path that does not change with it.
 configure() {
   mkdir -p "${root}/etc/docker" "${state}/bin" "${state}/config/cli-plugins"
-  printf '%s\n' '{"features":{"containerd-snapshotter":true}}' > "${root}/etc/docker/daemon.json"
+  local snapshotter=true
+  [[ "${store}" == containerd ]] || snapshotter=false
+  printf '{"features":{"containerd-snapshotter":%s}}\n' "${snapshotter}" > "${root}/etc/docker/daemon.json"
+  echo "${store}" > "${state}/engine.store"
   ln -sfn "${root}/usr/bin/docker" "${state}/bin/docker"
   ln -sfn "${root}/usr/libexec/docker/cli-plugins/docker-buildx" "${state}/config/cli-plugins/docker-buildx"
   ln -sfn "${root}/run/docker.sock" "${socket}"
@@ -132,10 +142,11 @@ engine_pid() {
 start() {
   local unshare_pid init="" waited=0
   use_engine
-  if init="$(engine_pid)" && answers; then
+  if init="$(engine_pid)" && answers && [[ "$(cat "${state}/engine.store" 2>/dev/null)" == "${store}" ]]; then
     echo "docker-engine: running (init ${init}, docker $(docker version --format '{{.Server.Version}}'))" >&2
     return 0
   fi
+  init=""
   stop_all
   need_free_space "$(dirname "${state}")" 3000 "the docker engine" || exit 1
   current_root

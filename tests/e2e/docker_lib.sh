@@ -113,21 +113,12 @@ example_app() {
     -t "localhost/leaky:${arch}" "${E2E_ROOT}/examples/leaky" >/dev/null
 }
 
-# free_port: a free TCP port on loopback.
-free_port() {
-  local candidate
-  for candidate in $(shuf -i 20000-60000 -n 20); do
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/${candidate}") 2>/dev/null; then echo "${candidate}"; return 0; fi
-  done
-  return 1
-}
-
 # start_registry: Debian's docker-registry on a free loopback port, for the
 # test alone, stopped when it ends; sets REGISTRY (host:port).
 start_registry() {
   local port pid
   command -v docker-registry >/dev/null || fail "docker-registry missing (scripts/install-deps.sh installs it)"
-  port="$(free_port)" || fail "no free port"
+  port="$(free_port)"
   cat > "${SCRATCH}/registry.yml" <<YAML
 version: 0.1
 log:

@@ -33,3 +33,46 @@ preload_dist() {  # BACKEND ARCH -> directory with the built library
   fi
   echo "${dir}"
 }
+
+# free_port: a free TCP port on loopback.
+free_port() {
+  local p
+  for p in $(shuf -i 20000-60000 -n 50); do
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/${p}") 2>/dev/null; then echo "${p}"; return; fi
+  done
+  fail "no free port"
+}
+
+# A verdict without what names where it came from: the source, its format,
+# and the blob names in anomalies.
+verdicts() {
+  jq -c 'del(.source, .format, .reference)
+         | .anomalies |= map(sub("^[^ ]*: "; "LAYER: "))'
+}
+
+# same_verdicts ARCHIVE SOURCE [preflight args]: preflight says the same of
+# SOURCE (a registry, a daemon) as of ARCHIVE, for every platform.
+same_verdicts() {
+  local archive="$1" ref="$2"
+  shift 2
+  local a b
+  a="$("${MEMPROFILE}" preflight --json --all-platforms "$@" "${ref}" | verdicts)" || true
+  b="$("${MEMPROFILE}" preflight --json --all-platforms "${archive}" | verdicts)" || true
+  [[ -n "${a}" && "${a}" == "${b}" ]] || {
+    diff <(jq . <<<"${a}") <(jq . <<<"${b}") | head -20 >&2
+    fail "${ref}: verdicts differ from ${archive}"
+  }
+}
+
+# expect_error PATTERN -- preflight args: exit 2, one line on stderr matching
+# PATTERN (grep -E), nothing on stdout.
+expect_error() {
+  local pattern="$1" rc=0
+  shift
+  "${MEMPROFILE}" preflight "$@" > "${SCRATCH}/out" 2> "${SCRATCH}/err" || rc=$?
+  [[ "${rc}" == 2 ]] || fail "preflight $*: exit ${rc}, not 2: $(cat "${SCRATCH}/err")"
+  [[ ! -s "${SCRATCH}/out" ]] || fail "preflight $*: printed on stdout: $(head -3 "${SCRATCH}/out")"
+  [[ "$(wc -l < "${SCRATCH}/err")" == 1 ]] || fail "preflight $*: not one line: $(cat "${SCRATCH}/err")"
+  grep -Eq -- "${pattern}" "${SCRATCH}/err" || fail "preflight $*: said \"$(cat "${SCRATCH}/err")\", expected /${pattern}/"
+  echo "   $(cat "${SCRATCH}/err")"
+}

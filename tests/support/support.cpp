@@ -168,4 +168,18 @@ std::vector<std::string> lines(const std::string& text) {
   return out;
 }
 
+EnvGuard::EnvGuard(const char* name, const char* value) : name_(name) {
+  if (const char* old = std::getenv(name)) {
+    had_ = true;
+    old_ = old;
+  }
+  if (value) setenv(name, value, 1);
+  else unsetenv(name);
+}
+
+EnvGuard::~EnvGuard() {
+  if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+  else unsetenv(name_.c_str());
+}
+
 }  // namespace testing

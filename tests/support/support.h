@@ -37,6 +37,19 @@ class Scratch {
   std::string path_;
 };
 
+// Sets (or unsets, with nullptr) an environment variable for a scope.
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value);
+  ~EnvGuard();
+  EnvGuard(const EnvGuard&) = delete;
+  EnvGuard& operator=(const EnvGuard&) = delete;
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
 struct RunResult {
   int exit_code = -1;
   std::string out, err;

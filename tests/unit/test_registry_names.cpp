@@ -12,30 +12,10 @@
 #include "support.h"
 
 using namespace memprofile;
+using testing::EnvGuard;
 using testing::Scratch;
 
 namespace {
-// Sets (or unsets, with nullptr) an environment variable for a scope.
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) {
-      had_ = true;
-      old_ = old;
-    }
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~EnvGuard() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
-
 std::string norm(const std::string& name) { return parse_registry_ref(name).str(); }
 }  // namespace
 

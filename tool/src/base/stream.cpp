@@ -5,6 +5,7 @@
 #else
 #include <zlib.h>
 #endif
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <unistd.h>
 #define ZSTD_STATIC_LINKING_ONLY  // ZSTD_getFrameHeader: a frame's declared window
@@ -20,6 +21,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/unique_fd.h"
 
 namespace memprofile {
 
@@ -96,6 +98,23 @@ std::string Sha256::hex() {
     out += digits[md[i] & 15];
   }
   return out;
+}
+
+bool read_small_file(const std::string& path, std::string& out, size_t cap, const std::string& too_large) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT || errno == ENOTDIR) return false;
+    throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
+  }
+  out.clear();
+  char buf[16 << 10];
+  for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw FileError(path, std::string("cannot read: ") + std::strerror(errno));
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > cap) throw FileError(path, too_large);
+  }
+  return true;
 }
 
 std::string sha256_hex(const std::string& data) {

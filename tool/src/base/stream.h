@@ -62,6 +62,11 @@ class Sha256 {
 };
 std::string sha256_hex(const std::string& data);
 
+// A small file, whole: false when it does not exist (ENOENT, ENOTDIR);
+// FileError when it cannot be read, or with `too_large` past `cap` bytes
+// (checked as bytes arrive: a huge or endless file costs `cap`).
+bool read_small_file(const std::string& path, std::string& out, size_t cap, const std::string& too_large);
+
 // Passes bytes through, hashing them and counting.
 class HashingReader : public Reader {
  public:

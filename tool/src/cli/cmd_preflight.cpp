@@ -190,11 +190,12 @@ void print_report(std::ostream& out, const LoadedImage& img, const PreflightResu
 void setup_preflight(CLI::App& app, ExitCode& exit_code) {
   auto opts = std::make_shared<PreflightCliOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "preflight", "Say, without a daemon and without running it, whether a preload heap profiler will attach to an "
+      "preflight", "Say, without running it, whether a preload heap profiler will attach to an "
                    "image's process, and exactly what to fix");
   cmd->add_option("image", opts->image,
                   "docker save archive, OCI archive, OCI layout directory, - for standard input, or "
-                  "docker://[HOST[:PORT]/]REPO[:TAG|@DIGEST] for a registry");
+                  "docker://[HOST[:PORT]/]REPO[:TAG|@DIGEST] for a registry, docker-daemon:NAME[:TAG] for the "
+                  "Docker daemon's image (DOCKER_HOST, else the docker context)");
   cmd->add_option("--rootfs", opts->rootfs, "judge a plain root filesystem directory (config from the flags below)");
   cmd->add_option("--entrypoint", opts->entrypoint, "with --rootfs: the entrypoint (JSON array or words)");
   cmd->add_option("--cmd", opts->cmd, "with --rootfs: the command (JSON array or words)");

@@ -115,6 +115,7 @@ void HttpClient::configure(void* e) const {
     curl_easy_setopt(easy, CURLOPT_SSLCERT, tls_.client_cert.c_str());
     curl_easy_setopt(easy, CURLOPT_SSLKEY, tls_.client_key.c_str());
   }
+  if (!unix_socket_.empty()) curl_easy_setopt(easy, CURLOPT_UNIX_SOCKET_PATH, unix_socket_.c_str());
 }
 
 std::string HttpClient::describe_certificate(const std::string& url) const {

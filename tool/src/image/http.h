@@ -46,6 +46,9 @@ class HttpClient {
   HttpClient& operator=(const HttpClient&) = delete;
   const TlsOptions& tls() const { return tls_; }
   long timeout() const { return timeout_; }
+  // Every request goes over this unix socket (the Docker daemon's), the
+  // URL naming only the path; "" = TCP as the URL says.
+  void set_unix_socket(std::string path) { unix_socket_ = std::move(path); }
 
   // For HttpGet.
   void* acquire_multi();
@@ -58,6 +61,7 @@ class HttpClient {
  private:
   TlsOptions tls_;
   long timeout_;
+  std::string unix_socket_;
   void* share_ = nullptr;
   std::mutex pool_mutex_;
   std::vector<void*> pool_;

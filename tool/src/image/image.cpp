@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "base/json_text.h"
+#include "image/daemon.h"
 #include "image/image_tree.h"
 #include "image/store.h"
 #include "base/tar_reader.h"
@@ -525,6 +526,14 @@ std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadO
 #else
     store = open_registry(source, opts.registry);
     kind = "registry";
+#endif
+  } else if (is_daemon_source(source)) {
+#ifdef MEMPROFILE_NO_REGISTRY
+    throw FileError(source, "this memprofile (the static binary) is built without the Docker daemon source; use the "
+                            "dynamically linked memprofile, or `docker save` the image to a file first");
+#else
+    raw = open_daemon_image(source);
+    store = std::make_unique<StreamStore>(*raw, source, opts.limits);
 #endif
   } else if (source == "-") {
     raw = std::make_unique<FdReader>(0, "stdin");

@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "base/json_text.h"
+#include "base/stream.h"
 #include "base/unique_fd.h"
 
 namespace memprofile {
@@ -28,24 +29,6 @@ constexpr size_t kMaxHelperOutput = 64 << 10;
 std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
-}
-
-// The whole file, or nullopt when it does not exist.
-bool read_file(const std::string& path, std::string& out) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) {
-    if (errno == ENOENT || errno == ENOTDIR) return false;
-    throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
-  }
-  out.clear();
-  char buf[16 << 10];
-  for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw FileError(path, std::string("cannot read: ") + std::strerror(errno));
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > kMaxAuthFile) throw FileError(path, "larger than 1 MiB; not an auth file");
-  }
-  return true;
 }
 
 // The registry a key of "auths" names: "https://index.docker.io/v1/" is
@@ -124,7 +107,7 @@ bool run_helper(const std::string& helper, const std::string& server, Credential
 // One auth file: true when it has credentials for the reference.
 bool from_file(const std::string& path, const RegistryRef& ref, Credentials& out) {
   std::string text;
-  if (!read_file(path, text)) return false;
+  if (!read_small_file(path, text, kMaxAuthFile, "larger than 1 MiB; not an auth file")) return false;
   json j = parse_json_bounded(text, path);  // FileError naming the file
   if (!j.is_object()) throw FileError(path, "an auth file is a JSON object");
   std::string server = ref.registry == "docker.io" ? "https://index.docker.io/v1/" : ref.registry;
