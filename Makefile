@@ -199,9 +199,10 @@ base-image: deps ## Import a Debian SUITE base for ARCH (mmdebstrap), or reuse o
 ##@ Main job
 
 .PHONY: example
-example: build ## The main job on the built-in example: build a profilable image, preflight it, run it, show its top allocation sites.
+example: build ## The main job on the built-in example: build a profilable image, preflight it, run it, report what grew.
 	$(MAKE) --no-print-directory static ARCH=$(HOST_ARCH) SKIP_DEPS=true
-	BACKEND=$(if $(filter command line,$(origin BACKEND)),$(BACKEND),jemalloc) scripts/example.sh
+	BACKEND=$(if $(filter command line,$(origin BACKEND)),$(BACKEND),jemalloc) MEMPROFILE=$(abspath $(MEMPROFILE)) \
+	  scripts/example.sh
 
 .PHONY: example-check
 example-check: build ## memprofile check over example binaries from real toolchains (static, static-pie, musl, arm64, Rust, Go).

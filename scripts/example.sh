@@ -5,8 +5,10 @@
 #   3. make image-memprofile: jemalloc + the launcher layered on, verified in
 #      the build, exported and judged READY by memprofile preflight,
 #   4. the image run as a container would run it, profile on a mounted dir,
-#   5. the top allocation sites of the profile it recorded.
+#   5. memprofile report: the allocation sites that grew, and what holds the
+#      memory, symbolised from the image's own files.
 # Environment: CONTAINER_ENGINE (detected when empty), BACKEND (jemalloc),
+# MEMPROFILE (the host's memprofile, build/tool/memprofile),
 # EXAMPLE_SECONDS (3), MEMPROFILE_CACHE, DIST (host-built artifacts: dist/),
 # EXAMPLE_WORK_DIR (build/example).
 set -o errexit -o nounset -o pipefail
@@ -28,6 +30,11 @@ arch="$(dpkg --print-architecture 2>/dev/null || echo amd64)"
 suite=bookworm
 work="$(realpath -m "${EXAMPLE_WORK_DIR:-${root}/build/example}")"
 dist="$(realpath -m "${DIST:-${root}/dist}")"
+memprofile="${MEMPROFILE:-${root}/build/tool/memprofile}"
+# 2 MiB kept and 4 MiB churned per 10 ms tick: past jemalloc's dump
+# interval (1 GiB allocated) in the first seconds, so the profile holds
+# dumps to compare, not only the one at exit.
+per_tick=$((2 << 20))
 say() { printf '\n== %s\n' "$*"; }
 mk() { make -C "${root}" --no-print-directory SKIP_DEPS=true CONTAINER_ENGINE="${engine}" DIST="${dist}" "$@"; }
 
@@ -79,7 +86,7 @@ esac)
 rootfs="${work}/rootfs"
 case "${engine}" in
   docker)
-    docker run --rm -v "${work}/profile:/var/memprofile" "${image}" "${seconds}"
+    docker run --rm -v "${work}/profile:/var/memprofile" "${image}" "${seconds}" "${per_tick}"
     ctr="$(docker create "${image}")"
     mkdir -p "${rootfs}"
     docker export "${ctr}" | tar -C "${rootfs}" -xf -
@@ -88,26 +95,18 @@ case "${engine}" in
     # `podman run` needs rlimits some sandboxes refuse; buildah run does not.
     ctr="$(buildah from --pull=never --quiet "${image}")"
     trap 'buildah umount "${ctr}" >/dev/null 2>&1 || true; buildah rm "${ctr}" >/dev/null 2>&1 || true' EXIT
-    buildah run --isolation chroot -v "${work}/profile:/var/memprofile" "${ctr}" -- "${entrypoint[@]}" "${seconds}"
+    buildah run --isolation chroot -v "${work}/profile:/var/memprofile" "${ctr}" -- "${entrypoint[@]}" "${seconds}" "${per_tick}"
     rootfs="$(buildah mount "${ctr}")" ;;
 esac
 ls -l "${work}/profile"
 
-say "Top allocation sites in the recorded profile"
+say "memprofile report: what grew, and what holds the memory (symbols from the image's files)"
 case "${backend}" in
   jemalloc)
-    heap="$(find "${work}/profile" -name 'jeprof.*.heap' | sort | tail -1)"
-    [[ -s "${heap}" ]] || { echo "example: no profile was recorded" >&2; exit 1; }
-    # The mapped paths are the container's: read them under its root.
-    "${root}/scripts/reroot-profile.sh" jemalloc "${rootfs}" "${heap}" "${work}/rooted.heap"
-    # By cumulative bytes in use, without jemalloc's own and libc's start-up
-    # frames (they head every stack): what is left are the app's sites.
-    "${dist}/preload/jemalloc/${arch}/jeprof" --text --cum --nodecount=40 "${rootfs}/usr/local/bin/leaky" \
-      "${work}/rooted.heap" 2>/dev/null > "${work}/jeprof.txt"
-    { head -1 "${work}/jeprof.txt"
-      sed 1d "${work}/jeprof.txt" | grep -vE ' (prof_[a-z_]+|je_[a-z_]+|imalloc[a-z_]*|malloc[a-z_]*|_start|__libc_start[a-z_]*)( \(inline\))?$' |
-        head -8; } | tee "${work}/top.txt"
-    grep -q leaky_function "${work}/top.txt" || { echo "example: leaky_function is not among the sites" >&2; exit 1; } ;;
+    [[ -n "$(find "${work}/profile" -name 'jeprof.*.heap')" ]] || { echo "example: no profile was recorded" >&2; exit 1; }
+    "${memprofile}" report --top 5 --rootfs "${rootfs}" "${work}/profile" | tee "${work}/top.txt"
+    grep -Eq '^  1 .*leaky_function \([^)]*leaky\.c:[0-9]+\)' "${work}/top.txt" ||
+      { echo "example: leaky_function is not the first site" >&2; exit 1; } ;;
   heaptrack)
     raw="$(find "${work}/profile" -name 'heaptrack.*.raw' | head -1)"
     [[ -s "${raw}" ]] || { echo "example: no trace was recorded" >&2; exit 1; }

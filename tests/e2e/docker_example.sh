@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's main job on docker: make example CONTAINER_ENGINE=docker runs
 # to its last line (bases imported into docker, the app built with buildx,
-# make image-memprofile, docker run, jeprof) and names leaky_function.
+# make image-memprofile, docker run, memprofile report) and names leaky_function.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/docker_lib.sh

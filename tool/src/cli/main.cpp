@@ -12,6 +12,7 @@
 #include "cli/cmd_check.h"
 #include "cli/cmd_launcher.h"
 #include "cli/cmd_preflight.h"
+#include "cli/cmd_report.h"
 #include "base/error.h"
 
 #ifndef MEMPROFILE_VERSION
@@ -32,6 +33,9 @@ int main(int argc, char** argv) {
   setup_attached(app, exit_code);
   setup_collect(app, exit_code);
   setup_image_setup(app, exit_code);
+#ifndef MEMPROFILE_NO_REPORT
+  setup_report(app, exit_code);
+#endif
 
   auto logger = spdlog::stderr_color_st("memprofile");
   logger->set_pattern("memprofile: %^%l%$: %v");

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# memprofile report on real jemalloc profiles: the test program (three kinds
+# of site: a steady leak, one large allocation, heavy churn) in C, C++
+# (namespaced, templated) and Rust, run under Debian's libjemalloc with
+# interval dumps. The growth view ranks the leak first, on the right file and
+# line, as the only leak suspect; the one-time allocation is in the in-use
+# view but not a suspect; the churn is in neither. Symbols come from a root
+# directory: a stripped binary's debug file is found by build-id under its
+# /usr/lib/debug, another build of the binary is refused, not misread. A
+# truncated dump and another backend's file are one line, exit 2.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+src="${E2E_ROOT}/tests/fixtures/src"
+jemalloc="$(ldconfig -p | awk '$1 == "libjemalloc.so.2" { print $NF; exit }')"
+[[ -n "${jemalloc}" ]] || fail "Debian's libjemalloc2 is missing (scripts/install-deps.sh installs it)"
+
+# record LANG BINARY: its jemalloc dumps in ${SCRATCH}/LANG (a dump every
+# 16 MiB allocated, a sample every 16 KiB on average).
+record() {
+  mkdir -p "${SCRATCH}/$1"
+  LD_PRELOAD="${jemalloc}" MALLOC_CONF="prof:true,prof_final:true,lg_prof_interval:24,lg_prof_sample:14,prof_prefix:${SCRATCH}/$1/p" \
+    "$2" 400 || fail "$1: the test program failed"
+  (($(find "${SCRATCH}/$1" -name '*.heap' | wc -l) >= 5)) || fail "$1: fewer than 5 dumps"
+}
+line_of() { grep -n "SITE $2" "${src}/$1" | cut -d: -f1; }
+
+gcc -g -O1 -o "${SCRATCH}/sites-c" "${src}/sites.c"
+g++ -g -O1 -o "${SCRATCH}/sites-cpp" "${src}/sites.cpp"
+rustc -g -C opt-level=0 -o "${SCRATCH}/sites-rs" "${src}/sites.rs" 2> "${SCRATCH}/rustc.log" ||
+  fail "rustc: $(cat "${SCRATCH}/rustc.log")"
+record c "${SCRATCH}/sites-c"
+record cpp "${SCRATCH}/sites-cpp"
+record rs "${SCRATCH}/sites-rs"
+
+# judge LANG SOURCE GROW ONCE CHURN: the three views of one program.
+judge() {
+  local lang="$1" file="$2" grow="$3" once="$4" churn="$5" out="${SCRATCH}/$1.json"
+  "${MEMPROFILE}" report --json --rootfs / "${SCRATCH}/${lang}" > "${out}" || fail "${lang}: report failed"
+  jq -e --arg fn "${grow}" --arg file "${file}" --argjson line "$(line_of "${file}" grow_steadily)" \
+    '.growth[0].site | .function == $fn and (.file | endswith("/" + $file)) and .line == $line' "${out}" > /dev/null ||
+    fail "${lang}: the first growth site is $(jq -c '.growth[0].site | {function, file, line}' "${out}"), not ${grow} at ${file}:$(line_of "${file}" grow_steadily)"
+  jq -e '.growth[0].leak_suspect and ([.growth[] | select(.leak_suspect)] | length) == 1' "${out}" > /dev/null ||
+    fail "${lang}: ${grow} is not the one leak suspect: $(jq -c '[.growth[] | {f: .site.function, s: .leak_suspect}]' "${out}")"
+  jq -e --arg fn "${once}" --argjson line "$(line_of "${file}" allocate_once)" \
+    '[.in_use[] | select(.site.function == $fn and .site.line == $line and (.leak_suspect | not)
+      and .bytes_in_use > 8000000)] | length == 1' "${out}" > /dev/null ||
+    fail "${lang}: ${once} (8 MiB, steady) is not in the in-use view, or is a suspect"
+  jq -e --arg fn "${once}" '[.growth[] | select(.site.function == $fn)] | length == 0' "${out}" > /dev/null ||
+    fail "${lang}: ${once} is in the growth view"
+  jq -e --arg fn "${churn}" '[.growth[] | select(.site.function == $fn)] | length == 0' "${out}" > /dev/null ||
+    fail "${lang}: the churn is in the growth view"
+  jq -e --arg fn "${churn}" '[.in_use[] | select(.site.function == $fn and .bytes_in_use > 1000000)] | length == 0' \
+    "${out}" > /dev/null || fail "${lang}: the churn holds memory in the in-use view"
+  pass "${lang}: ${grow} (${file}:$(line_of "${file}" grow_steadily)) grows first and alone is a leak suspect;" \
+    "${once} is in use, not a suspect; ${churn} is in neither"
+}
+judge c sites.c grow_steadily allocate_once churn
+judge cpp sites.cpp 'shop::Ledger<long>::grow_steadily' shop::allocate_once shop::churn
+judge rs sites.rs sites::grow_steadily sites::allocate_once sites::churn
+
+# The text report says the same.
+"${MEMPROFILE}" report --rootfs / "${SCRATCH}/c" > "${SCRATCH}/c.txt"
+grep -Eq '^  1 +\+[0-9.]+ MiB .* grow_steadily \(src/sites.c:[0-9]+\)  LEAK SUSPECT' "${SCRATCH}/c.txt" ||
+  fail "text report: $(cat "${SCRATCH}/c.txt")"
+# --base: an earlier dump and a later one.
+first="$(find "${SCRATCH}/c" -name 'p.*.0.i0.heap')"
+last="$(find "${SCRATCH}/c" -name 'p.*.i*.heap' | sort -t. -k3 -n | tail -1)"
+"${MEMPROFILE}" report --json --rootfs / --base "${first}" "${last}" > "${SCRATCH}/base.json"
+jq -e '.growth[0].site.function == "grow_steadily" and (.snapshots | length) == 2' "${SCRATCH}/base.json" > /dev/null ||
+  fail "--base: $(jq -c '.growth[0].site' "${SCRATCH}/base.json")"
+pass "the text view, and --base EARLIER LATER"
+
+# Symbols from a root directory holding the stripped binary at the path it
+# ran from, its debug file under /usr/lib/debug/.build-id.
+root="${SCRATCH}/root"
+mkdir -p "${root}${SCRATCH}"
+build_id="$(readelf -n "${SCRATCH}/sites-c" | awk '/Build ID/ { print $3 }')"
+mkdir -p "${root}/usr/lib/debug/.build-id/${build_id:0:2}"
+objcopy --only-keep-debug "${SCRATCH}/sites-c" "${root}/usr/lib/debug/.build-id/${build_id:0:2}/${build_id:2}.debug"
+strip -o "${root}${SCRATCH}/sites-c" "${SCRATCH}/sites-c"
+"${MEMPROFILE}" report --json --rootfs "${root}" "${SCRATCH}/c" > "${SCRATCH}/stripped.json"
+jq -e --argjson line "$(line_of sites.c grow_steadily)" \
+  '.growth[0].site | .function == "grow_steadily" and .line == $line' "${SCRATCH}/stripped.json" > /dev/null ||
+  fail "stripped + build-id debug file: $(jq -c '.growth[0].site' "${SCRATCH}/stripped.json")"
+jq -e '[.warnings[] | select(test("libc.so.6: not in the image"))] | length == 1' "${SCRATCH}/stripped.json" > /dev/null ||
+  fail "a file missing from the root is not said: $(jq -c .warnings "${SCRATCH}/stripped.json")"
+pass "a stripped binary: its debug file found by build-id in the root's /usr/lib/debug; a missing library said once"
+
+# Another build at that path: refused with a warning, nothing attributed to it.
+gcc -g -O0 -DOTHER_BUILD -o "${root}${SCRATCH}/sites-c" "${src}/sites.c" -Wl,-z,max-page-size=0x10000 -Wl,-z,separate-code
+"${MEMPROFILE}" report --json --rootfs "${root}" "${SCRATCH}/c" > "${SCRATCH}/other.json"
+jq -e '[.warnings[] | select(test("sites-c: not the file the process mapped"))] | length == 1' "${SCRATCH}/other.json" > /dev/null ||
+  fail "another build is not refused: $(jq -c .warnings "${SCRATCH}/other.json")"
+jq -e '[.in_use[].stack[] | select(.function == "grow_steadily" or .function == "allocate_once")] | length == 0' \
+  "${SCRATCH}/other.json" > /dev/null || fail "another build's symbols were used"
+pass "another build of the binary: refused with a warning, no function attributed from it"
+
+# Bad input: one line, exit 2.
+report_error() {  # PATTERN ARGS...
+  local pattern="$1" rc=0
+  shift
+  "${MEMPROFILE}" report "$@" > "${SCRATCH}/out" 2> "${SCRATCH}/err" || rc=$?
+  [[ "${rc}" == 2 && "$(wc -l < "${SCRATCH}/err")" == 1 && ! -s "${SCRATCH}/out" ]] ||
+    fail "report $*: exit ${rc}: $(cat "${SCRATCH}/err" "${SCRATCH}/out")"
+  grep -Eq -- "${pattern}" "${SCRATCH}/err" || fail "report $*: said \"$(cat "${SCRATCH}/err")\", expected /${pattern}/"
+  echo "   $(cat "${SCRATCH}/err")"
+}
+# Cut inside a line (a cut at a line's end inside the maps cannot be told).
+cut=$(($(stat -c %s "${last}") / 3))
+while [[ "$(head -c "${cut}" "${last}" | tail -c 1 | od -An -c | tr -d ' ')" == '\n' ]]; do cut=$((cut - 1)); done
+head -c "${cut}" "${last}" > "${SCRATCH}/cut.heap"
+report_error "cut.heap: truncated" --rootfs / "${SCRATCH}/cut.heap"
+printf 'heap_v2/524288\n  t*: 1: 2 [0: 0]\n@ 0xzz\n' > "${SCRATCH}/bad.heap"
+report_error "bad.heap: line 3: malformed stack" --rootfs / "${SCRATCH}/bad.heap"
+echo "v 10100 2" > "${SCRATCH}/heaptrack.app.1.raw"
+report_error "a heaptrack trace: .*heaptrack_print" --rootfs / "${SCRATCH}/heaptrack.app.1.raw"
+report_error "holds no heap profile" --rootfs / "${src}"
+pass "a truncated dump, a malformed one, another backend's trace, a directory without profiles"

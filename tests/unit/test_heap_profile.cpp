@@ -1,0 +1,110 @@
+// jemalloc heap dumps read into the profile model (counts scaled as jeprof
+// scales them, maps with files only, names parsed), malformed and cut dumps
+// refused with the line, names demangled, allocator frames told apart.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "base/error.h"
+#include "profile/heap_profile.h"
+#include "profile/sites.h"
+#include "profile/symbolizer.h"
+
+using namespace memprofile;
+
+namespace {
+const char* kDump =
+    "heap_v2/524288\n"
+    "  t*: 3: 1572864 [0: 0]\n"
+    "  t0: 3: 1572864 [0: 0]\n"
+    "@ 0x7f0000001000 0x555500001234 0x555500001300\n"
+    "  t*: 2: 1048576 [0: 0]\n"
+    "  t0: 2: 1048576 [0: 0]\n"
+    "@ 0x7f0000001000 0x555500001400\n"
+    "  t*: 1: 1024 [0: 0]\n"
+    "\n"
+    "MAPPED_LIBRARIES:\n"
+    "555500000000-555500001000 r--p 00000000 fe:00 42   /usr/local/bin/app\n"
+    "555500001000-555500002000 r-xp 00001000 fe:00 42   /usr/local/bin/app\n"
+    "7f0000000000-7f0000100000 rw-p 00000000 00:00 0 \n"
+    "7f0000001000-7f0000002000 r-xp 00001000 fe:00 7    /usr/lib/libjemalloc.so.2 (deleted)\n"
+    "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0    [stack]\n";
+}  // namespace
+
+TEST_CASE("jemalloc heap_v2: stacks, scaled counts and the file mappings", "[profile]") {
+  HeapSnapshot s = parse_jemalloc_heap(kDump, "/p/jeprof.123.4.i4.heap");
+  CHECK(s.sample_period == 524288);
+  CHECK(s.pid == 123);
+  CHECK(s.sequence == 4);
+  CHECK(s.trigger == "i");
+  REQUIRE(s.stacks.size() == 2);
+  CHECK(s.stacks[0].pcs == std::vector<uint64_t>{0x7f0000001000, 0x555500001234, 0x555500001300});
+  // 2 objects of 512 KiB each, sampled every 512 KiB: seen with p = 1 - e^-1.
+  double factor = 1 / (1 - std::exp(-1.0));
+  CHECK(s.stacks[0].bytes == Approx(1048576 * factor));
+  CHECK(s.stacks[0].objects == Approx(2 * factor));
+  // A small object is rarely sampled: scaled up by far more.
+  CHECK(s.stacks[1].bytes > 1024 * 500);
+  REQUIRE(s.maps.size() == 3);  // files only: not the anonymous map, not [stack]
+  CHECK(s.maps[1].executable);
+  CHECK(s.maps[1].offset == 0x1000);
+  CHECK(s.maps[2].path == "/usr/lib/libjemalloc.so.2");  // " (deleted)" dropped
+}
+
+TEST_CASE("jemalloc dumps cut short or malformed: the file and the line", "[profile]") {
+  std::string dump = kDump;
+  std::string no_maps = dump.substr(0, dump.find("MAPPED_LIBRARIES"));
+  CHECK_THROWS_WITH(parse_jemalloc_heap(no_maps, "a.heap"), Catch::Contains("a.heap: truncated: no MAPPED_LIBRARIES"));
+  CHECK_THROWS_WITH(parse_jemalloc_heap(dump.substr(0, dump.size() - 3), "b.heap"),
+                    Catch::Contains("truncated: the last line is cut short"));
+  std::string open_stack = dump.substr(0, dump.find("  t*: 1: 1024")) + "\n";
+  CHECK_THROWS_WITH(parse_jemalloc_heap(open_stack, "c.heap"), Catch::Contains("truncated: the last stack has no counts"));
+  CHECK_THROWS_WITH(parse_jemalloc_heap("heap_v2/x\n", "d.heap"), Catch::Contains("d.heap: line 1: malformed header"));
+  CHECK_THROWS_WITH(parse_jemalloc_heap("heap_v1\n", "e.heap"), Catch::Contains("not a jemalloc heap profile"));
+  std::string bad = "heap_v2/1\n  t*: 1: 1 [0: 0]\n@ 0x10 zz\n  t*: 1: 1 [0: 0]\nMAPPED_LIBRARIES:\n";
+  CHECK_THROWS_WITH(parse_jemalloc_heap(bad, "f.heap"), Catch::Contains("f.heap: line 3: malformed stack"));
+  std::string deep = "heap_v2/1\n  t*: 1: 1 [0: 0]\n@";
+  for (size_t i = 0; i <= kMaxStackFrames; ++i) deep += " 0x10";
+  deep += "\n";
+  CHECK_THROWS_WITH(parse_jemalloc_heap(deep, "g.heap"), Catch::Contains("more than 1024 frames"));
+}
+
+TEST_CASE("jemalloc dump names: PREFIX.PID.SEQ.KIND.heap", "[profile]") {
+  uint64_t pid = 0, seq = 0;
+  std::string kind;
+  CHECK(parse_jemalloc_name("/out/jeprof.7.12.m3.heap", pid, seq, kind));
+  CHECK((pid == 7 && seq == 12 && kind == "m"));
+  CHECK(parse_jemalloc_name("/out/my.prefix.7.41.f.heap", pid, seq, kind));
+  CHECK((pid == 7 && seq == 41 && kind == "f"));
+  CHECK_FALSE(parse_jemalloc_name("/out/app.heap", pid, seq, kind));
+  CHECK_FALSE(parse_jemalloc_name("/out/jeprof.x.1.i1.heap", pid, seq, kind));
+}
+
+TEST_CASE("names demangled: C++, Rust legacy and v0, plain C kept", "[profile]") {
+  CHECK(demangle("_ZN4shop6LedgerIlE13grow_steadilyEm") == "shop::Ledger<long>::grow_steadily");
+  CHECK(demangle("_ZN5sites13grow_steadily17h0123456789abcdefE") == "sites::grow_steadily");
+  CHECK(demangle("_RNvCs1234_5sites13grow_steadily") == "sites::grow_steadily");
+  CHECK(demangle("grow_steadily") == "grow_steadily");
+  CHECK(demangle("_Znot-mangled") == "_Znot-mangled");
+}
+
+TEST_CASE("allocator, runtime and libc frames are skipped when a stack is folded", "[profile]") {
+  auto frame = [](std::string fn, std::string file, std::string module) {
+    Frame f;
+    f.function = std::move(fn);
+    f.file = std::move(file);
+    f.module = std::move(module);
+    return f;
+  };
+  CHECK(is_allocator_frame(frame("", "", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")));
+  CHECK(is_allocator_frame(frame("__libc_malloc", "", "/usr/lib/x86_64-linux-gnu/libc.so.6")));
+  CHECK(is_allocator_frame(frame("operator new(unsigned long)", "", "/app")));
+  CHECK(is_allocator_frame(frame("malloc", "", "/app")));  // a statically linked allocator
+  CHECK(is_allocator_frame(frame("alloc::raw_vec::finish_grow", "", "/app")));
+  CHECK(is_allocator_frame(frame("<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem",
+                                 "/rustc/59807616/library/alloc/src/vec/mod.rs", "/app")));
+  CHECK_FALSE(is_allocator_frame(frame("free_list_push", "/src/list.c", "/app")));
+  CHECK_FALSE(is_allocator_frame(frame("shop::Ledger<long>::grow_steadily", "/src/sites.cpp", "/app")));
+  CHECK(is_profiler_frame(frame("", "", "/opt/memprofile/lib/libheaptrack_preload.so")));
+}

@@ -1,0 +1,292 @@
+// `memprofile report PROFILE... [--base EARLIER] (--rootfs DIR) [--top N] [--json]`:
+// from heap profiles to the code that holds the memory, and to what grew.
+// Reads the profiles (profile/heap_profile.h), symbolises their addresses
+// with the files of the image they came from (profile/symbolizer.h), folds
+// stacks into sites and ranks them (profile/sites.h).
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/json_text.h"
+#include "base/stream.h"
+#include "cli/cmd_report.h"
+#include "image/file_tree.h"
+#include "profile/heap_profile.h"
+#include "profile/sites.h"
+#include "profile/symbolizer.h"
+
+namespace memprofile {
+
+namespace {
+
+struct ReportOptions {
+  std::vector<std::string> profiles;
+  std::string base;
+  std::string rootfs;
+  size_t top = 10;
+  bool json = false;
+};
+
+// Most profile files one report reads (a day of dumps every minute).
+constexpr size_t kMaxProfiles = 4096;
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+std::string basename_of(const std::string& p) {
+  size_t s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+// The profile files a PROFILE argument names: itself, or a directory's
+// profiles (not recursive: collect writes them flat).
+void gather(const std::string& arg, std::vector<std::string>& out) {
+  struct stat st;
+  if (stat(arg.c_str(), &st) != 0) throw FileError(arg, std::string("cannot open: ") + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) {
+    out.push_back(arg);
+    return;
+  }
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(arg.c_str()), closedir);
+  if (!dir) throw FileError(arg, std::string("cannot list: ") + std::strerror(errno));
+  std::vector<std::string> names;
+  while (dirent* e = readdir(dir.get())) {
+    std::string n = e->d_name;
+    if (ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || n.rfind("memory-profiling_", 0) == 0 ||
+        ends_with(n, ".dat"))
+      names.push_back(n);
+    if (names.size() > kMaxProfiles)
+      throw FileError(arg, "more than " + std::to_string(kMaxProfiles) + " profiles; name the ones to read");
+  }
+  if (names.empty()) throw FileError(arg, "holds no heap profile (jemalloc *.heap, heaptrack.*, bytehound *.dat)");
+  std::sort(names.begin(), names.end());
+  for (const auto& n : names) out.push_back(arg + "/" + n);
+}
+
+// One profile file, whole, under the cap.
+std::string read_profile(const std::string& path) {
+  std::string text;
+  if (!read_small_file(path, text, kMaxProfileFile,
+                       "larger than " + std::to_string(kMaxProfileFile >> 20) + " MiB; not a heap profile memprofile reads"))
+    throw FileError(path, "cannot open: no such file");
+  return text;
+}
+
+// Profiles of the backends report does not read yet: one line, the tool to use.
+void refuse_other_backends(const std::string& path, const std::string& head) {
+  std::string name = basename_of(path);
+  if (name.rfind("heaptrack.", 0) == 0)
+    throw FileError(path, "a heaptrack trace: report reads jemalloc profiles only so far; use heaptrack_print "
+                          "(heaptrack --analyze " + name + ") or scripts/cluster/open.sh");
+  if (head.rfind("MEMORY_PROFILER", 0) == 0 || ends_with(name, ".dat"))
+    throw FileError(path, "a bytehound profile: report does not read bytehound's format; use `bytehound server " +
+                              name + "` (or bytehound's export to heaptrack)");
+}
+
+std::vector<HeapSnapshot> load_snapshots(const ReportOptions& o, std::vector<std::string>& notes) {
+  std::vector<std::string> files;
+  for (const auto& p : o.profiles) gather(p, files);
+  if (files.size() > kMaxProfiles) throw Error("more than " + std::to_string(kMaxProfiles) + " profiles");
+  std::vector<HeapSnapshot> all;
+  for (const auto& f : files) {
+    std::string text = read_profile(f);
+    if (!is_jemalloc_heap(text.substr(0, 16))) {
+      refuse_other_backends(f, text.substr(0, 64));
+      throw FileError(f, "not a heap profile memprofile reads (a jemalloc dump starts with \"heap_v2/\")");
+    }
+    all.push_back(parse_jemalloc_heap(text, f));
+  }
+  // One process: the one with the most dumps (a service's children dump too).
+  std::map<uint64_t, size_t> per_pid;
+  for (const auto& s : all) ++per_pid[s.pid];
+  uint64_t pid = std::max_element(per_pid.begin(), per_pid.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+  if (per_pid.size() > 1) {
+    std::string others;
+    for (const auto& [p, count] : per_pid)
+      if (p != pid) others += (others.empty() ? "" : ", ") + std::to_string(p) + " (" + std::to_string(count) + ")";
+    notes.push_back("dumps of other processes left out: pid " + others + "; name their files alone to see them");
+  }
+  std::vector<HeapSnapshot> chosen;
+  for (auto& s : all)
+    if (s.pid == pid) chosen.push_back(std::move(s));
+  std::stable_sort(chosen.begin(), chosen.end(),
+                   [](const HeapSnapshot& a, const HeapSnapshot& b) { return a.sequence < b.sequence; });
+  // jemalloc's exit dump (prof_final) comes after the program's own
+  // teardown: containers freed by destructors would look like memory given
+  // back. With other dumps to compare, it is left out, and said so.
+  if (chosen.size() > 2 && chosen.back().trigger == "f") {
+    notes.push_back("the exit dump " + basename_of(chosen.back().file) +
+                    " is left out: it is taken after the program's teardown (name it alone to see it)");
+    chosen.pop_back();
+  }
+  if (!o.base.empty()) {
+    std::string text = read_profile(o.base);
+    if (!is_jemalloc_heap(text.substr(0, 16))) refuse_other_backends(o.base, text.substr(0, 64));
+    chosen.insert(chosen.begin(), parse_jemalloc_heap(text, o.base));
+  }
+  return chosen;
+}
+
+std::string human(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = std::fabs(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", bytes < 0 ? -v : v, units[u]);
+  return buf;
+}
+
+std::string short_file(const std::string& f) {
+  // The last two components say enough in a table; --json has the path.
+  size_t s = f.rfind('/');
+  if (s == std::string::npos || s == 0) return f;
+  size_t t = f.rfind('/', s - 1);
+  return t == std::string::npos ? f : f.substr(t + 1);
+}
+
+std::string site_label(const Frame& f) {
+  std::string s = f.function.empty() ? f.module + "+0x" + [&] {
+    char b[20];
+    std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(f.module_offset));
+    return std::string(b);
+  }() : f.function;
+  if (!f.file.empty()) s += " (" + short_file(f.file) + (f.line ? ":" + std::to_string(f.line) : "") + ")";
+  return s;
+}
+
+nlohmann::json frame_json(const Frame& f) {
+  nlohmann::json j = {{"function", f.function}, {"file", f.file}, {"line", f.line}, {"module", f.module},
+                      {"module_offset", f.module_offset}};
+  if (f.inlined) j["inlined"] = true;
+  return j;
+}
+
+ExitCode run_report(const ReportOptions& o) {
+  if (o.rootfs.empty())
+    throw Error("report needs the image's files for symbols: --rootfs DIR (the image's root filesystem, e.g. from "
+                "`docker export` or `buildah mount`)");
+  std::vector<std::string> notes;
+  std::vector<HeapSnapshot> snaps = load_snapshots(o, notes);
+  HostTree tree(o.rootfs);
+  Symbolizer symbolizer([&tree](const std::string& path) -> int {
+    std::optional<Resolved> r;
+    try {
+      r = resolve(tree, path);
+    } catch (const Error&) {
+      return -1;
+    }
+    if (!r || r->node.kind != FsNode::Kind::Regular) return -1;
+    return tree.open_file(r->path);
+  });
+  SiteTable table = fold_sites(snaps, symbolizer);
+
+  std::vector<const Site*> by_use, by_growth;
+  for (const auto& s : table.sites) {
+    if (s.bytes.back() > 0) by_use.push_back(&s);
+    if (s.growth() > 0) by_growth.push_back(&s);
+  }
+  std::stable_sort(by_use.begin(), by_use.end(), [](const Site* a, const Site* b) { return a->bytes.back() > b->bytes.back(); });
+  std::stable_sort(by_growth.begin(), by_growth.end(), [](const Site* a, const Site* b) { return a->growth() > b->growth(); });
+  if (by_use.size() > o.top) by_use.resize(o.top);
+  if (by_growth.size() > o.top) by_growth.resize(o.top);
+  const bool over_time = snaps.size() > 1;
+
+  if (o.json) {
+    nlohmann::json j;
+    j["backend"] = "jemalloc";
+    j["pid"] = snaps.back().pid;
+    j["snapshots"] = nlohmann::json::array();
+    for (size_t i = 0; i < snaps.size(); ++i)
+      j["snapshots"].push_back({{"file", snaps[i].file}, {"bytes_in_use", table.totals[i]},
+                                {"sample_period", snaps[i].sample_period}});
+    auto site_json = [&](const Site* s) {
+      nlohmann::json sj = {{"site", frame_json(s->frame)}, {"bytes_in_use", s->bytes.back()},
+                           {"objects_in_use", s->objects.back()}, {"growth", s->growth()},
+                           {"leak_suspect", over_time && s->leak_suspect()}, {"bytes_per_snapshot", s->bytes}};
+      sj["stack"] = nlohmann::json::array();
+      for (const auto& f : s->stack) sj["stack"].push_back(frame_json(f));
+      return sj;
+    };
+    j["in_use"] = nlohmann::json::array();
+    for (const Site* s : by_use) j["in_use"].push_back(site_json(s));
+    j["growth"] = nlohmann::json::array();
+    if (over_time)
+      for (const Site* s : by_growth) j["growth"].push_back(site_json(s));
+    j["warnings"] = table.warnings;
+    j["notes"] = notes;
+    std::cout << json_text(j) << "\n";
+    return ExitCode::Ok;
+  }
+
+  std::cout << "memprofile report: " << snaps.size() << " jemalloc heap dump" << (snaps.size() == 1 ? "" : "s")
+            << " of pid " << snaps.back().pid << " (" << basename_of(snaps.front().file)
+            << (snaps.size() > 1 ? " … " + basename_of(snaps.back().file) : "") << "), sampled every "
+            << human(static_cast<double>(snaps.back().sample_period)) << "\n";
+  std::cout << "in use at the last dump: " << human(table.totals.back());
+  if (over_time) std::cout << " (" << (table.totals.back() >= table.totals.front() ? "+" : "")
+                           << human(table.totals.back() - table.totals.front()) << " since the first)";
+  std::cout << "\n";
+  for (const auto& n : notes) std::cout << "note: " << n << "\n";
+  for (const auto& w : table.warnings) std::cout << "warning: " << w << "\n";
+  if (over_time) {
+    std::cout << "\nGrowth, first dump to last (" << snaps.size() << " dumps), by bytes gained:\n";
+    if (by_growth.empty()) std::cout << "  no site grew\n";
+    for (size_t i = 0; i < by_growth.size(); ++i) {
+      const Site* s = by_growth[i];
+      char line[64];
+      std::snprintf(line, sizeof line, "%3zu  %11s  %11s  ", i + 1, ("+" + human(s->growth())).c_str(),
+                    human(s->bytes.back()).c_str());
+      std::cout << line << site_label(s->frame)
+                << (s->leak_suspect() ? "  LEAK SUSPECT: rose at every dump, never fell" : "") << "\n";
+    }
+  }
+  std::cout << "\nIn use at the last dump, by bytes:\n";
+  for (size_t i = 0; i < by_use.size(); ++i) {
+    const Site* s = by_use[i];
+    char line[64];
+    double share = table.totals.back() > 0 ? 100 * s->bytes.back() / table.totals.back() : 0;
+    std::snprintf(line, sizeof line, "%3zu  %11s  %5.1f%%  ", i + 1, human(s->bytes.back()).c_str(), share);
+    std::cout << line << site_label(s->frame) << "\n";
+    for (size_t k = 1; k < s->stack.size() && k < 8; ++k) std::cout << "                          " << site_label(s->stack[k]) << "\n";
+  }
+  return ExitCode::Ok;
+}
+
+}  // namespace
+
+void setup_report(CLI::App& app, ExitCode& exit_code) {
+  auto o = std::make_shared<ReportOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "report", "From heap profiles to the code holding the memory: the largest allocation sites, and with several "
+                "dumps (or --base) the sites that grew and the leak suspects");
+  cmd->add_option("profiles", o->profiles, "jemalloc .heap dumps, or directories of them (memprofile collect's output)")
+      ->required();
+  cmd->add_option("--base", o->base, "an earlier dump to measure growth from");
+  cmd->add_option("--rootfs", o->rootfs, "the image's root filesystem: symbols come from its files")->required();
+  cmd->add_option("--top", o->top, "sites shown per view")->capture_default_str()->check(CLI::Range(1, 10000));
+  cmd->add_flag("--json", o->json, "the same content as JSON");
+  cmd->callback([o, &exit_code] { exit_code = run_report(*o); });
+}
+
+}  // namespace memprofile

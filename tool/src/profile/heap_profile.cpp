@@ -1,0 +1,197 @@
+#include "profile/heap_profile.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace memprofile {
+
+namespace {
+
+// One line at a time over the text, counting lines for messages.
+class Lines {
+ public:
+  explicit Lines(const std::string& text) : text_(text) {}
+  bool next(std::string& line) {
+    if (pos_ >= text_.size()) return false;
+    size_t end = text_.find('\n', pos_);
+    if (end == std::string::npos) end = text_.size();
+    line.assign(text_, pos_, end - pos_);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    pos_ = end + 1;
+    ++number_;
+    return true;
+  }
+  size_t number() const { return number_; }
+
+ private:
+  const std::string& text_;
+  size_t pos_ = 0, number_ = 0;
+};
+
+bool parse_u64(const char*& p, uint64_t& out, int base = 10) {
+  while (*p == ' ') ++p;
+  if ((base == 10 && (*p < '0' || *p > '9')) || (base == 16 && !std::isxdigit(static_cast<unsigned char>(*p))))
+    return false;
+  errno = 0;
+  char* end;
+  out = std::strtoull(p, &end, base);
+  if (errno == ERANGE) return false;
+  p = end;
+  return true;
+}
+
+bool expect(const char*& p, const char* lit) {
+  while (*p == ' ' && *lit != ' ') ++p;
+  size_t n = std::strlen(lit);
+  if (std::strncmp(p, lit, n) != 0) return false;
+  p += n;
+  return true;
+}
+
+// "  t*: OBJS: BYTES [AOBJS: ABYTES]" (also "  tN: ..."); false when not that.
+bool parse_counts(const std::string& line, bool& total, uint64_t& objs, uint64_t& bytes) {
+  const char* p = line.c_str();
+  while (*p == ' ') ++p;
+  if (*p != 't') return false;
+  ++p;
+  total = *p == '*';
+  if (total) ++p;
+  else {
+    uint64_t thread;
+    if (!parse_u64(p, thread)) return false;
+  }
+  uint64_t aobjs, abytes;
+  return expect(p, ":") && parse_u64(p, objs) && expect(p, ":") && parse_u64(p, bytes) && expect(p, " [") &&
+         parse_u64(p, aobjs) && expect(p, ":") && parse_u64(p, abytes) && expect(p, "]");
+}
+
+// jeprof's AdjustSamples for heap_v2: a site whose objects average s bytes,
+// sampled every `period` bytes, is seen with probability 1 - exp(-s/period).
+void scale(StackSample& s, uint64_t period) {
+  if (period == 0 || s.objects <= 0) return;
+  double ratio = (s.bytes / s.objects) / static_cast<double>(period);
+  double factor = 1 / (1 - std::exp(-ratio));
+  s.objects *= factor;
+  s.bytes *= factor;
+}
+
+// "START-END PERMS OFFSET DEV INODE [PATH]": a mapping with a file, or false.
+bool parse_map_line(const std::string& line, Mapping& m) {
+  const char* p = line.c_str();
+  uint64_t dev_major, dev_minor, inode;
+  if (!parse_u64(p, m.start, 16) || *p++ != '-' || !parse_u64(p, m.end, 16) || *p++ != ' ') return false;
+  if (std::strlen(p) < 5) return false;
+  m.executable = p[2] == 'x';
+  p += 4;
+  if (!parse_u64(p, m.offset, 16) || !parse_u64(p, dev_major, 16) || *p++ != ':' || !parse_u64(p, dev_minor, 16) ||
+      !parse_u64(p, inode))
+    return false;
+  while (*p == ' ') ++p;
+  if (*p != '/') return false;  // anonymous, [heap], [stack], [vdso]
+  m.path = p;
+  // The kernel marks a file replaced since it was mapped.
+  static const std::string deleted = " (deleted)";
+  if (m.path.size() > deleted.size() && m.path.compare(m.path.size() - deleted.size(), deleted.size(), deleted) == 0)
+    m.path.resize(m.path.size() - deleted.size());
+  return m.end > m.start;
+}
+
+}  // namespace
+
+bool is_jemalloc_heap(const std::string& head) { return head.rfind("heap_v2/", 0) == 0; }
+
+HeapSnapshot parse_jemalloc_heap(const std::string& text, const std::string& name) {
+  HeapSnapshot snap;
+  snap.file = name;
+  snap.backend = "jemalloc";
+  parse_jemalloc_name(name, snap.pid, snap.sequence, snap.trigger);
+  Lines lines(text);
+  std::string line;
+  auto bad = [&](const std::string& what) {
+    return FileError(name, "line " + std::to_string(lines.number()) + ": " + what);
+  };
+  if (!lines.next(line) || !is_jemalloc_heap(line))
+    throw FileError(name, "not a jemalloc heap profile (it starts with \"heap_v2/PERIOD\")");
+  // jemalloc ends every line, the maps' last included: a dump without a
+  // final newline was cut short, maybe inside the maps.
+  if (text.back() != '\n') throw FileError(name, "truncated: the last line is cut short (no final newline)");
+  const char* p = line.c_str() + std::strlen("heap_v2/");
+  if (!parse_u64(p, snap.sample_period) || *p) throw bad("malformed header: " + line.substr(0, 80));
+  // The process totals, then one line per thread.
+  bool total;
+  uint64_t objs, bytes;
+  if (!lines.next(line) || !parse_counts(line, total, objs, bytes) || !total)
+    throw bad("expected the totals line \"  t*: OBJECTS: BYTES [...]\"");
+  bool mapped = false;
+  StackSample* open = nullptr;  // the stack whose t* line is still due
+  while (lines.next(line)) {
+    if (line.rfind("@", 0) == 0) {
+      if (open) throw bad("a stack without its counts (\"  t*: ...\" missing)");
+      StackSample s;
+      const char* q = line.c_str() + 1;
+      while (*q == ' ') ++q;
+      while (*q) {
+        uint64_t pc;
+        if (!expect(q, "0x") || !parse_u64(q, pc, 16)) throw bad("malformed stack: " + line.substr(0, 80));
+        if (s.pcs.size() == kMaxStackFrames) throw bad("more than " + std::to_string(kMaxStackFrames) + " frames");
+        s.pcs.push_back(pc);
+        while (*q == ' ') ++q;
+      }
+      if (s.pcs.empty()) throw bad("an empty stack");
+      snap.stacks.push_back(std::move(s));
+      open = &snap.stacks.back();
+    } else if (parse_counts(line, total, objs, bytes)) {
+      if (!total) continue;  // per-thread split: the t* line already sums it
+      if (!open) throw bad("counts outside a stack");
+      open->objects = static_cast<double>(objs);
+      open->bytes = static_cast<double>(bytes);
+      scale(*open, snap.sample_period);
+      snap.total_objects += open->objects;
+      snap.total_bytes += open->bytes;
+      open = nullptr;
+    } else if (line == "MAPPED_LIBRARIES:") {
+      mapped = true;
+      break;
+    } else if (!line.empty()) {
+      throw bad("unexpected: " + line.substr(0, 80));
+    }
+  }
+  if (open) throw FileError(name, "truncated: the last stack has no counts");
+  if (!mapped)
+    throw FileError(name, "truncated: no MAPPED_LIBRARIES section (jemalloc writes it last; the dump was cut short)");
+  while (lines.next(line)) {
+    Mapping m;
+    if (parse_map_line(line, m)) snap.maps.push_back(std::move(m));
+  }
+  if (snap.maps.empty()) throw FileError(name, "truncated: MAPPED_LIBRARIES lists no file");
+  return snap;
+}
+
+bool parse_jemalloc_name(const std::string& path, uint64_t& pid, uint64_t& sequence, std::string& trigger) {
+  // PREFIX.PID.SEQ.KIND[N].heap, the prefix may hold dots of its own.
+  std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  if (base.size() < 5 || base.compare(base.size() - 5, 5, ".heap") != 0) return false;
+  base.resize(base.size() - 5);
+  size_t k = base.rfind('.');
+  if (k == std::string::npos || k == 0) return false;
+  std::string kind = base.substr(k + 1);
+  size_t s = base.rfind('.', k - 1);
+  if (s == std::string::npos || s == 0) return false;
+  size_t pd = base.rfind('.', s - 1);
+  if (pd == std::string::npos) return false;
+  const char* q = base.c_str() + s + 1;
+  uint64_t seq, id;
+  if (!parse_u64(q, seq) || q != base.c_str() + k) return false;
+  q = base.c_str() + pd + 1;
+  if (!parse_u64(q, id) || q != base.c_str() + s) return false;
+  if (kind.empty() || std::strchr("imuf", kind[0]) == nullptr) return false;
+  pid = id;
+  sequence = seq;
+  trigger = kind.substr(0, 1);
+  return true;
+}
+
+}  // namespace memprofile

@@ -1,0 +1,57 @@
+// Heap profiles as the profilers write them, read into one model: snapshots
+// of sampled stacks (program counters) with the objects and bytes they hold,
+// and the process's memory map at the time, which says which file each
+// address belongs to. Reading is bounded by the file's size; nothing here
+// symbolises (symbolizer.h) or ranks (sites.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memprofile {
+
+// One line of /proc/PID/maps with a file behind it.
+struct Mapping {
+  uint64_t start = 0, end = 0, offset = 0;
+  bool executable = false;
+  std::string path;
+};
+
+struct StackSample {
+  std::vector<uint64_t> pcs;  // innermost first, as recorded (return addresses past the first)
+  double objects = 0, bytes = 0;  // in use, scaled up from the samples
+};
+
+struct HeapSnapshot {
+  std::string file;        // where it was read from (for messages)
+  std::string backend;     // "jemalloc"
+  uint64_t pid = 0;        // from the file name, when it says (jemalloc: PREFIX.PID.SEQ.KIND.heap)
+  uint64_t sequence = 0;   // dump number within the process
+  std::string trigger;     // jemalloc: i (interval), m (manual), u (growth), f (final)
+  uint64_t sample_period = 0;  // mean bytes between samples
+  std::vector<StackSample> stacks;
+  std::vector<Mapping> maps;
+  double total_bytes = 0, total_objects = 0;
+};
+
+// Most bytes of one profile file read (a real jemalloc dump is kilobytes to
+// a few MiB); most frames of one stack (jemalloc records at most 128).
+constexpr uint64_t kMaxProfileFile = 256ull << 20;
+constexpr size_t kMaxStackFrames = 1024;
+
+// True when `head` (the file's first bytes) is a jemalloc heap dump.
+bool is_jemalloc_heap(const std::string& head);
+
+// Parses a jemalloc `heap_v2/PERIOD` dump (prof.dump, lg_prof_interval,
+// prof_gdump, prof_final) with its MAPPED_LIBRARIES section. Counts are
+// scaled as jeprof scales them (a site of mean object size s sampled every
+// P bytes is seen with probability 1 - exp(-s/P)). Throws FileError naming
+// `name` and the line for anything malformed, and for a dump cut short.
+HeapSnapshot parse_jemalloc_heap(const std::string& text, const std::string& name);
+
+// PID, sequence and trigger from a jemalloc dump's file name; false when the
+// name is not PREFIX.PID.SEQ.KINDn.heap.
+bool parse_jemalloc_name(const std::string& path, uint64_t& pid, uint64_t& sequence, std::string& trigger);
+
+}  // namespace memprofile

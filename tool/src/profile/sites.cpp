@@ -1,0 +1,137 @@
+#include "profile/sites.h"
+
+#include <algorithm>
+#include <map>
+
+namespace memprofile {
+
+namespace {
+
+std::string basename_of(const std::string& p) {
+  size_t s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// The mapping holding pc, by binary search over maps sorted by start.
+const Mapping* find_mapping(const std::vector<const Mapping*>& sorted, uint64_t pc) {
+  auto it = std::upper_bound(sorted.begin(), sorted.end(), pc, [](uint64_t v, const Mapping* m) { return v < m->start; });
+  if (it == sorted.begin()) return nullptr;
+  const Mapping* m = *(it - 1);
+  return pc < m->end ? m : nullptr;
+}
+
+}  // namespace
+
+bool Site::leak_suspect() const {
+  if (bytes.size() < 2 || growth() <= 0) return false;
+  for (size_t i = 1; i < bytes.size(); ++i)
+    if (bytes[i] < bytes[i - 1]) return false;
+  return true;
+}
+
+bool is_profiler_frame(const Frame& f) {
+  std::string mod = basename_of(f.module);
+  for (const char* m : {"libjemalloc", "libheaptrack", "libbytehound", "libmemprofile"})
+    if (starts_with(mod, m)) return true;
+  return false;
+}
+
+bool is_allocator_frame(const Frame& f) {
+  if (is_profiler_frame(f)) return true;
+  // Whole modules: the profilers' preload libraries, libc and the loader,
+  // the C++ and unwinder runtimes.
+  std::string mod = basename_of(f.module);
+  for (const char* m : {"libc.so", "libc-", "ld-linux", "ld-musl", "libstdc++", "libc++", "libgcc_s"})
+    if (starts_with(mod, m)) return true;
+  // Source files of the standard libraries, inlined or instantiated into
+  // the program: Rust's alloc/core/std (/rustc/HASH/library/...), libstdc++'s
+  // headers.
+  const std::string& file = f.file;
+  if (starts_with(file, "/rustc/") || starts_with(file, "library/alloc/") || starts_with(file, "library/core/") ||
+      starts_with(file, "library/std/") || file.find("/usr/include/c++/") != std::string::npos)
+    return true;
+  // Functions, for allocators and templates compiled into the program itself
+  // (a statically linked jemalloc, std::vector's growth, Rust's alloc crate).
+  const std::string& fn = f.function;
+  for (const char* name : {"malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
+                           "memalign", "valloc", "pvalloc", "mallocx", "rallocx"})
+    if (fn == name) return true;
+  for (const char* p : {"je_", "prof_backtrace", "prof_alloc", "imalloc", "_rjem_", "tikv_jemallocator", "operator new",
+                        "std::", "__gnu_cxx::", "__cxx", "alloc::", "core::", "<alloc::", "<core::", "__rust_alloc",
+                        "__rust_realloc", "__rdl_", "__rg_", "hashbrown::"})
+    if (starts_with(fn, p)) return true;
+  return false;
+}
+
+SiteTable fold_sites(const std::vector<HeapSnapshot>& snapshots, Symbolizer& symbolizer) {
+  SiteTable table;
+  std::map<std::string, size_t> index;  // site key -> table.sites
+  std::vector<double> heaviest;         // per site: bytes of the stack kept as its example
+  const size_t n = snapshots.size();
+  size_t outside = 0;  // addresses in no file mapping
+  for (size_t s = 0; s < n; ++s) {
+    const HeapSnapshot& snap = snapshots[s];
+    table.snapshots.push_back(snap.file);
+    table.totals.push_back(snap.total_bytes);
+    std::vector<const Mapping*> sorted;
+    for (const auto& m : snap.maps) sorted.push_back(&m);
+    std::sort(sorted.begin(), sorted.end(), [](const Mapping* a, const Mapping* b) { return a->start < b->start; });
+    for (const auto& sample : snap.stacks) {
+      std::vector<Frame> frames;
+      for (size_t i = 0; i < sample.pcs.size(); ++i) {
+        const Mapping* m = find_mapping(sorted, sample.pcs[i]);
+        if (!m) {
+          ++outside;
+          Frame f;
+          f.module = "?";
+          f.module_offset = sample.pcs[i];
+          frames.push_back(f);
+          continue;
+        }
+        // The first address is where the sample was taken, the others are
+        // return addresses (jeprof subtracts one from them too).
+        for (auto& f : symbolizer.lookup(*m, sample.pcs[i], i > 0)) frames.push_back(std::move(f));
+      }
+      // Fold: the first frame that is not the allocator's.
+      size_t first = 0;
+      while (first < frames.size() && is_allocator_frame(frames[first])) ++first;
+      if (first == frames.size()) {
+        // All runtime (a library's start-up, the loader): the first named
+        // frame past the profiler's own, else the first past it.
+        first = 0;
+        while (first < frames.size() && is_profiler_frame(frames[first])) ++first;
+        size_t named = first;
+        while (named < frames.size() && frames[named].function.empty()) ++named;
+        if (named < frames.size()) first = named;
+        if (first == frames.size()) first = 0;
+      }
+      const Frame& at = frames[first];
+      std::string key = at.function.empty() ? at.str() : at.function + "\n" + at.file + ":" + std::to_string(at.line);
+      auto [it, added] = index.emplace(key, table.sites.size());
+      if (added) {
+        Site site;
+        site.frame = at;
+        site.bytes.assign(n, 0);
+        site.objects.assign(n, 0);
+        table.sites.push_back(std::move(site));
+        heaviest.push_back(-1);
+      }
+      Site& site = table.sites[it->second];
+      site.bytes[s] += sample.bytes;
+      site.objects[s] += sample.objects;
+      if (sample.bytes > heaviest[it->second]) {
+        heaviest[it->second] = sample.bytes;
+        site.stack.assign(frames.begin() + static_cast<std::ptrdiff_t>(first), frames.end());
+      }
+    }
+  }
+  table.warnings = symbolizer.warnings();
+  if (outside)
+    table.warnings.push_back(std::to_string(outside) + " sampled address" + (outside == 1 ? "" : "es") +
+                             " fall in no mapped file (JIT code, or maps cut short): shown as ?+0xADDRESS");
+  return table;
+}
+
+}  // namespace memprofile

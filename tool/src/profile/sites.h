@@ -1,0 +1,43 @@
+// Allocation sites over time: each sampled stack folded to the first frame
+// outside the allocator, the C/C++/Rust runtime and libc (the code that
+// asked for the memory), its bytes in use summed per snapshot; then the
+// answers: the largest sites now, the sites that grew, and which of those
+// look like leaks.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "profile/heap_profile.h"
+#include "profile/symbolizer.h"
+
+namespace memprofile {
+
+struct Site {
+  Frame frame;                  // where the memory was asked for
+  std::vector<Frame> stack;     // its heaviest stack, innermost first, allocator frames dropped
+  std::vector<double> bytes;    // in use, per snapshot
+  std::vector<double> objects;  // in use, per snapshot
+  double growth() const { return bytes.empty() ? 0 : bytes.back() - bytes.front(); }
+  // Rose from the first snapshot to the last and never fell in between (a
+  // flat interval does not clear it: dumps can come at uneven times).
+  bool leak_suspect() const;
+};
+
+struct SiteTable {
+  std::vector<std::string> snapshots;  // the files, oldest first
+  std::vector<double> totals;          // bytes in use per snapshot
+  std::vector<Site> sites;             // unordered
+  std::vector<std::string> warnings;   // the symbolizer's
+};
+
+// True for a frame of the allocator, the language runtime or libc: skipped
+// when a stack is folded to its site.
+bool is_allocator_frame(const Frame& f);
+// True for a frame of the profiler's own preload library.
+bool is_profiler_frame(const Frame& f);
+
+// Folds the snapshots (oldest first, all of one process) into sites.
+SiteTable fold_sites(const std::vector<HeapSnapshot>& snapshots, Symbolizer& symbolizer);
+
+}  // namespace memprofile

@@ -1,0 +1,250 @@
+#include "profile/symbolizer.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
+#include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <gelf.h>
+// libiberty.h declares basename() unless told the C library does.
+#define HAVE_DECL_BASENAME 1
+#include <libiberty/demangle.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "base/unique_fd.h"
+#include "image/file_tree.h"
+
+namespace memprofile {
+
+namespace {
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string build_id_of(Elf* elf) {
+  const void* id = nullptr;
+  ssize_t n = elf ? dwelf_elf_gnu_build_id(elf, &id) : -1;
+  if (n <= 0) return "";
+  std::string out;
+  for (ssize_t i = 0; i < n; ++i) {
+    char b[3];
+    std::snprintf(b, sizeof b, "%02x", static_cast<const unsigned char*>(id)[i]);
+    out += b;
+  }
+  return out;
+}
+
+// A DIE's name, through DW_AT_abstract_origin and DW_AT_specification:
+// the linkage name when there is one (it demangles to the qualified name).
+std::string die_name(Dwarf_Die* die) {
+  Dwarf_Attribute attr;
+  for (int at : {DW_AT_linkage_name, DW_AT_MIPS_linkage_name})
+    if (dwarf_attr_integrate(die, at, &attr))
+      if (const char* s = dwarf_formstring(&attr)) return demangle(s);
+  if (dwarf_attr_integrate(die, DW_AT_name, &attr))
+    if (const char* s = dwarf_formstring(&attr)) return s;
+  return "";
+}
+
+}  // namespace
+
+std::string demangle(const std::string& name) {
+  if (name.rfind("_Z", 0) != 0 && name.rfind("_R", 0) != 0) return name;
+  char* d = cplus_demangle(name.c_str(), DMGL_ANSI);
+  if (!d) return name;
+  std::string out = d;
+  std::free(d);
+  return out;
+}
+
+std::string Frame::str() const {
+  if (function.empty() && file.empty()) return module + "+" + hex(module_offset);
+  std::string s = function.empty() ? module + "+" + hex(module_offset) : function;
+  if (!file.empty()) s += " (" + file + (line ? ":" + std::to_string(line) : "") + ")";
+  return s;
+}
+
+// One mapped file: its own Dwfl (reported at its link-time addresses), and
+// whether it is the file the process mapped.
+struct Symbolizer::Module {
+  std::string path;
+  OpenFile* open = nullptr;
+  Dwfl* dwfl = nullptr;
+  Dwfl_Module* mod = nullptr;
+  std::vector<GElf_Phdr> loads;
+  bool usable = false;
+  bool warned_mismatch = false;
+  ~Module() {
+    if (dwfl) dwfl_end(dwfl);
+  }
+};
+
+namespace {
+
+int find_no_elf(Dwfl_Module*, void**, const char*, Dwarf_Addr, char**, Elf**) { return -1; }
+
+// Debug files from the image only, as gdb and elfutils look for them:
+// /usr/lib/debug/.build-id/XX/REST.debug, then the .gnu_debuglink name
+// beside the file, in its .debug/ and under /usr/lib/debug/DIR/. A debug
+// file with a build-id other than the module's is not used.
+int find_debuginfo(Dwfl_Module* mod, void** userdata, const char*, Dwarf_Addr, const char*, const char* debuglink,
+                   GElf_Word, char** debuginfo_file_name) {
+  auto* m = static_cast<Symbolizer::Module*>(*userdata);
+  if (!m || !m->open) return -1;
+  const unsigned char* bits = nullptr;
+  GElf_Addr vaddr;
+  int n = dwfl_module_build_id(mod, &bits, &vaddr);
+  std::string id;
+  for (int i = 0; i < n; ++i) {
+    char b[3];
+    std::snprintf(b, sizeof b, "%02x", bits[i]);
+    id += b;
+  }
+  std::vector<std::string> candidates;
+  if (id.size() > 2) candidates.push_back("/usr/lib/debug/.build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug");
+  if (debuglink && *debuglink && !std::strchr(debuglink, '/')) {
+    std::string dir = dirname_of(m->path);
+    std::string sep = dir == "/" ? "" : "/";
+    candidates.push_back(dir + sep + debuglink);
+    candidates.push_back(dir + sep + ".debug/" + debuglink);
+    candidates.push_back("/usr/lib/debug" + dir + sep + debuglink);
+  }
+  for (const auto& c : candidates) {
+    if (c == m->path) continue;
+    int fd = (*m->open)(c);
+    if (fd < 0) continue;
+    // Same build-id, or none to compare.
+    Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+    std::string theirs = build_id_of(elf);
+    if (elf) elf_end(elf);
+    if (!id.empty() && !theirs.empty() && theirs != id) {
+      ::close(fd);
+      continue;
+    }
+    *debuginfo_file_name = strdup(c.c_str());
+    return fd;
+  }
+  return -1;
+}
+
+const Dwfl_Callbacks kCallbacks = {find_no_elf, find_debuginfo, dwfl_offline_section_address, nullptr};
+
+}  // namespace
+
+Symbolizer::Symbolizer(OpenFile open) : open_(std::move(open)) {
+  elf_version(EV_CURRENT);
+}
+
+Symbolizer::~Symbolizer() = default;
+
+Symbolizer::Module& Symbolizer::module(const Mapping& map) {
+  auto it = modules_.find(map.path);
+  if (it != modules_.end()) return *it->second;
+  auto m = std::make_unique<Module>();
+  m->path = map.path;
+  m->open = &open_;
+  auto warn = [&](const std::string& why) { warnings_.push_back(map.path + ": " + why); };
+  int fd = open_(map.path);
+  if (fd < 0) {
+    warn("not in the image: its addresses stay unresolved");
+  } else {
+    m->dwfl = dwfl_begin(&kCallbacks);
+    // Reported at its link-time addresses: an address is looked up as the
+    // file's own virtual address (libdwfl takes the fd).
+    m->mod = m->dwfl ? dwfl_report_elf(m->dwfl, map.path.c_str(), map.path.c_str(), fd, 0, true) : nullptr;
+    if (!m->mod) {
+      ::close(fd);
+      warn(std::string("not an ELF file libdwfl can read (") + dwfl_errmsg(-1) + "): its addresses stay unresolved");
+    } else {
+      dwfl_report_end(m->dwfl, nullptr, nullptr);
+      void** slot = nullptr;
+      dwfl_module_info(m->mod, &slot, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+      if (slot) *slot = m.get();
+      GElf_Addr bias;
+      Elf* elf = dwfl_module_getelf(m->mod, &bias);
+      size_t phnum = 0;
+      if (elf && elf_getphdrnum(elf, &phnum) == 0)
+        for (size_t i = 0; i < phnum; ++i) {
+          GElf_Phdr ph;
+          if (gelf_getphdr(elf, static_cast<int>(i), &ph) && ph.p_type == PT_LOAD) m->loads.push_back(ph);
+        }
+      m->usable = !m->loads.empty();
+      if (!m->usable) warn("has no loadable segments: its addresses stay unresolved");
+    }
+  }
+  return *(modules_[map.path] = std::move(m));
+}
+
+std::vector<Frame> Symbolizer::lookup(const Mapping& map, uint64_t pc, bool caller) {
+  Frame unresolved;
+  unresolved.module = map.path;
+  unresolved.module_offset = pc - map.start + map.offset;
+  auto key = std::make_pair(map.path, unresolved.module_offset * 2 + (caller ? 1 : 0));
+  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  std::vector<Frame>& out = cache_[key];
+  Module& m = module(map);
+  // The file offset to the file's virtual address, through the segment
+  // holding it; an executable mapping no segment explains means this is not
+  // the file the process mapped (another build): nothing is attributed.
+  const GElf_Phdr* seg = nullptr;
+  for (const auto& ph : m.loads)
+    if (unresolved.module_offset >= ph.p_offset && unresolved.module_offset < ph.p_offset + ph.p_filesz) seg = &ph;
+  if (!m.usable || !seg || (map.executable && !(seg->p_flags & PF_X))) {
+    if (m.usable && !m.warned_mismatch) {
+      m.warned_mismatch = true;
+      warnings_.push_back(map.path + ": not the file the process mapped (its segments differ from the profile's maps): "
+                                     "its addresses stay unresolved");
+    }
+    out.push_back(unresolved);
+    return out;
+  }
+  Dwarf_Addr addr = unresolved.module_offset - seg->p_offset + seg->p_vaddr - (caller ? 1 : 0);
+  const char* sym = dwfl_module_addrname(m.mod, addr);
+  Dwarf_Addr bias = 0;
+  Dwarf_Die* cu = dwfl_module_addrdie(m.mod, addr, &bias);
+  Dwarf_Die* scopes = nullptr;
+  int nscopes = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+  std::vector<Dwarf_Die*> fns;  // innermost first: inlined subroutines, then the subprogram
+  for (int i = 0; i < nscopes; ++i) {
+    int tag = dwarf_tag(&scopes[i]);
+    if (tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram) fns.push_back(&scopes[i]);
+    if (tag == DW_TAG_subprogram) break;
+  }
+  Frame first = unresolved;
+  if (Dwfl_Line* line = dwfl_module_getsrc(m.mod, addr)) {
+    int lineno = 0;
+    if (const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) {
+      first.file = file;
+      first.line = lineno;
+    }
+  }
+  first.function = fns.empty() ? (sym ? demangle(sym) : "") : die_name(fns[0]);
+  if (first.function.empty() && sym) first.function = demangle(sym);
+  out.push_back(first);
+  // Each inlined subroutine was called from the next scope out, at its
+  // DW_AT_call_file:DW_AT_call_line.
+  Dwarf_Files* files = nullptr;
+  size_t nfiles = 0;
+  if (cu) dwarf_getsrcfiles(cu, &files, &nfiles);
+  for (size_t k = 0; k + 1 < fns.size() && dwarf_tag(fns[k]) == DW_TAG_inlined_subroutine; ++k) {
+    out.back().inlined = true;
+    Frame f = unresolved;
+    f.function = die_name(fns[k + 1]);
+    Dwarf_Attribute attr;
+    Dwarf_Word v;
+    if (files && dwarf_attr(fns[k], DW_AT_call_file, &attr) && dwarf_formudata(&attr, &v) == 0 && v < nfiles)
+      if (const char* file = dwarf_filesrc(files, v, nullptr, nullptr)) f.file = file;
+    if (dwarf_attr(fns[k], DW_AT_call_line, &attr) && dwarf_formudata(&attr, &v) == 0) f.line = static_cast<int>(v);
+    out.push_back(f);
+  }
+  std::free(scopes);
+  return out;
+}
+
+}  // namespace memprofile

@@ -1,0 +1,65 @@
+// From a program counter in a profiled process to functions, files and
+// lines, with elfutils' libdwfl: DWARF line info and inline frames, debug
+// files found by build-id and .gnu_debuglink under the image's own
+// /usr/lib/debug (never this machine's), the symbol table when there is no
+// DWARF, names demangled (C++, Rust legacy and v0: libiberty). Files come
+// from a FileTree (an image or a root directory), opened through `open`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "profile/heap_profile.h"
+
+namespace memprofile {
+
+struct Frame {
+  std::string function;  // demangled; "" when unknown
+  std::string file;      // source file, "" when unknown
+  int line = 0;
+  std::string module;    // the mapped file's path in the image
+  uint64_t module_offset = 0;  // the address as an offset into the file
+  bool inlined = false;  // inlined into the next frame
+  // "function (file:line)", or "module+0xoffset" when nothing resolved.
+  std::string str() const;
+};
+
+// Opens a file of the image (a canonical path) read-only: an fd the caller
+// owns, or -1 when the image has no such file.
+using OpenFile = std::function<int(const std::string& path)>;
+
+class Symbolizer {
+ public:
+  explicit Symbolizer(OpenFile open);
+  ~Symbolizer();
+  Symbolizer(const Symbolizer&) = delete;
+  Symbolizer& operator=(const Symbolizer&) = delete;
+
+  // The frames at `pc` (innermost first: inlined functions, then the one
+  // they were inlined into). `caller` means pc is a return address: the
+  // call instruction before it is what is looked up.
+  std::vector<Frame> lookup(const Mapping& map, uint64_t pc, bool caller);
+
+  // Said once per module: missing from the image, not ELF, or not the file
+  // the process mapped (its segments differ from the mapping).
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+  struct Module;  // one mapped file (symbolizer.cpp)
+
+ private:
+  Module& module(const Mapping& map);
+  OpenFile open_;
+  std::map<std::string, std::unique_ptr<Module>> modules_;
+  std::map<std::pair<std::string, uint64_t>, std::vector<Frame>> cache_;
+  std::vector<std::string> warnings_;
+};
+
+// C++ and Rust (legacy and v0) names demangled, without parameters; the name
+// as it is when it is not mangled.
+std::string demangle(const std::string& name);
+
+}  // namespace memprofile
