@@ -3,10 +3,11 @@
 # of site: a steady leak, one large allocation, heavy churn) in C, C++
 # (namespaced, templated) and Rust, run under Debian's libjemalloc with
 # interval dumps. The growth view ranks the leak first, on the right file and
-# line, as the only leak suspect; the one-time allocation is in the in-use
+# line, as a leak suspect; the one-time allocation is in the in-use
 # view but not a suspect; the churn is in neither. Symbols come from a root
-# directory: a stripped binary's debug file is found by build-id under its
-# /usr/lib/debug, another build of the binary is refused, not misread. A
+# directory or from an image: a stripped binary's debug file is found by
+# build-id under its /usr/lib/debug, another build of the binary is refused,
+# not misread. A
 # truncated dump and another backend's file are one line, exit 2.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -40,8 +41,10 @@ judge() {
   jq -e --arg fn "${grow}" --arg file "${file}" --argjson line "$(line_of "${file}" grow_steadily)" \
     '.growth[0].site | .function == $fn and (.file | endswith("/" + $file)) and .line == $line' "${out}" > /dev/null ||
     fail "${lang}: the first growth site is $(jq -c '.growth[0].site | {function, file, line}' "${out}"), not ${grow} at ${file}:$(line_of "${file}" grow_steadily)"
-  jq -e '.growth[0].leak_suspect and ([.growth[] | select(.leak_suspect)] | length) == 1' "${out}" > /dev/null ||
-    fail "${lang}: ${grow} is not the one leak suspect: $(jq -c '[.growth[] | {f: .site.function, s: .leak_suspect}]' "${out}")"
+  # (Other growing sites may be sampled too: the C++ Ledger's vector of
+  # pointers grows with it. The large and the temporary ones never are.)
+  jq -e '.growth[0].leak_suspect and .growth[0].bytes_in_use > 16000000' "${out}" > /dev/null ||
+    fail "${lang}: ${grow} is not a leak suspect: $(jq -c '[.growth[] | {f: .site.function, s: .leak_suspect}]' "${out}")"
   jq -e --arg fn "${once}" --argjson line "$(line_of "${file}" allocate_once)" \
     '[.in_use[] | select(.site.function == $fn and .site.line == $line and (.leak_suspect | not)
       and .bytes_in_use > 8000000)] | length == 1' "${out}" > /dev/null ||
@@ -52,7 +55,7 @@ judge() {
     fail "${lang}: the churn is in the growth view"
   jq -e --arg fn "${churn}" '[.in_use[] | select(.site.function == $fn and .bytes_in_use > 1000000)] | length == 0' \
     "${out}" > /dev/null || fail "${lang}: the churn holds memory in the in-use view"
-  pass "${lang}: ${grow} (${file}:$(line_of "${file}" grow_steadily)) grows first and alone is a leak suspect;" \
+  pass "${lang}: ${grow} (${file}:$(line_of "${file}" grow_steadily)) grows first, a leak suspect;" \
     "${once} is in use, not a suspect; ${churn} is in neither"
 }
 judge c sites.c grow_steadily allocate_once churn
@@ -86,6 +89,36 @@ jq -e --argjson line "$(line_of sites.c grow_steadily)" \
 jq -e '[.warnings[] | select(test("libc.so.6: not in the image"))] | length == 1' "${SCRATCH}/stripped.json" > /dev/null ||
   fail "a file missing from the root is not said: $(jq -c .warnings "${SCRATCH}/stripped.json")"
 pass "a stripped binary: its debug file found by build-id in the root's /usr/lib/debug; a missing library said once"
+
+# The same root as an image (an OCI layout, one layer): read in one pass,
+# only the mapped files and the debug files kept, nothing extracted.
+oci="${SCRATCH}/oci"
+mkdir -p "${oci}/blobs/sha256"
+tar -C "${root}" --numeric-owner -cf "${SCRATCH}/layer.tar" .
+layer="$(sha256sum < "${SCRATCH}/layer.tar" | cut -d' ' -f1)"
+mv "${SCRATCH}/layer.tar" "${oci}/blobs/sha256/${layer}"
+blob() {  # JSON -> its digest, stored as a blob
+  local d
+  d="$(printf %s "$1" | sha256sum | cut -d' ' -f1)"
+  printf %s "$1" > "${oci}/blobs/sha256/${d}"
+  echo "${d}"
+}
+config="$(blob "$(jq -cn --arg d "sha256:${layer}" \
+  '{architecture: "amd64", os: "linux", config: {}, rootfs: {type: "layers", diff_ids: [$d]}}')")"
+manifest="$(blob "$(jq -cn --arg c "sha256:${config}" --argjson cs "$(stat -c %s "${oci}/blobs/sha256/${config}")" \
+  --arg l "sha256:${layer}" --argjson ls "$(stat -c %s "${oci}/blobs/sha256/${layer}")" \
+  '{schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json",
+    config: {mediaType: "application/vnd.oci.image.config.v1+json", digest: $c, size: $cs},
+    layers: [{mediaType: "application/vnd.oci.image.layer.v1.tar", digest: $l, size: $ls}]}')")"
+jq -cn --arg m "sha256:${manifest}" --argjson ms "$(stat -c %s "${oci}/blobs/sha256/${manifest}")" \
+  '{schemaVersion: 2, manifests: [{mediaType: "application/vnd.oci.image.manifest.v1+json", digest: $m, size: $ms}]}' \
+  > "${oci}/index.json"
+echo '{"imageLayoutVersion": "1.0.0"}' > "${oci}/oci-layout"
+"${MEMPROFILE}" report --json --image "${oci}" "${SCRATCH}/c" > "${SCRATCH}/image.json"
+[[ "$(jq -c '[.growth[0].site.function, .growth[0].site.line]' "${SCRATCH}/image.json")" == \
+  "$(jq -c '[.growth[0].site.function, .growth[0].site.line]' "${SCRATCH}/stripped.json")" ]] ||
+  fail "--image: $(jq -c '.growth[0].site' "${SCRATCH}/image.json")"
+pass "--image (an OCI layout of the same root): the same answer, the debug file read from the image"
 
 # Another build at that path: refused with a warning, nothing attributed to it.
 gcc -g -O0 -DOTHER_BUILD -o "${root}${SCRATCH}/sites-c" "${src}/sites.c" -Wl,-z,max-page-size=0x10000 -Wl,-z,separate-code

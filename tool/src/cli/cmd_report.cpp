@@ -1,4 +1,4 @@
-// `memprofile report PROFILE... [--base EARLIER] (--rootfs DIR) [--top N] [--json]`:
+// `memprofile report PROFILE... [--base EARLIER] (--image IMAGE | --rootfs DIR) [--top N] [--json]`:
 // from heap profiles to the code that holds the memory, and to what grew.
 // Reads the profiles (profile/heap_profile.h), symbolises their addresses
 // with the files of the image they came from (profile/symbolizer.h), folds
@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -27,6 +28,7 @@
 #include "base/stream.h"
 #include "cli/cmd_report.h"
 #include "image/file_tree.h"
+#include "image/image.h"
 #include "profile/heap_profile.h"
 #include "profile/sites.h"
 #include "profile/symbolizer.h"
@@ -39,6 +41,8 @@ struct ReportOptions {
   std::vector<std::string> profiles;
   std::string base;
   std::string rootfs;
+  std::string image;     // any source preflight reads
+  std::string platform;  // of a multi-platform image
   size_t top = 10;
   bool json = false;
 };
@@ -182,22 +186,42 @@ nlohmann::json frame_json(const Frame& f) {
   return j;
 }
 
+// The image's files, for symbols: a root directory as it is, or an image
+// read in one pass that keeps whole only the files the profiles map and the
+// debug files (nothing extracted to disk).
+std::shared_ptr<FileTree> open_files(const ReportOptions& o, const std::vector<HeapSnapshot>& snaps,
+                                     std::vector<std::string>& notes) {
+  if (!o.rootfs.empty()) return std::make_shared<HostTree>(o.rootfs);
+  std::set<std::string> mapped;
+  for (const auto& s : snaps)
+    for (const auto& m : s.maps) mapped.insert(m.path);
+  ImageLoadOptions lo;
+  lo.platform = o.platform;
+  lo.limits.capture = std::make_shared<Capture>([mapped = std::move(mapped)](const std::string& p) {
+    return mapped.count(p) || p.rfind("/usr/lib/debug/", 0) == 0 || p.find("/.debug/") != std::string::npos;
+  });
+  std::vector<LoadedImage> images = load_images(o.image, lo);
+  if (images.size() != 1) throw Error(o.image + ": report reads one image; pick its platform with --platform");
+  for (const auto& n : images[0].notes) notes.push_back(o.image + ": " + n);
+  return images[0].tree;
+}
+
 ExitCode run_report(const ReportOptions& o) {
-  if (o.rootfs.empty())
-    throw Error("report needs the image's files for symbols: --rootfs DIR (the image's root filesystem, e.g. from "
-                "`docker export` or `buildah mount`)");
+  if (o.rootfs.empty() == o.image.empty())
+    throw Error("report needs the image's files for symbols: --image IMAGE (an archive, an OCI layout, - , docker://REF "
+                "or docker-daemon:NAME, as for preflight) or --rootfs DIR (its root filesystem), one of them");
   std::vector<std::string> notes;
   std::vector<HeapSnapshot> snaps = load_snapshots(o, notes);
-  HostTree tree(o.rootfs);
-  Symbolizer symbolizer([&tree](const std::string& path) -> int {
+  std::shared_ptr<FileTree> tree = open_files(o, snaps, notes);
+  Symbolizer symbolizer([tree](const std::string& path) -> int {
     std::optional<Resolved> r;
     try {
-      r = resolve(tree, path);
+      r = resolve(*tree, path);
     } catch (const Error&) {
       return -1;
     }
     if (!r || r->node.kind != FsNode::Kind::Regular) return -1;
-    return tree.open_file(r->path);
+    return tree->open_data(r->path);
   });
   SiteTable table = fold_sites(snaps, symbolizer);
 
@@ -283,7 +307,11 @@ void setup_report(CLI::App& app, ExitCode& exit_code) {
   cmd->add_option("profiles", o->profiles, "jemalloc .heap dumps, or directories of them (memprofile collect's output)")
       ->required();
   cmd->add_option("--base", o->base, "an earlier dump to measure growth from");
-  cmd->add_option("--rootfs", o->rootfs, "the image's root filesystem: symbols come from its files")->required();
+  auto* image = cmd->add_option("--image", o->image, "the image the profile came from (archive, OCI layout, -, docker://REF, "
+                                                      "docker-daemon:NAME): symbols come from its files");
+  auto* rootfs = cmd->add_option("--rootfs", o->rootfs, "or the image's root filesystem, as a directory");
+  image->excludes(rootfs);
+  cmd->add_option("--platform", o->platform, "--image: the platform of a multi-platform image (os/arch[/variant])");
   cmd->add_option("--top", o->top, "sites shown per view")->capture_default_str()->check(CLI::Range(1, 10000));
   cmd->add_flag("--json", o->json, "the same content as JSON");
   cmd->callback([o, &exit_code] { exit_code = run_report(*o); });

@@ -38,6 +38,10 @@ class FileTree {
   virtual std::shared_ptr<const ElfInfo> elf_once(const std::string& path) const = 0;
   // Up to `limit` bytes of the regular file at a canonical path.
   virtual std::optional<std::string> read(const std::string& path, size_t limit) const = 0;
+  // The whole regular file at a canonical path, opened read-only at offset
+  // 0 (an fd the caller owns), or -1: an image keeps whole only the files
+  // its run asked for (LayerLimits::capture).
+  virtual int open_data(const std::string& path) const = 0;
   // Whether the file carries a security.capability xattr (file capabilities).
   virtual bool has_file_caps(const std::string& path) const = 0;
   // How paths in this tree are shown to the user (e.g. "rootfs/usr/bin/x").
@@ -61,6 +65,7 @@ class HostTree : public FileTree {
   std::shared_ptr<const ElfInfo> elf(const std::string& path) const override;
   std::shared_ptr<const ElfInfo> elf_once(const std::string& path) const override;
   std::optional<std::string> read(const std::string& path, size_t limit) const override;
+  int open_data(const std::string& path) const override { return open_file(path); }
   bool has_file_caps(const std::string& path) const override;
   std::string display(const std::string& path) const override;
   void walk(const std::string& dir, const std::function<void(const std::string&)>& on_file) const override;

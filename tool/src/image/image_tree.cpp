@@ -1,5 +1,7 @@
 #include "image/image_tree.h"
 
+#include <fcntl.h>
+
 #include <vector>
 
 #include "base/error.h"
@@ -157,6 +159,14 @@ std::optional<std::string> ImageTree::read(const std::string& path, size_t limit
   auto it = nodes_.find(path);
   if (it == nodes_.end() || !it->second.facts || it->second.facts->content.empty()) return std::nullopt;
   return it->second.facts->content.substr(0, limit);
+}
+
+int ImageTree::open_data(const std::string& path) const {
+  auto it = nodes_.find(path);
+  if (it == nodes_.end() || !it->second.facts || !it->second.facts->data) return -1;
+  // A description of its own, at offset 0: a dup would share the offset.
+  std::string self = "/proc/self/fd/" + std::to_string(it->second.facts->data->get());
+  return ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
 }
 
 bool ImageTree::has_file_caps(const std::string& path) const {

@@ -39,6 +39,7 @@ class ImageTree : public FileTree {
   std::shared_ptr<const ElfInfo> elf(const std::string& path) const override;
   std::shared_ptr<const ElfInfo> elf_once(const std::string& path) const override { return elf(path); }
   std::optional<std::string> read(const std::string& path, size_t limit) const override;
+  int open_data(const std::string& path) const override;
   bool has_file_caps(const std::string& path) const override;
   std::string display(const std::string& path) const override { return path; }
   void walk(const std::string& dir, const std::function<void(const std::string&)>& on_file) const override;

@@ -4,9 +4,11 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <numeric>
 #include <set>
@@ -281,6 +283,32 @@ void keep_last_of_each_path(LayerSummary& s, Note&& anomaly) {
             "): the last entry of each wins, as extracting the layer would");
 }
 
+// A memfd for a file the run keeps whole (Capture), or none: not asked
+// for, or past the run's allowance (said as an anomaly).
+template <typename Anomaly>
+UniqueFd capture_file(const LayerLimits& limits, const std::string& path, uint64_t size, const std::string& layer,
+                      Anomaly& anomaly) {
+  if (!limits.capture || !limits.capture->wants(path)) return UniqueFd();
+  if (!limits.capture->take(size)) {
+    anomaly(path + ": not kept whole: the run's " + std::to_string(Capture::kMaxBytes >> 30) +
+            " GiB for whole files is spent");
+    return UniqueFd();
+  }
+  UniqueFd fd(memfd_create("memprofile-file", MFD_CLOEXEC));
+  if (!fd) throw FileError(layer, std::string("cannot keep ") + path + ": memfd_create: " + std::strerror(errno));
+  return fd;
+}
+
+void write_all(int fd, const char* data, size_t n, const std::string& what) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw FileError(what, std::string("cannot keep the file in memory: ") + std::strerror(errno));
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<const std::string> scan_path_strings(Reader& in) {
@@ -413,7 +441,9 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
       bool config = is_config_file(path);
       bool first = true;
       bool executable = n.mode & 0111;
+      UniqueFd whole = capture_file(limits, path, e.size, name, anomaly);
       for (size_t r; (r = tar.read(buf.data(), buf.size())) > 0;) {
+        if (whole) write_all(whole.get(), buf.data(), r, name + ":" + path);
         if (first) {
           first = false;
           if (has_elf_magic(buf.data(), r)) {
@@ -440,8 +470,9 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
         budget_noted = true;
         return false;
       };
+      std::shared_ptr<FileFacts> facts;
       if (elf) {
-        auto facts = std::make_shared<FileFacts>();
+        facts = std::make_shared<FileFacts>();
         try {
           facts->elf = elf->finish(path);
         } catch (const Error& err) {
@@ -451,12 +482,15 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
                       "the layers' ELF facts");
         if (strings)
           if (auto found = strings->finish(); found && affordable(found->size())) facts->path_strings = *found;
-        n.facts = std::move(facts);
       } else if (!kept.empty() && (config || executable || kept.rfind("#!", 0) == 0) && affordable(kept.size())) {
-        auto facts = std::make_shared<FileFacts>();
+        facts = std::make_shared<FileFacts>();
         facts->content = std::move(kept);
-        n.facts = std::move(facts);
       }
+      if (whole) {
+        if (!facts) facts = std::make_shared<FileFacts>();
+        facts->data = std::make_shared<const UniqueFd>(std::move(whole));
+      }
+      if (facts) n.facts = std::move(facts);
     }
     keep_node(std::move(n));
   }

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -13,6 +15,7 @@
 
 #include "base/arena.h"
 #include "base/stream.h"
+#include "base/unique_fd.h"
 #include "elf/elf_info.h"
 
 namespace memprofile {
@@ -24,6 +27,7 @@ struct FileFacts {
   std::string elf_error;               // set when an ELF file could not be parsed
   std::string content;                 // whole small config files, or the head of executables
   std::string path_strings;            // ELF executables: path-like strings in the file, '\n'-separated
+  std::shared_ptr<const UniqueFd> data;  // the whole file in a memfd, when the run asked for it (Capture)
 };
 
 // Names are views into the layer's arena (LayerSummary::names), which the
@@ -65,8 +69,25 @@ constexpr size_t kMaxEntryDepth = 256;
 // costs memory, so a layer of millions of tiny entries is refused.
 constexpr uint64_t kMaxLayerEntries = 1u << 20;
 
+// Files whose whole content a run keeps, in memfds (memprofile report reads
+// the binaries a profile names, and their debug files, out of the image in
+// the one pass that reads it). Called from the layer workers at once.
+class Capture {
+ public:
+  static constexpr uint64_t kMaxBytes = 4ull << 30;  // all captured files of a run
+  explicit Capture(std::function<bool(const std::string& path)> wants) : wants_(std::move(wants)) {}
+  bool wants(const std::string& path) const { return wants_(path); }
+  // Takes `bytes` of the run's allowance; false when it is spent.
+  bool take(uint64_t bytes) { return (used_ += bytes) <= kMaxBytes; }
+
+ private:
+  std::function<bool(const std::string&)> wants_;
+  std::atomic<uint64_t> used_{0};
+};
+
 struct LayerLimits {
   uint64_t max_tar_bytes = 64ull << 30;  // decompression bomb fence
+  std::shared_ptr<Capture> capture;      // files to keep whole; null: none
   // Shared by every layer and tree of one run (copies of the limits share it).
   std::shared_ptr<MemoryBudget> budget = std::make_shared<MemoryBudget>();
 };
