@@ -471,6 +471,37 @@ def archive_seeds(elves):
     return out
 
 
+def profile_seeds():
+    """Heap profiles: the first byte picks the reader (even: jemalloc, odd:
+    heaptrack). Valid ones to start from, and hostile ones: a stack of
+    thousands of frames, numbers past 64 bits, a dump that ends inside its
+    maps, a trace with a long module line, many snapshots, frees of blocks
+    never allocated, a zstd-compressed trace."""
+    maps = b"MAPPED_LIBRARIES:\n555500000000-555500002000 r-xp 00000000 fe:00 42 /app\n"
+    dump = (b"heap_v2/524288\n  t*: 2: 2048 [0: 0]\n  t0: 2: 2048 [0: 0]\n"
+            b"@ 0x555500001000 0x555500001100\n  t*: 2: 2048 [0: 0]\n  t0: 2: 2048 [0: 0]\n\n" + maps)
+    trace = (b"v 10400 3\nx 4 /app\nX /app\nI 1000 10\nm 1 -\nm 1 x 555500000000 0 2000\n"
+             b"t 555500001000 0\nt 555500001100 1\n+ 400 2 aa0\nc a\nR 10\n- aa0\n+ 10 1 bb0\nc 20\n")
+    seeds = {
+        "jemalloc-valid": b"\0" + dump,
+        "jemalloc-deep-stack": b"\0heap_v2/1\n  t*: 1: 1 [0: 0]\n@" + b" 0x1" * 5000 + b"\n  t*: 1: 1 [0: 0]\n" + maps,
+        "jemalloc-huge-numbers": b"\0heap_v2/99999999999999999999999\n  t*: 1: 1 [0: 0]\n" + maps,
+        "jemalloc-cut-in-maps": b"\0" + dump[:-7],
+        "jemalloc-zero-objects": b"\0heap_v2/1\n  t*: 0: 99 [0: 0]\n@ 0x1\n  t*: 0: 99 [0: 0]\n" + maps,
+        "heaptrack-valid": b"\1" + trace,
+        "heaptrack-many-snapshots": b"\1v 10400 3\nt 1 0\n" + b"".join(b"+ 10 1 %x\nc %x\n" % (i, i) for i in range(3000)),
+        "heaptrack-long-module": b"\1v 10400 3\nm 4 /lib " + b"0 " * 30000 + b"0\n",
+        "heaptrack-unknown-frees": b"\1v 10400 3\n" + b"".join(b"- %x\n" % i for i in range(5000)),
+        "heaptrack-sized-string-overrun": b"\1v 10400 3\nx ffffffff /a\n",
+    }
+    try:
+        p = subprocess.run(["zstd", "-q", "-c"], input=trace, capture_output=True, check=True)
+        seeds["heaptrack-zstd"] = b"\1" + p.stdout
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return seeds
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -485,6 +516,7 @@ def main():
         "tar": tars,
         "config": config_seeds(),
         "archive": archive_seeds(elves),
+        "profile": profile_seeds(),
     }
     # Image archives are tars too, and hostile layers make hostile archives.
     deep_layer = tars["deep-gnu-long-name.tar"]

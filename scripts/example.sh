@@ -83,20 +83,14 @@ mapfile -t entrypoint < <(case "${engine}" in
   docker) docker image inspect "${image}" | jq -r '.[0].Config.Entrypoint[]' ;;
   *) buildah inspect --type image "${image}" | jq -r '.OCIv1.config.Entrypoint[]' ;;
 esac)
-rootfs="${work}/rootfs"
 case "${engine}" in
   docker)
-    docker run --rm -v "${work}/profile:/var/memprofile" "${image}" "${seconds}" "${per_tick}"
-    ctr="$(docker create "${image}")"
-    mkdir -p "${rootfs}"
-    docker export "${ctr}" | tar -C "${rootfs}" -xf -
-    docker rm "${ctr}" >/dev/null ;;
+    docker run --rm -v "${work}/profile:/var/memprofile" "${image}" "${seconds}" "${per_tick}" ;;
   *)
     # `podman run` needs rlimits some sandboxes refuse; buildah run does not.
     ctr="$(buildah from --pull=never --quiet "${image}")"
-    trap 'buildah umount "${ctr}" >/dev/null 2>&1 || true; buildah rm "${ctr}" >/dev/null 2>&1 || true' EXIT
-    buildah run --isolation chroot -v "${work}/profile:/var/memprofile" "${ctr}" -- "${entrypoint[@]}" "${seconds}" "${per_tick}"
-    rootfs="$(buildah mount "${ctr}")" ;;
+    trap 'buildah rm "${ctr}" >/dev/null 2>&1 || true' EXIT
+    buildah run --isolation chroot -v "${work}/profile:/var/memprofile" "${ctr}" -- "${entrypoint[@]}" "${seconds}" "${per_tick}" ;;
 esac
 ls -l "${work}/profile"
 
@@ -111,11 +105,9 @@ case "${backend}" in
   heaptrack)
     raw="$(find "${work}/profile" -name 'heaptrack.*.raw' | head -1)"
     [[ -s "${raw}" ]] || { echo "example: no trace was recorded" >&2; exit 1; }
-    "${root}/scripts/reroot-profile.sh" heaptrack "${rootfs}" "${raw}" "${work}/rooted.raw"
-    /usr/lib/heaptrack/libexec/heaptrack_interpret < "${work}/rooted.raw" > "${work}/trace" 2>/dev/null
-    heaptrack_print --print-leaks 1 --peak-limit 5 --print-allocators 0 --print-temporary 0 "${work}/trace" |
-      sed -n '/MOST CALLS/,$p' | head -40 | tee "${work}/top.txt"
-    grep -q leaky_function "${work}/top.txt" || { echo "example: leaky_function is not among the sites" >&2; exit 1; } ;;
+    "${memprofile}" report --top 5 --image "${work}/image/image.tar" "${raw}" | tee "${work}/top.txt"
+    grep -Eq '^  1 .*leaky_function \([^)]*leaky\.c:[0-9]+\)' "${work}/top.txt" ||
+      { echo "example: leaky_function is not the first site" >&2; exit 1; } ;;
 esac
 # Rebuilds leave the superseded image and stage results untagged; in our
 # own store they are ours to drop (never in a store the caller chose).

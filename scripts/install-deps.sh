@@ -42,8 +42,9 @@ packages=(
   libzstd-dev zlib1g-dev libisal-dev libssl-dev
   # preflight docker://: the registry source's HTTP client
   libcurl4-openssl-dev
-  # memprofile report: symbols (elfutils' libdwfl), names (libiberty's demangler)
-  libdw-dev libiberty-dev
+  # memprofile report: symbols (elfutils' libdwfl), names (libiberty's demangler),
+  # --pprof (pprof's profile.proto; its tests read it with protoc and go tool pprof)
+  libdw-dev libiberty-dev libprotobuf-dev protobuf-compiler
   # test fixtures: real binaries from real toolchains
   musl-tools gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross golang-go rustc
   libcap2-bin elfutils binutils pax-utils file bc util-linux zstd time

@@ -4,12 +4,15 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <string>
 
 #include "base/error.h"
 #include "profile/heap_profile.h"
+#include "profile/heaptrack_trace.h"
 #include "profile/sites.h"
 #include "profile/symbolizer.h"
+#include "support.h"
 
 using namespace memprofile;
 
@@ -107,4 +110,86 @@ TEST_CASE("allocator, runtime and libc frames are skipped when a stack is folded
   CHECK_FALSE(is_allocator_frame(frame("free_list_push", "/src/list.c", "/app")));
   CHECK_FALSE(is_allocator_frame(frame("shop::Ledger<long>::grow_steadily", "/src/sites.cpp", "/app")));
   CHECK(is_profiler_frame(frame("", "", "/opt/memprofile/lib/libheaptrack_preload.so")));
+}
+
+namespace {
+// A raw heaptrack trace in a scratch file.
+std::string write_trace(const testing::Scratch& dir, const std::string& name, const std::string& text) {
+  std::string path = dir / name;
+  std::ofstream(path) << text;
+  return path;
+}
+}  // namespace
+
+TEST_CASE("heaptrack raw traces: live blocks per call path, snapshots at the timestamps", "[profile]") {
+  testing::Scratch dir;
+  // Two call paths under main; a block freed, one reallocated in place, a
+  // free of a block from before tracking (ignored), a module reload.
+  std::string path = write_trace(dir, "heaptrack.1.raw",
+                                 "v 10400 3\n"
+                                 "x 8 /app/bin\n"
+                                 "X /app/bin --serve\n"
+                                 "I 1000 5e2990\n"
+                                 "m 1 -\n"
+                                 "m 1 x 555500000000 0 7a8 1000 35d\n"
+                                 "m f linux-vdso.so.1 7f0000000000 0 1522\n"
+                                 "t 555500001100 0\n"   // 1: main
+                                 "t 555500001200 1\n"   // 2: grow, from main
+                                 "t 555500001300 1\n"   // 3: churn, from main
+                                 "+ 400 2 aa0\n"
+                                 "c 10\n"
+                                 "R 3c6\n"
+                                 "+ 400 2 bb0\n"
+                                 "+ 100 3 cc0\n"
+                                 "- cc0\n"
+                                 "- dead\n"
+                                 "c 80\n"
+                                 "- bb0\n"
+                                 "+ 800 2 bb0\n"          // realloc in place: free, then the new size
+                                 "m 1 -\n"
+                                 "m 1 x 555500000000 0 7a8 1000 35d\n"
+                                 "+ 10 0 ee0\n"           // no stack
+                                 "c 100\n");
+  std::vector<HeapSnapshot> snaps = read_heaptrack_trace(path);
+  REQUIRE(snaps.size() >= 2);
+  CHECK(snaps.front().backend == "heaptrack");
+  CHECK(snaps.front().call_sites);
+  CHECK(snaps.front().total_bytes == 0x400);
+  const HeapSnapshot& last = snaps.back();
+  CHECK(last.time_ms == 0x100);
+  CHECK(last.trigger == "f");
+  CHECK(last.total_bytes == 0x400 + 0x800 + 0x10);
+  // The grow path's stack, innermost first; the vdso has no file.
+  bool found = false;
+  for (const auto& s : last.stacks)
+    if (s.bytes == 0x400 + 0x800) {
+      found = true;
+      CHECK(s.pcs == std::vector<uint64_t>{0x555500001200, 0x555500001100});
+      CHECK(s.objects == 2);
+    }
+  CHECK(found);
+  REQUIRE(last.maps.size() >= 2);
+  CHECK(last.maps[0].path == "/app/bin");
+  CHECK(last.maps[0].offset_is_vaddr);
+  for (const auto& m : last.maps) CHECK(m.path != "linux-vdso.so.1");
+}
+
+TEST_CASE("heaptrack traces refused: old format, interpreted, malformed, undefined traces", "[profile]") {
+  testing::Scratch dir;
+  CHECK_THROWS_WITH(read_heaptrack_trace(write_trace(dir, "a", "v 10200 2\n")), Catch::Contains("file format 2"));
+  CHECK_THROWS_WITH(read_heaptrack_trace(write_trace(dir, "b", "v 10400 3\ns 3 abc\n")),
+                    Catch::Contains("an interpreted heaptrack trace"));
+  CHECK_THROWS_WITH(read_heaptrack_trace(write_trace(dir, "c", "v 10400 3\nt 10\n")),
+                    Catch::Contains("c: line 2: malformed trace line"));
+  CHECK_THROWS_WITH(read_heaptrack_trace(write_trace(dir, "d", "v 10400 3\n+ 10 4 aa\n")),
+                    Catch::Contains("allocation from trace 4, not yet defined"));
+  CHECK_THROWS_WITH(read_heaptrack_trace(write_trace(dir, "e", "v 10400 3\nt 12345678901234567 0\n")),
+                    Catch::Contains("malformed trace line"));
+  CHECK_THROWS_WITH(read_heaptrack_trace(write_trace(dir, "f", "v 10400 3\nQ 1\n")), Catch::Contains("unknown record 'Q'"));
+  CHECK_THROWS_WITH(read_heaptrack_trace(write_trace(dir, "g", "hello\n")), Catch::Contains("not a heaptrack trace"));
+  // A last line cut short is the end of the trace, said as such.
+  std::vector<HeapSnapshot> cut =
+      read_heaptrack_trace(write_trace(dir, "h", "v 10400 3\nt 10 0\n+ 10 1 aa\nc 5\n+ 20 1 b"));
+  CHECK(cut.back().trigger == "cut");
+  CHECK(cut.back().total_bytes == 0x10);
 }

@@ -30,6 +30,8 @@
 #include "image/file_tree.h"
 #include "image/image.h"
 #include "profile/heap_profile.h"
+#include "profile/heaptrack_trace.h"
+#include "profile/pprof.h"
 #include "profile/sites.h"
 #include "profile/symbolizer.h"
 
@@ -43,6 +45,7 @@ struct ReportOptions {
   std::string rootfs;
   std::string image;     // any source preflight reads
   std::string platform;  // of a multi-platform image
+  std::string pprof;     // write the last snapshot here (gzipped profile.proto)
   size_t top = 10;
   bool json = false;
 };
@@ -96,24 +99,52 @@ std::string read_profile(const std::string& path) {
 // Profiles of the backends report does not read yet: one line, the tool to use.
 void refuse_other_backends(const std::string& path, const std::string& head) {
   std::string name = basename_of(path);
-  if (name.rfind("heaptrack.", 0) == 0)
-    throw FileError(path, "a heaptrack trace: report reads jemalloc profiles only so far; use heaptrack_print "
-                          "(heaptrack --analyze " + name + ") or scripts/cluster/open.sh");
   if (head.rfind("MEMORY_PROFILER", 0) == 0 || ends_with(name, ".dat"))
     throw FileError(path, "a bytehound profile: report does not read bytehound's format; use `bytehound server " +
                               name + "` (or bytehound's export to heaptrack)");
+}
+
+// The snapshot at exit (jemalloc's prof_final dump, heaptrack's last
+// timestamp) comes after the program's own teardown: containers freed by
+// destructors would look like memory given back. With other snapshots to
+// compare, it is left out, and said so.
+void drop_exit_snapshot(std::vector<HeapSnapshot>& snaps, std::vector<std::string>& notes) {
+  if (snaps.size() <= 2 || snaps.back().trigger != "f") return;
+  notes.push_back(snaps.back().backend == "heaptrack"
+                      ? "the trace's state at exit is left out: it comes after the program's teardown"
+                      : "the exit dump " + basename_of(snaps.back().file) +
+                            " is left out: it is taken after the program's teardown (name it alone to see it)");
+  snaps.pop_back();
+}
+
+bool is_heaptrack_file(const std::string& path) {
+  std::string name = basename_of(path);
+  return name.rfind("heaptrack.", 0) == 0;
 }
 
 std::vector<HeapSnapshot> load_snapshots(const ReportOptions& o, std::vector<std::string>& notes) {
   std::vector<std::string> files;
   for (const auto& p : o.profiles) gather(p, files);
   if (files.size() > kMaxProfiles) throw Error("more than " + std::to_string(kMaxProfiles) + " profiles");
+  // heaptrack: one trace holds the whole run, snapshots included.
+  std::vector<std::string> traces;
+  for (const auto& f : files)
+    if (is_heaptrack_file(f)) traces.push_back(f);
+  if (!traces.empty()) {
+    if (files.size() != 1 || !o.base.empty())
+      throw Error(traces[0] + ": a heaptrack trace holds the whole run; report reads one trace alone (no --base, "
+                  "no other profiles): name one of " + std::to_string(traces.size()) + " trace(s)");
+    std::vector<HeapSnapshot> snaps = read_heaptrack_trace(traces[0]);
+    drop_exit_snapshot(snaps, notes);
+    return snaps;
+  }
   std::vector<HeapSnapshot> all;
   for (const auto& f : files) {
     std::string text = read_profile(f);
     if (!is_jemalloc_heap(text.substr(0, 16))) {
       refuse_other_backends(f, text.substr(0, 64));
-      throw FileError(f, "not a heap profile memprofile reads (a jemalloc dump starts with \"heap_v2/\")");
+      throw FileError(f, "not a heap profile memprofile reads (a jemalloc dump starts with \"heap_v2/\", a heaptrack "
+                         "trace is named heaptrack.*)");
     }
     all.push_back(parse_jemalloc_heap(text, f));
   }
@@ -132,14 +163,7 @@ std::vector<HeapSnapshot> load_snapshots(const ReportOptions& o, std::vector<std
     if (s.pid == pid) chosen.push_back(std::move(s));
   std::stable_sort(chosen.begin(), chosen.end(),
                    [](const HeapSnapshot& a, const HeapSnapshot& b) { return a.sequence < b.sequence; });
-  // jemalloc's exit dump (prof_final) comes after the program's own
-  // teardown: containers freed by destructors would look like memory given
-  // back. With other dumps to compare, it is left out, and said so.
-  if (chosen.size() > 2 && chosen.back().trigger == "f") {
-    notes.push_back("the exit dump " + basename_of(chosen.back().file) +
-                    " is left out: it is taken after the program's teardown (name it alone to see it)");
-    chosen.pop_back();
-  }
+  drop_exit_snapshot(chosen, notes);
   if (!o.base.empty()) {
     std::string text = read_profile(o.base);
     if (!is_jemalloc_heap(text.substr(0, 16))) refuse_other_backends(o.base, text.substr(0, 64));
@@ -224,6 +248,11 @@ ExitCode run_report(const ReportOptions& o) {
     return tree->open_data(r->path);
   });
   SiteTable table = fold_sites(snaps, symbolizer);
+  if (!o.pprof.empty()) {
+    write_pprof(snaps.back(), symbolizer, o.pprof);
+    notes.push_back("pprof profile of the last " + std::string(snaps.back().backend == "heaptrack" ? "snapshot" : "dump") +
+                    " written to " + o.pprof + " (go tool pprof -top " + o.pprof + ")");
+  }
 
   std::vector<const Site*> by_use, by_growth;
   for (const auto& s : table.sites) {
@@ -238,7 +267,7 @@ ExitCode run_report(const ReportOptions& o) {
 
   if (o.json) {
     nlohmann::json j;
-    j["backend"] = "jemalloc";
+    j["backend"] = snaps.back().backend;
     j["pid"] = snaps.back().pid;
     j["snapshots"] = nlohmann::json::array();
     for (size_t i = 0; i < snaps.size(); ++i)
@@ -263,18 +292,28 @@ ExitCode run_report(const ReportOptions& o) {
     return ExitCode::Ok;
   }
 
-  std::cout << "memprofile report: " << snaps.size() << " jemalloc heap dump" << (snaps.size() == 1 ? "" : "s")
-            << " of pid " << snaps.back().pid << " (" << basename_of(snaps.front().file)
-            << (snaps.size() > 1 ? " … " + basename_of(snaps.back().file) : "") << "), sampled every "
-            << human(static_cast<double>(snaps.back().sample_period)) << "\n";
-  std::cout << "in use at the last dump: " << human(table.totals.back());
+  if (snaps.back().backend == "heaptrack") {
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.1f", static_cast<double>(snaps.back().time_ms) / 1000);
+    std::cout << "memprofile report: heaptrack trace " << basename_of(snaps.back().file) << ", " << snaps.size()
+              << " snapshot" << (snaps.size() == 1 ? "" : "s") << " over " << secs
+              << " s, every allocation recorded" << (snaps.back().trigger == "cut" ? " (the trace is cut short)" : "")
+              << "\n";
+  } else {
+    std::cout << "memprofile report: " << snaps.size() << " jemalloc heap dump" << (snaps.size() == 1 ? "" : "s")
+              << " of pid " << snaps.back().pid << " (" << basename_of(snaps.front().file)
+              << (snaps.size() > 1 ? " … " + basename_of(snaps.back().file) : "") << "), sampled every "
+              << human(static_cast<double>(snaps.back().sample_period)) << "\n";
+  }
+  const char* moment = snaps.back().backend == "heaptrack" ? "snapshot" : "dump";
+  std::cout << "in use at the last " << moment << ": " << human(table.totals.back());
   if (over_time) std::cout << " (" << (table.totals.back() >= table.totals.front() ? "+" : "")
                            << human(table.totals.back() - table.totals.front()) << " since the first)";
   std::cout << "\n";
   for (const auto& n : notes) std::cout << "note: " << n << "\n";
   for (const auto& w : table.warnings) std::cout << "warning: " << w << "\n";
   if (over_time) {
-    std::cout << "\nGrowth, first dump to last (" << snaps.size() << " dumps), by bytes gained:\n";
+    std::cout << "\nGrowth, first " << moment << " to last (" << snaps.size() << " " << moment << "s), by bytes gained:\n";
     if (by_growth.empty()) std::cout << "  no site grew\n";
     for (size_t i = 0; i < by_growth.size(); ++i) {
       const Site* s = by_growth[i];
@@ -282,10 +321,10 @@ ExitCode run_report(const ReportOptions& o) {
       std::snprintf(line, sizeof line, "%3zu  %11s  %11s  ", i + 1, ("+" + human(s->growth())).c_str(),
                     human(s->bytes.back()).c_str());
       std::cout << line << site_label(s->frame)
-                << (s->leak_suspect() ? "  LEAK SUSPECT: rose at every dump, never fell" : "") << "\n";
+                << (s->leak_suspect() ? std::string("  LEAK SUSPECT: rose at every ") + moment + ", never fell" : "") << "\n";
     }
   }
-  std::cout << "\nIn use at the last dump, by bytes:\n";
+  std::cout << "\nIn use at the last " << moment << ", by bytes:\n";
   for (size_t i = 0; i < by_use.size(); ++i) {
     const Site* s = by_use[i];
     char line[64];
@@ -314,6 +353,8 @@ void setup_report(CLI::App& app, ExitCode& exit_code) {
   cmd->add_option("--platform", o->platform, "--image: the platform of a multi-platform image (os/arch[/variant])");
   cmd->add_option("--top", o->top, "sites shown per view")->capture_default_str()->check(CLI::Range(1, 10000));
   cmd->add_flag("--json", o->json, "the same content as JSON");
+  cmd->add_option("--pprof", o->pprof, "also write the last snapshot as a gzipped pprof profile (go tool pprof, "
+                                       "Pyroscope, Parca)");
   cmd->callback([o, &exit_code] { exit_code = run_report(*o); });
 }
 

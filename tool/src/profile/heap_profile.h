@@ -15,6 +15,9 @@ namespace memprofile {
 struct Mapping {
   uint64_t start = 0, end = 0, offset = 0;
   bool executable = false;
+  // heaptrack lists a module's PT_LOAD segments, not the maps: `offset` is
+  // then the segment's p_vaddr and [start, end) its p_memsz at load.
+  bool offset_is_vaddr = false;
   std::string path;
 };
 
@@ -28,9 +31,13 @@ struct HeapSnapshot {
   std::string backend;     // "jemalloc"
   uint64_t pid = 0;        // from the file name, when it says (jemalloc: PREFIX.PID.SEQ.KIND.heap)
   uint64_t sequence = 0;   // dump number within the process
-  std::string trigger;     // jemalloc: i (interval), m (manual), u (growth), f (final)
+  std::string trigger;     // jemalloc: i (interval), m (manual), u (growth), f (final); "cut" (heaptrack, cut short)
+  uint64_t time_ms = 0;    // heaptrack: since the process started
   uint64_t sample_period = 0;  // mean bytes between samples
   std::vector<StackSample> stacks;
+  // heaptrack writes every frame as the call instruction (ip - 1); jemalloc
+  // writes return addresses past the first.
+  bool call_sites = false;
   std::vector<Mapping> maps;
   double total_bytes = 0, total_objects = 0;
 };

@@ -14,15 +14,29 @@ std::string basename_of(const std::string& p) {
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
-// The mapping holding pc, by binary search over maps sorted by start.
+}  // namespace
+
+void check_builds(const std::vector<HeapSnapshot>& snapshots, Symbolizer& symbolizer) {
+  std::vector<std::pair<const Mapping*, uint64_t>> returns;
+  for (const auto& snap : snapshots) {
+    std::vector<const Mapping*> sorted;
+    for (const auto& m : snap.maps) sorted.push_back(&m);
+    std::sort(sorted.begin(), sorted.end(), [](const Mapping* a, const Mapping* b) { return a->start < b->start; });
+    for (const auto& sample : snap.stacks)
+      for (size_t i = 1; i < sample.pcs.size(); ++i)  // the first may be where the sample was taken
+        if (const Mapping* m = find_mapping(sorted, sample.pcs[i]))
+          returns.push_back({m, sample.pcs[i] + (snap.call_sites ? 1 : 0)});
+    if (returns.size() > (1u << 20)) break;  // plenty to judge by
+  }
+  symbolizer.check_builds(returns);
+}
+
 const Mapping* find_mapping(const std::vector<const Mapping*>& sorted, uint64_t pc) {
   auto it = std::upper_bound(sorted.begin(), sorted.end(), pc, [](uint64_t v, const Mapping* m) { return v < m->start; });
   if (it == sorted.begin()) return nullptr;
   const Mapping* m = *(it - 1);
   return pc < m->end ? m : nullptr;
 }
-
-}  // namespace
 
 bool Site::leak_suspect() const {
   if (bytes.size() < 2 || growth() <= 0) return false;
@@ -71,6 +85,7 @@ SiteTable fold_sites(const std::vector<HeapSnapshot>& snapshots, Symbolizer& sym
   std::vector<double> heaviest;         // per site: bytes of the stack kept as its example
   const size_t n = snapshots.size();
   size_t outside = 0;  // addresses in no file mapping
+  check_builds(snapshots, symbolizer);
   for (size_t s = 0; s < n; ++s) {
     const HeapSnapshot& snap = snapshots[s];
     table.snapshots.push_back(snap.file);
@@ -92,7 +107,12 @@ SiteTable fold_sites(const std::vector<HeapSnapshot>& snapshots, Symbolizer& sym
         }
         // The first address is where the sample was taken, the others are
         // return addresses (jeprof subtracts one from them too).
-        for (auto& f : symbolizer.lookup(*m, sample.pcs[i], i > 0)) frames.push_back(std::move(f));
+        for (auto& f : symbolizer.lookup(*m, sample.pcs[i], i > 0 && !snap.call_sites)) frames.push_back(std::move(f));
+      }
+      if (frames.empty()) {  // the profiler could not unwind
+        Frame f;
+        f.function = "(no stack)";
+        frames.push_back(f);
       }
       // Fold: the first frame that is not the allocator's.
       size_t first = 0;

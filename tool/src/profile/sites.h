@@ -37,6 +37,13 @@ bool is_allocator_frame(const Frame& f);
 // True for a frame of the profiler's own preload library.
 bool is_profiler_frame(const Frame& f);
 
+// The mapping holding `pc` among `sorted` (by start), or nullptr.
+const Mapping* find_mapping(const std::vector<const Mapping*>& sorted, uint64_t pc);
+
+// Runs the symbolizer's build check over every return address of the
+// snapshots (fold_sites does it first).
+void check_builds(const std::vector<HeapSnapshot>& snapshots, Symbolizer& symbolizer);
+
 // Folds the snapshots (oldest first, all of one process) into sites.
 SiteTable fold_sites(const std::vector<HeapSnapshot>& snapshots, Symbolizer& symbolizer);
 

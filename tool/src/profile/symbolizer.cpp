@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "base/unique_fd.h"
 #include "image/file_tree.h"
@@ -27,17 +28,28 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
-std::string build_id_of(Elf* elf) {
-  const void* id = nullptr;
-  ssize_t n = elf ? dwelf_elf_gnu_build_id(elf, &id) : -1;
-  if (n <= 0) return "";
+std::string hex_bytes(const void* data, ssize_t n) {
   std::string out;
   for (ssize_t i = 0; i < n; ++i) {
     char b[3];
-    std::snprintf(b, sizeof b, "%02x", static_cast<const unsigned char*>(id)[i]);
+    std::snprintf(b, sizeof b, "%02x", static_cast<const unsigned char*>(data)[i]);
     out += b;
   }
   return out;
+}
+
+std::string build_id_of(Elf* elf) {
+  const void* id = nullptr;
+  ssize_t n = elf ? dwelf_elf_gnu_build_id(elf, &id) : -1;
+  return n > 0 ? hex_bytes(id, n) : "";
+}
+
+// A module's build-id, as libdwfl read it; "" when it has none.
+std::string module_build_id(Dwfl_Module* mod) {
+  const unsigned char* bits = nullptr;
+  GElf_Addr vaddr;
+  int n = dwfl_module_build_id(mod, &bits, &vaddr);
+  return n > 0 ? hex_bytes(bits, n) : "";
 }
 
 // A DIE's name, through DW_AT_abstract_origin and DW_AT_specification:
@@ -80,6 +92,7 @@ struct Symbolizer::Module {
   std::vector<GElf_Phdr> loads;
   bool usable = false;
   bool warned_mismatch = false;
+  bool other_build = false;  // check_builds: return addresses do not follow calls
   ~Module() {
     if (dwfl) dwfl_end(dwfl);
   }
@@ -97,15 +110,7 @@ int find_debuginfo(Dwfl_Module* mod, void** userdata, const char*, Dwarf_Addr, c
                    GElf_Word, char** debuginfo_file_name) {
   auto* m = static_cast<Symbolizer::Module*>(*userdata);
   if (!m || !m->open) return -1;
-  const unsigned char* bits = nullptr;
-  GElf_Addr vaddr;
-  int n = dwfl_module_build_id(mod, &bits, &vaddr);
-  std::string id;
-  for (int i = 0; i < n; ++i) {
-    char b[3];
-    std::snprintf(b, sizeof b, "%02x", bits[i]);
-    id += b;
-  }
+  std::string id = module_build_id(mod);
   std::vector<std::string> candidates;
   if (id.size() > 2) candidates.push_back("/usr/lib/debug/.build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug");
   if (debuglink && *debuglink && !std::strchr(debuglink, '/')) {
@@ -131,6 +136,40 @@ int find_debuginfo(Dwfl_Module* mod, void** userdata, const char*, Dwarf_Addr, c
     return fd;
   }
   return -1;
+}
+
+// Whether the instruction ending at `at` (an offset into `file`) is a call.
+bool follows_call(const unsigned char* file, size_t size, uint64_t at, unsigned machine) {
+  if (machine == EM_AARCH64) {
+    if (at < 4 || at > size) return false;
+    uint32_t insn;
+    std::memcpy(&insn, file + at - 4, 4);
+    return (insn & 0xFC000000u) == 0x94000000u ||  // BL
+           (insn & 0xFFFFFC1Fu) == 0xD63F0000u ||  // BLR
+           (insn & 0xFFFFFC1Fu) == 0xD63F081Fu ||  // BLRAAZ/BLRABZ (pointer authentication)
+           (insn & 0xFFFFF800u) == 0xD73F0800u;    // BLRAA/BLRAB
+  }
+  if (machine != EM_X86_64 || at > size) return true;  // other machines: not checked
+  if (at >= 5 && file[at - 5] == 0xE8) return true;   // call rel32
+  // call r/m64: FF /2, its ModRM (and SIB, displacement) ending at `at`,
+  // maybe after a REX prefix.
+  for (uint64_t k = 2; k <= 8 && k <= at; ++k) {
+    uint64_t op = at - k;
+    bool rex = (file[op] & 0xF0) == 0x40;
+    if (rex) ++op;
+    if (op + 1 >= at || file[op] != 0xFF) continue;
+    unsigned modrm = file[op + 1], mod = modrm >> 6, rm = modrm & 7;
+    if (((modrm >> 3) & 7) != 2) continue;
+    uint64_t len = 2;
+    if (mod != 3 && rm == 4) {
+      ++len;  // SIB
+      if (mod == 0 && op + 2 < at && (file[op + 2] & 7) == 5) len += 4;
+    }
+    if (mod == 1) len += 1;
+    if (mod == 2 || (mod == 0 && rm == 5)) len += 4;
+    if (op + len == at) return true;
+  }
+  return false;
 }
 
 const Dwfl_Callbacks kCallbacks = {find_no_elf, find_debuginfo, dwfl_offline_section_address, nullptr};
@@ -181,6 +220,52 @@ Symbolizer::Module& Symbolizer::module(const Mapping& map) {
   return *(modules_[map.path] = std::move(m));
 }
 
+void Symbolizer::check_builds(const std::vector<std::pair<const Mapping*, uint64_t>>& returns) {
+  struct Tally {
+    size_t checked = 0, calls = 0;
+  };
+  std::map<std::string, Tally> tally;
+  for (const auto& [map, pc] : returns) {
+    Tally& t = tally[map->path];
+    if (t.checked >= 256) continue;
+    Module& m = module(*map);
+    if (!m.usable) continue;
+    GElf_Addr bias;
+    Elf* elf = dwfl_module_getelf(m.mod, &bias);
+    size_t size = 0;
+    const char* raw = elf ? elf_rawfile(elf, &size) : nullptr;
+    GElf_Ehdr eh;
+    if (!raw || !gelf_getehdr(elf, &eh)) continue;
+    // The return address as an offset into the file.
+    uint64_t at;
+    if (map->offset_is_vaddr) {
+      const GElf_Phdr* seg = nullptr;
+      for (const auto& ph : m.loads)
+        if (ph.p_vaddr == map->offset && ph.p_memsz == map->end - map->start) seg = &ph;
+      if (!seg) continue;
+      at = pc - map->start + seg->p_offset;
+    } else {
+      at = pc - map->start + map->offset;
+    }
+    ++t.checked;
+    if (follows_call(reinterpret_cast<const unsigned char*>(raw), size, at, eh.e_machine)) ++t.calls;
+  }
+  for (const auto& [path, t] : tally) {
+    if (t.checked < 4 || t.calls * 4 >= t.checked * 3) continue;
+    Module& m = *modules_.at(path);
+    m.other_build = true;
+    warnings_.push_back(path + ": not the build the process ran (" + std::to_string(t.checked - t.calls) + " of " +
+                        std::to_string(t.checked) + " return addresses do not follow a call): its addresses stay unresolved");
+  }
+}
+
+std::string Symbolizer::build_id(const std::string& path) {
+  Mapping m;
+  m.path = path;
+  Module& mod = module(m);
+  return mod.mod ? module_build_id(mod.mod) : "";
+}
+
 std::vector<Frame> Symbolizer::lookup(const Mapping& map, uint64_t pc, bool caller) {
   Frame unresolved;
   unresolved.module = map.path;
@@ -193,9 +278,23 @@ std::vector<Frame> Symbolizer::lookup(const Mapping& map, uint64_t pc, bool call
   // holding it; an executable mapping no segment explains means this is not
   // the file the process mapped (another build): nothing is attributed.
   const GElf_Phdr* seg = nullptr;
-  for (const auto& ph : m.loads)
-    if (unresolved.module_offset >= ph.p_offset && unresolved.module_offset < ph.p_offset + ph.p_filesz) seg = &ph;
-  if (!m.usable || !seg || (map.executable && !(seg->p_flags & PF_X))) {
+  bool explained;
+  if (map.offset_is_vaddr) {
+    // heaptrack: the segment itself, which the file must have as listed.
+    for (const auto& ph : m.loads)
+      if (ph.p_vaddr == map.offset && ph.p_memsz == map.end - map.start) seg = &ph;
+    explained = seg != nullptr;
+    if (seg) unresolved.module_offset = pc - map.start + seg->p_offset;  // as a file offset
+  } else {
+    for (const auto& ph : m.loads)
+      if (unresolved.module_offset >= ph.p_offset && unresolved.module_offset < ph.p_offset + ph.p_filesz) seg = &ph;
+    explained = seg && (!map.executable || (seg->p_flags & PF_X));
+  }
+  if (m.other_build) {  // check_builds said so already
+    out.push_back(unresolved);
+    return out;
+  }
+  if (!m.usable || !explained) {
     if (m.usable && !m.warned_mismatch) {
       m.warned_mismatch = true;
       warnings_.push_back(map.path + ": not the file the process mapped (its segments differ from the profile's maps): "
@@ -205,6 +304,7 @@ std::vector<Frame> Symbolizer::lookup(const Mapping& map, uint64_t pc, bool call
     return out;
   }
   Dwarf_Addr addr = unresolved.module_offset - seg->p_offset + seg->p_vaddr - (caller ? 1 : 0);
+  if (map.offset_is_vaddr) addr = pc - map.start + map.offset;
   const char* sym = dwfl_module_addrname(m.mod, addr);
   Dwarf_Addr bias = 0;
   Dwarf_Die* cu = dwfl_module_addrdie(m.mod, addr, &bias);

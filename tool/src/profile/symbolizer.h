@@ -44,6 +44,18 @@ class Symbolizer {
   // call instruction before it is what is looked up.
   std::vector<Frame> lookup(const Mapping& map, uint64_t pc, bool caller);
 
+  // Checks that the image's files are the builds the process ran, where the
+  // profile records no build-id (jemalloc): in the right build, a return
+  // address follows a call instruction (x86-64: E8 rel32 or FF /2; arm64:
+  // BL or BLR). A module where fewer than 3 in 4 of its return addresses do
+  // is another build: it is not used, and a warning says so. `returns`
+  // holds (mapping, return address) pairs, up to 256 per module are read.
+  void check_builds(const std::vector<std::pair<const Mapping*, uint64_t>>& returns);
+
+  // The build-id of the image's file at `path` (hex), "" when it has none
+  // or is not in the image.
+  std::string build_id(const std::string& path);
+
   // Said once per module: missing from the image, not ELF, or not the file
   // the process mapped (its segments differ from the mapping).
   const std::vector<std::string>& warnings() const { return warnings_; }

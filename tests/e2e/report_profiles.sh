@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# memprofile report on real jemalloc profiles: the test program (three kinds
-# of site: a steady leak, one large allocation, heavy churn) in C, C++
-# (namespaced, templated) and Rust, run under Debian's libjemalloc with
-# interval dumps. The growth view ranks the leak first, on the right file and
+# memprofile report on real profiles: the test program (three kinds of site:
+# a steady leak, one large allocation, heavy churn) in C, C++ (namespaced,
+# templated) and Rust, run under Debian's libjemalloc with interval dumps and
+# under Debian's heaptrack preload library (its raw trace, read without
+# heaptrack_interpret; also zstd-compressed). The growth view ranks the leak first, on the right file and
 # line, as a leak suspect; the one-time allocation is in the in-use
 # view but not a suspect; the churn is in neither. Symbols come from a root
 # directory or from an image: a stripped binary's debug file is found by
@@ -15,6 +16,8 @@ source "$(dirname "$0")/lib.sh"
 src="${E2E_ROOT}/tests/fixtures/src"
 jemalloc="$(ldconfig -p | awk '$1 == "libjemalloc.so.2" { print $NF; exit }')"
 [[ -n "${jemalloc}" ]] || fail "Debian's libjemalloc2 is missing (scripts/install-deps.sh installs it)"
+heaptrack="$(dpkg -L libheaptrack | grep '/libheaptrack_preload.so$' | head -1)"
+[[ -n "${heaptrack}" ]] || fail "Debian's libheaptrack is missing (scripts/install-deps.sh installs it)"
 
 # record LANG BINARY: its jemalloc dumps in ${SCRATCH}/LANG (a dump every
 # 16 MiB allocated, a sample every 16 KiB on average).
@@ -23,6 +26,15 @@ record() {
   LD_PRELOAD="${jemalloc}" MALLOC_CONF="prof:true,prof_final:true,lg_prof_interval:24,lg_prof_sample:14,prof_prefix:${SCRATCH}/$1/p" \
     "$2" 400 || fail "$1: the test program failed"
   (($(find "${SCRATCH}/$1" -name '*.heap' | wc -l) >= 5)) || fail "$1: fewer than 5 dumps"
+}
+# record_heaptrack LANG BINARY: its raw heaptrack trace in ${SCRATCH}/ht-LANG
+# (2 ms between rounds: the trace's timestamps come every 10 ms).
+record_heaptrack() {
+  mkdir -p "${SCRATCH}/ht-$1"
+  # shellcheck disable=SC2016 # heaptrack itself puts the pid for $$
+  LD_PRELOAD="${heaptrack}" DUMP_HEAPTRACK_OUTPUT="${SCRATCH}/ht-$1/heaptrack.\$\$.raw" "$2" 400 2000 ||
+    fail "$1: the test program failed under heaptrack"
+  [[ -s "$(find "${SCRATCH}/ht-$1" -name 'heaptrack.*.raw')" ]] || fail "$1: no heaptrack trace"
 }
 line_of() { grep -n "SITE $2" "${src}/$1" | cut -d: -f1; }
 
@@ -33,10 +45,13 @@ rustc -g -C opt-level=0 -o "${SCRATCH}/sites-rs" "${src}/sites.rs" 2> "${SCRATCH
 record c "${SCRATCH}/sites-c"
 record cpp "${SCRATCH}/sites-cpp"
 record rs "${SCRATCH}/sites-rs"
+record_heaptrack c "${SCRATCH}/sites-c"
+record_heaptrack cpp "${SCRATCH}/sites-cpp"
+record_heaptrack rs "${SCRATCH}/sites-rs"
 
-# judge LANG SOURCE GROW ONCE CHURN: the three views of one program.
+# judge PROFILE SOURCE GROW ONCE CHURN: the three views of one program.
 judge() {
-  local lang="$1" file="$2" grow="$3" once="$4" churn="$5" out="${SCRATCH}/$1.json"
+  local lang="$1" file="$2" grow="$3" once="$4" churn="$5" out="${SCRATCH}/${1//\//-}.json"
   "${MEMPROFILE}" report --json --rootfs / "${SCRATCH}/${lang}" > "${out}" || fail "${lang}: report failed"
   jq -e --arg fn "${grow}" --arg file "${file}" --argjson line "$(line_of "${file}" grow_steadily)" \
     '.growth[0].site | .function == $fn and (.file | endswith("/" + $file)) and .line == $line' "${out}" > /dev/null ||
@@ -61,11 +76,41 @@ judge() {
 judge c sites.c grow_steadily allocate_once churn
 judge cpp sites.cpp 'shop::Ledger<long>::grow_steadily' shop::allocate_once shop::churn
 judge rs sites.rs sites::grow_steadily sites::allocate_once sites::churn
+judge ht-c sites.c grow_steadily allocate_once churn
+judge ht-cpp sites.cpp 'shop::Ledger<long>::grow_steadily' shop::allocate_once shop::churn
+judge ht-rs sites.rs sites::grow_steadily sites::allocate_once sites::churn
+jq -e '.backend == "heaptrack" and (.snapshots | length) >= 5' "${SCRATCH}/ht-c.json" > /dev/null ||
+  fail "heaptrack: $(jq -c '{backend, n: (.snapshots | length)}' "${SCRATCH}/ht-c.json")"
+# Compressed as heaptrack -r would: the same answer.
+trace="$(find "${SCRATCH}/ht-c" -name 'heaptrack.*.raw')"
+zstd -q -o "${SCRATCH}/heaptrack.c.raw.zst" "${trace}"
+"${MEMPROFILE}" report --json --rootfs / "${SCRATCH}/heaptrack.c.raw.zst" > "${SCRATCH}/zst.json"
+[[ "$(jq -c '.growth[0].site' "${SCRATCH}/zst.json")" == "$(jq -c '.growth[0].site' "${SCRATCH}/ht-c.json")" ]] ||
+  fail "the zstd-compressed trace differs"
+pass "heaptrack: the raw trace read without heaptrack_interpret ($(jq '.snapshots | length' "${SCRATCH}/ht-c.json") snapshots), also zstd-compressed"
 
 # The text report says the same.
 "${MEMPROFILE}" report --rootfs / "${SCRATCH}/c" > "${SCRATCH}/c.txt"
 grep -Eq '^  1 +\+[0-9.]+ MiB .* grow_steadily \(src/sites.c:[0-9]+\)  LEAK SUSPECT' "${SCRATCH}/c.txt" ||
   fail "text report: $(cat "${SCRATCH}/c.txt")"
+# --pprof: pprof's own tool ranks the same function first, and protoc reads
+# the file without memprofile (report is not the only reader of its output).
+for profile in c ht-cpp; do
+  "${MEMPROFILE}" report --rootfs / --pprof "${SCRATCH}/${profile}.pb.gz" "${SCRATCH}/${profile}" > /dev/null
+  want="$(jq -r '.in_use[0].site.function' "${SCRATCH}/${profile}.json")"
+  go tool pprof -top "${SCRATCH}/${profile}.pb.gz" > "${SCRATCH}/${profile}.top" 2> "${SCRATCH}/pprof.err" ||
+    fail "go tool pprof: $(cat "${SCRATCH}/pprof.err")"
+  # pprof drops template arguments from names (shop::Ledger<long>:: -> shop::Ledger::).
+  first="$(awk '/flat%/ { getline; print $6; exit }' "${SCRATCH}/${profile}.top")"
+  [[ "${first}" == "${want//<*>/}" ]] ||
+    fail "${profile}: go tool pprof -top ranks ${first} first, report ${want}: $(head -12 "${SCRATCH}/${profile}.top")"
+  zcat "${SCRATCH}/${profile}.pb.gz" | protoc --decode perftools.profiles.Profile -I "${E2E_ROOT}/tool/proto" profile.proto \
+    > "${SCRATCH}/${profile}.decoded" || fail "${profile}: protoc cannot decode the pprof file"
+  grep -q "string_table: \"inuse_space\"" "${SCRATCH}/${profile}.decoded" || fail "${profile}: no inuse_space sample type"
+  grep -qF "string_table: \"${want}\"" "${SCRATCH}/${profile}.decoded" || fail "${profile}: ${want} is not in the string table"
+done
+pass "--pprof: go tool pprof -top ranks the same function first (jemalloc and heaptrack); protoc decodes it"
+
 # --base: an earlier dump and a later one.
 first="$(find "${SCRATCH}/c" -name 'p.*.0.i0.heap')"
 last="$(find "${SCRATCH}/c" -name 'p.*.i*.heap' | sort -t. -k3 -n | tail -1)"
@@ -120,14 +165,22 @@ echo '{"imageLayoutVersion": "1.0.0"}' > "${oci}/oci-layout"
   fail "--image: $(jq -c '.growth[0].site' "${SCRATCH}/image.json")"
 pass "--image (an OCI layout of the same root): the same answer, the debug file read from the image"
 
-# Another build at that path: refused with a warning, nothing attributed to it.
-gcc -g -O0 -DOTHER_BUILD -o "${root}${SCRATCH}/sites-c" "${src}/sites.c" -Wl,-z,max-page-size=0x10000 -Wl,-z,separate-code
-"${MEMPROFILE}" report --json --rootfs "${root}" "${SCRATCH}/c" > "${SCRATCH}/other.json"
-jq -e '[.warnings[] | select(test("sites-c: not the file the process mapped"))] | length == 1' "${SCRATCH}/other.json" > /dev/null ||
-  fail "another build is not refused: $(jq -c .warnings "${SCRATCH}/other.json")"
-jq -e '[.in_use[].stack[] | select(.function == "grow_steadily" or .function == "allocate_once")] | length == 0' \
-  "${SCRATCH}/other.json" > /dev/null || fail "another build's symbols were used"
-pass "another build of the binary: refused with a warning, no function attributed from it"
+# Another build at that path: refused with a warning, nothing attributed to
+# it. jemalloc records no build-id: the same layout with other code (-O2) is
+# caught by its return addresses, which no longer follow calls; another
+# layout by its segments.
+other_build() {  # GCC FLAGS...
+  gcc -g "$@" -o "${root}${SCRATCH}/sites-c" "${src}/sites.c"
+  "${MEMPROFILE}" report --json --rootfs "${root}" "${SCRATCH}/c" > "${SCRATCH}/other.json"
+  jq -e '[.warnings[] | select(test("sites-c: not the (build|file) the process (ran|mapped)"))] | length == 1' \
+    "${SCRATCH}/other.json" > /dev/null || fail "another build ($*) is not refused: $(jq -c .warnings "${SCRATCH}/other.json")"
+  jq -e '[.in_use[].stack[] | select(.function == "grow_steadily" or .function == "allocate_once")] | length == 0' \
+    "${SCRATCH}/other.json" > /dev/null || fail "another build's symbols were used ($*)"
+  echo "   $(jq -r '.warnings[] | select(test("sites-c"))' "${SCRATCH}/other.json")"
+}
+other_build -O2 -fno-inline
+other_build -O0 -Wl,-z,max-page-size=0x10000 -Wl,-z,separate-code
+pass "another build of the binary (same layout, or another): refused with a warning, no function attributed from it"
 
 # Bad input: one line, exit 2.
 report_error() {  # PATTERN ARGS...
@@ -147,6 +200,12 @@ report_error "cut.heap: truncated" --rootfs / "${SCRATCH}/cut.heap"
 printf 'heap_v2/524288\n  t*: 1: 2 [0: 0]\n@ 0xzz\n' > "${SCRATCH}/bad.heap"
 report_error "bad.heap: line 3: malformed stack" --rootfs / "${SCRATCH}/bad.heap"
 echo "v 10100 2" > "${SCRATCH}/heaptrack.app.1.raw"
-report_error "a heaptrack trace: .*heaptrack_print" --rootfs / "${SCRATCH}/heaptrack.app.1.raw"
+report_error "heaptrack file format 2 \(heaptrack before 1.3\).*heaptrack_print" --rootfs / "${SCRATCH}/heaptrack.app.1.raw"
+/usr/lib/heaptrack/libexec/heaptrack_interpret < "${trace}" > "${SCRATCH}/heaptrack.app.2.interpreted"
+report_error "an interpreted heaptrack trace" --rootfs / "${SCRATCH}/heaptrack.app.2.interpreted"
+printf 'v 10400 3\nt 10 5\n' > "${SCRATCH}/heaptrack.app.3.raw"
+report_error "heaptrack.app.3.raw: line 2: trace refers to trace 5, not yet defined" --rootfs / "${SCRATCH}/heaptrack.app.3.raw"
+echo "MEMORY_PROFILER" > "${SCRATCH}/memory-profiling_app.dat"
+report_error "a bytehound profile: .*bytehound server" --rootfs / "${SCRATCH}/memory-profiling_app.dat"
 report_error "holds no heap profile" --rootfs / "${src}"
-pass "a truncated dump, a malformed one, another backend's trace, a directory without profiles"
+pass "a truncated dump, a malformed one, old and interpreted heaptrack traces, a bad trace line, bytehound, a directory without profiles"

@@ -1,0 +1,310 @@
+#include "profile/heaptrack_trace.h"
+
+#include <fcntl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+
+#include "base/error.h"
+#include "base/stream.h"
+#include "base/unique_fd.h"
+
+namespace memprofile {
+
+namespace {
+
+// Lines of a stream, each at most kMaxTraceLine bytes.
+class LineStream {
+ public:
+  LineStream(Reader& in, std::string name) : in_(in), name_(std::move(name)), buf_(1 << 16) {}
+  // False at the end; a last line without its newline is returned too (the
+  // caller decides: heaptrack's writer flushes whole lines).
+  bool next(std::string& line, bool& complete) {
+    line.clear();
+    for (;;) {
+      if (pos_ == len_) {
+        len_ = in_.read(buf_.data(), buf_.size());
+        pos_ = 0;
+        if (len_ == 0) {
+          if (line.empty()) return false;
+          complete = false;
+          return true;
+        }
+      }
+      const char* start = buf_.data() + pos_;
+      const char* nl = static_cast<const char*>(std::memchr(start, '\n', len_ - pos_));
+      size_t take = nl ? static_cast<size_t>(nl - start) : len_ - pos_;
+      if (line.size() + take > kMaxTraceLine)
+        throw FileError(name_, "line " + std::to_string(number_ + 1) + ": longer than " +
+                                   std::to_string(kMaxTraceLine >> 20) + " MiB; not a heaptrack trace");
+      line.append(start, take);
+      pos_ += take + (nl ? 1 : 0);
+      if (nl) {
+        ++number_;
+        complete = true;
+        return true;
+      }
+    }
+  }
+  size_t number() const { return number_; }
+
+ private:
+  Reader& in_;
+  std::string name_;
+  std::vector<char> buf_;
+  size_t pos_ = 0, len_ = 0, number_ = 0;
+};
+
+// Fields of a line after its type character.
+class Fields {
+ public:
+  explicit Fields(const std::string& line) : p_(line.c_str() + 1), end_(line.c_str() + line.size()) {}
+  bool hex(uint64_t& out) {
+    if (*p_ != ' ') return false;
+    ++p_;
+    if (!std::isxdigit(static_cast<unsigned char>(*p_))) return false;
+    out = 0;
+    int digits = 0;
+    while (std::isxdigit(static_cast<unsigned char>(*p_))) {
+      if (++digits > 16) return false;
+      char c = *p_++;
+      out = out * 16 + static_cast<uint64_t>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    return true;
+  }
+  // "LEN BYTES": a sized string (file format 3).
+  bool sized(std::string& out) {
+    uint64_t n;
+    if (!hex(n) || *p_ != ' ' || n > static_cast<uint64_t>(end_ - p_ - 1)) return false;
+    out.assign(p_ + 1, static_cast<size_t>(n));
+    p_ += 1 + n;
+    return true;
+  }
+  bool done() const { return p_ == end_; }
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+struct Module {
+  std::string path;
+  uint64_t bias = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> segments;  // (p_vaddr, p_memsz)
+};
+
+struct Node {
+  uint64_t ip;
+  uint32_t parent;
+};
+
+struct Block {
+  uint64_t size;
+  uint32_t trace;
+};
+
+// Bytes and blocks each trace holds at one moment, nonzero ones only.
+struct Moment {
+  uint64_t ms = 0;
+  std::vector<std::pair<uint32_t, std::pair<int64_t, int64_t>>> held;  // trace -> (bytes, blocks)
+};
+
+}  // namespace
+
+bool is_heaptrack_trace(const std::string& head) { return head.rfind("v ", 0) == 0; }
+
+std::vector<HeapSnapshot> read_heaptrack_trace(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
+  FdReader raw(fd.get(), path);
+  auto in = decompress(raw, path, 1ull << 40);
+  LineStream lines(*in, path);
+  auto bad = [&](const std::string& what) { return FileError(path, "line " + std::to_string(lines.number()) + ": " + what); };
+
+  std::string line, exe;
+  bool complete = true;
+  if (!lines.next(line, complete) || line.rfind("v ", 0) != 0)
+    throw FileError(path, "not a heaptrack trace (it starts with \"v VERSION FORMAT\")");
+  {
+    Fields f(line);
+    uint64_t version, format;
+    if (!f.hex(version) || !f.hex(format)) throw bad("malformed version line");
+    if (format < 3)
+      throw FileError(path, "heaptrack file format " + std::to_string(format) +
+                                " (heaptrack before 1.3): memprofile reads format 3; use heaptrack_print");
+  }
+  std::vector<Module> modules;       // every module ever listed
+  std::vector<size_t> current;       // the ones listed since the last "m 1 -"
+  std::vector<Node> nodes;           // trace i is nodes[i - 1]
+  std::vector<int64_t> bytes, blocks;  // per trace, held now
+  std::unordered_map<uint64_t, Block> live;
+  uint64_t page_size = 4096, now_ms = 0, interval = 50, next_at = 0;
+  std::vector<Moment> moments;
+  auto hold = [&](uint32_t trace, int64_t size, int64_t count) {
+    if (trace >= bytes.size()) {
+      bytes.resize(trace + 1, 0);
+      blocks.resize(trace + 1, 0);
+    }
+    bytes[trace] += size;
+    blocks[trace] += count;
+  };
+  auto snapshot = [&] {
+    Moment m;
+    m.ms = now_ms;
+    for (uint32_t t = 0; t < bytes.size(); ++t)
+      if (bytes[t] > 0) m.held.push_back({t, {bytes[t], blocks[t]}});
+    moments.push_back(std::move(m));
+    // At most kMaxHeaptrackSnapshots: drop every other one (the first
+    // stays), and take them half as often from now on.
+    if (moments.size() >= kMaxHeaptrackSnapshots) {
+      std::vector<Moment> kept;
+      for (size_t i = 0; i < moments.size(); i += 2) kept.push_back(std::move(moments[i]));
+      moments = std::move(kept);
+      interval *= 2;
+    }
+    next_at = now_ms + interval;
+  };
+
+  while (lines.next(line, complete)) {
+    if (!complete) break;  // a cut last line: the process died, or the copy was taken while it wrote
+    if (line.empty()) continue;
+    if (line.size() > 1 && line[1] != ' ') throw bad("malformed record: " + line.substr(0, 60));
+    Fields f(line);
+    switch (line[0]) {
+      case 'x':
+        if (!f.sized(exe)) throw bad("malformed executable line");
+        break;
+      case 'X':
+      case 'S':
+      case 'A':
+      case '#':
+      case 'R':
+        break;
+      case 'I': {
+        uint64_t pages;
+        if (!f.hex(page_size) || !f.hex(pages)) throw bad("malformed system info line");
+        break;
+      }
+      case 'm': {
+        std::string name;
+        if (!f.sized(name)) throw bad("malformed module line");
+        if (name == "-") {
+          current.clear();
+          break;
+        }
+        Module m;
+        m.path = name == "x" ? exe : name;
+        if (!f.hex(m.bias)) throw bad("malformed module line");
+        for (uint64_t vaddr, memsz; !f.done();) {
+          if (!f.hex(vaddr) || !f.hex(memsz)) throw bad("malformed module segment");
+          m.segments.push_back({vaddr, memsz});
+        }
+        if (modules.size() >= (1u << 20)) throw bad("more than 1048576 module listings");
+        modules.push_back(std::move(m));
+        current.push_back(modules.size() - 1);
+        break;
+      }
+      case 't': {
+        uint64_t ip, parent;
+        if (!f.hex(ip) || !f.hex(parent)) throw bad("malformed trace line");
+        if (parent > nodes.size()) throw bad("trace refers to trace " + std::to_string(parent) + ", not yet defined");
+        if (nodes.size() >= 0xfffffffeu) throw bad("too many traces");
+        nodes.push_back({ip, static_cast<uint32_t>(parent)});
+        break;
+      }
+      case '+': {
+        uint64_t size, trace, ptr;
+        if (!f.hex(size) || !f.hex(trace) || !f.hex(ptr)) throw bad("malformed allocation line");
+        if (trace > nodes.size()) throw bad("allocation from trace " + std::to_string(trace) + ", not yet defined");
+        // realloc across threads can report a reuse before the free: the
+        // old block is gone.
+        if (auto it = live.find(ptr); it != live.end()) hold(it->second.trace, -static_cast<int64_t>(it->second.size), -1);
+        live[ptr] = {size, static_cast<uint32_t>(trace)};
+        hold(static_cast<uint32_t>(trace), static_cast<int64_t>(size), 1);
+        break;
+      }
+      case '-': {
+        uint64_t ptr;
+        if (!f.hex(ptr)) throw bad("malformed free line");
+        // A block allocated before tracking began is not ours to count.
+        if (auto it = live.find(ptr); it != live.end()) {
+          hold(it->second.trace, -static_cast<int64_t>(it->second.size), -1);
+          live.erase(it);
+        }
+        break;
+      }
+      case 'c': {
+        uint64_t ms;
+        if (!f.hex(ms)) throw bad("malformed timestamp line");
+        if (ms >= now_ms) now_ms = ms;
+        if (moments.empty() || now_ms >= next_at) snapshot();
+        break;
+      }
+      case 'i':
+      case 's':
+      case 'a':
+        throw FileError(path, "an interpreted heaptrack trace (heaptrack_interpret's output, a .zst from heaptrack): "
+                              "memprofile reads the raw trace the preload library writes; use heaptrack_print on "
+                              "this one");
+      default:
+        throw bad("unknown record '" + line.substr(0, 1) + "'");
+    }
+  }
+  if (nodes.empty() && live.empty()) throw FileError(path, "holds no allocation");
+  // The state at the end is the last snapshot, whatever the spacing.
+  if (moments.empty() || moments.back().ms != now_ms || !complete) snapshot();
+
+  // Every module's segments as mappings at their load address: the reader
+  // finds an address's module by range (a module unloaded and another loaded
+  // at the same place is rare; the last listed wins then).
+  std::vector<Mapping> maps;
+  for (const auto& m : modules) {
+    if (m.path.empty() || m.path[0] != '/') continue;  // linux-vdso.so.1 has no file
+    for (const auto& [vaddr, memsz] : m.segments) {
+      Mapping map;
+      map.start = m.bias + vaddr;
+      map.end = map.start + memsz;
+      map.offset = vaddr;
+      map.offset_is_vaddr = true;
+      map.path = m.path;
+      if (map.end > map.start) maps.push_back(std::move(map));
+    }
+  }
+  // Each trace's stack, innermost first, built once.
+  auto stack_of = [&](uint32_t trace) {
+    std::vector<uint64_t> pcs;
+    for (uint32_t t = trace; t != 0 && pcs.size() < kMaxStackFrames; t = nodes[t - 1].parent) pcs.push_back(nodes[t - 1].ip);
+    return pcs;
+  };
+  std::unordered_map<uint32_t, std::vector<uint64_t>> stacks;
+  std::vector<HeapSnapshot> out;
+  for (size_t i = 0; i < moments.size(); ++i) {
+    HeapSnapshot s;
+    s.file = path;
+    s.backend = "heaptrack";
+    s.sequence = i;
+    s.time_ms = moments[i].ms;
+    s.call_sites = true;
+    s.maps = maps;
+    for (const auto& [trace, held] : moments[i].held) {
+      auto it = stacks.find(trace);
+      if (it == stacks.end()) it = stacks.emplace(trace, stack_of(trace)).first;
+      StackSample sample;
+      sample.pcs = it->second;
+      sample.bytes = static_cast<double>(held.first);
+      sample.objects = static_cast<double>(held.second);
+      s.total_bytes += sample.bytes;
+      s.total_objects += sample.objects;
+      s.stacks.push_back(std::move(sample));
+    }
+    out.push_back(std::move(s));
+  }
+  // The last is the state at the end: at exit (heaptrack writes a last
+  // timestamp at shutdown), or where a copy taken while it wrote ends.
+  out.back().trigger = complete ? "f" : "cut";
+  return out;
+}
+
+}  // namespace memprofile

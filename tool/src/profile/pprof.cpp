@@ -1,0 +1,171 @@
+#include "profile/pprof.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+#include "base/error.h"
+#include "base/unique_fd.h"
+#include "profile.pb.h"
+#include "profile/sites.h"
+
+namespace memprofile {
+
+namespace {
+
+namespace pb = perftools::profiles;
+
+// The string table: index 0 is "", each string once.
+class Strings {
+ public:
+  explicit Strings(pb::Profile& p) : p_(p) { id(""); }
+  int64_t id(const std::string& s) {
+    auto [it, added] = ids_.emplace(s, static_cast<int64_t>(ids_.size()));
+    if (added) p_.add_string_table(s);
+    return it->second;
+  }
+
+ private:
+  pb::Profile& p_;
+  std::map<std::string, int64_t> ids_;
+};
+
+std::string gzip(const std::string& data, const std::string& path) {
+  z_stream z{};
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw FileError(path, "cannot start gzip");
+  std::string out(deflateBound(&z, data.size()) + 64, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  int rc = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) throw FileError(path, "gzip failed");
+  return out;
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd) throw FileError(path, std::string("cannot write: ") + std::strerror(errno));
+  for (size_t off = 0; off < bytes.size();) {
+    ssize_t w = ::write(fd.get(), bytes.data() + off, bytes.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw FileError(path, std::string("cannot write: ") + std::strerror(errno));
+    off += static_cast<size_t>(w);
+  }
+  if (::close(fd.release()) != 0) throw FileError(path, std::string("cannot write: ") + std::strerror(errno));
+}
+
+}  // namespace
+
+void write_pprof(const HeapSnapshot& snap, Symbolizer& symbolizer, const std::string& path) {
+  pb::Profile p;
+  Strings str(p);
+  auto value_type = [&](pb::ValueType* v, const char* type, const char* unit) {
+    v->set_type(str.id(type));
+    v->set_unit(str.id(unit));
+  };
+  value_type(p.add_sample_type(), "inuse_objects", "count");
+  value_type(p.add_sample_type(), "inuse_space", "bytes");
+  p.set_default_sample_type(str.id("inuse_space"));
+  value_type(p.mutable_period_type(), "space", "bytes");
+  p.set_period(static_cast<int64_t>(snap.sample_period));
+  p.add_comment(str.id("memprofile report: " + snap.backend + " " + snap.file));
+
+  // Mappings, the main binary first (pprof's convention): the file mapped
+  // lowest with an executable segment, else the first.
+  std::vector<const Mapping*> maps;
+  for (const auto& m : snap.maps) maps.push_back(&m);
+  std::sort(maps.begin(), maps.end(), [](const Mapping* a, const Mapping* b) { return a->start < b->start; });
+  std::map<const Mapping*, uint64_t> mapping_id;
+  auto add_mapping = [&](const Mapping* m) {
+    pb::Mapping* pm = p.add_mapping();
+    pm->set_id(static_cast<uint64_t>(p.mapping_size()));
+    pm->set_memory_start(m->start);
+    pm->set_memory_limit(m->end);
+    pm->set_file_offset(m->offset_is_vaddr ? 0 : m->offset);
+    pm->set_filename(str.id(m->path));
+    std::string id = symbolizer.build_id(m->path);
+    if (!id.empty()) pm->set_build_id(str.id(id));
+    pm->set_has_functions(true);
+    pm->set_has_filenames(true);
+    pm->set_has_line_numbers(true);
+    pm->set_has_inline_frames(true);
+    mapping_id[m] = pm->id();
+  };
+  const std::string main_path = snap.maps.empty() ? "" : maps.front()->path;
+  for (const Mapping* m : maps)
+    if (m->path == main_path) add_mapping(m);
+  for (const Mapping* m : maps)
+    if (m->path != main_path) add_mapping(m);
+
+  std::map<std::tuple<std::string, std::string, std::string>, uint64_t> function_id;
+  auto function = [&](const Frame& f) {
+    std::string name = f.function.empty() ? f.module + "+0x" + [&] {
+      char b[20];
+      std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(f.module_offset));
+      return std::string(b);
+    }() : f.function;
+    auto key = std::make_tuple(name, f.file, f.module);
+    auto it = function_id.find(key);
+    if (it != function_id.end()) return it->second;
+    pb::Function* pf = p.add_function();
+    pf->set_id(static_cast<uint64_t>(p.function_size()));
+    pf->set_name(str.id(name));
+    pf->set_system_name(str.id(name));
+    pf->set_filename(str.id(f.file));
+    return function_id[key] = pf->id();
+  };
+  std::map<uint64_t, uint64_t> location_id;  // by address (one process, one map)
+
+  for (const auto& sample : snap.stacks) {
+    std::vector<std::pair<uint64_t, std::vector<Frame>>> stack;  // per pc, its frames
+    for (size_t i = 0; i < sample.pcs.size(); ++i) {
+      const Mapping* m = find_mapping(maps, sample.pcs[i]);
+      std::vector<Frame> frames;
+      if (m) frames = symbolizer.lookup(*m, sample.pcs[i], i > 0 && !snap.call_sites);
+      stack.push_back({sample.pcs[i], std::move(frames)});
+    }
+    // The allocator's frames at the leaf go, as for report's sites.
+    size_t first = 0;
+    auto all_allocator = [](const std::vector<Frame>& fs) {
+      return !fs.empty() && std::all_of(fs.begin(), fs.end(), [](const Frame& f) { return is_allocator_frame(f); });
+    };
+    while (first < stack.size() && all_allocator(stack[first].second)) ++first;
+    if (first == stack.size()) first = 0;
+    pb::Sample* ps = p.add_sample();
+    for (size_t i = first; i < stack.size(); ++i) {
+      uint64_t pc = stack[i].first;
+      auto it = location_id.find(pc);
+      if (it == location_id.end()) {
+        pb::Location* loc = p.add_location();
+        loc->set_id(static_cast<uint64_t>(p.location_size()));
+        loc->set_address(pc);
+        if (const Mapping* m = find_mapping(maps, pc)) loc->set_mapping_id(mapping_id[m]);
+        for (const Frame& f : stack[i].second) {
+          pb::Line* line = loc->add_line();
+          line->set_function_id(function(f));
+          line->set_line(f.line);
+        }
+        it = location_id.emplace(pc, loc->id()).first;
+      }
+      ps->add_location_id(it->second);
+    }
+    ps->add_value(std::llround(sample.objects));
+    ps->add_value(std::llround(sample.bytes));
+  }
+  std::string bytes;
+  if (!p.SerializeToString(&bytes)) throw FileError(path, "cannot encode the profile");
+  write_file(path, gzip(bytes, path));
+}
+
+}  // namespace memprofile
