@@ -45,6 +45,8 @@ packages=(
   # memprofile report: symbols (elfutils' libdwfl), names (libiberty's demangler),
   # --pprof (pprof's profile.proto; its tests read it with protoc and go tool pprof)
   libdw-dev libiberty-dev libprotobuf-dev protobuf-compiler
+  # report's SVGs are opened in a real browser by the tests (headless)
+  chromium
   # test fixtures: real binaries from real toolchains
   musl-tools gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross golang-go rustc
   libcap2-bin elfutils binutils pax-utils file bc util-linux zstd time

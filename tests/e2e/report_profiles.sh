@@ -3,13 +3,15 @@
 # a steady leak, one large allocation, heavy churn) in C, C++ (namespaced,
 # templated) and Rust, run under Debian's libjemalloc with interval dumps and
 # under Debian's heaptrack preload library (its raw trace, read without
-# heaptrack_interpret; also zstd-compressed). The growth view ranks the leak first, on the right file and
-# line, as a leak suspect; the one-time allocation is in the in-use
-# view but not a suspect; the churn is in neither. Symbols come from a root
-# directory or from an image: a stripped binary's debug file is found by
-# build-id under its /usr/lib/debug, another build of the binary is refused,
-# not misread. A
-# truncated dump and another backend's file are one line, exit 2.
+# heaptrack_interpret; also zstd-compressed). The growth view ranks the leak
+# first, on the right file and line, as a leak suspect; the one-time
+# allocation is in the in-use view but not a suspect; the churn is in
+# neither. --pprof is read by go tool pprof and protoc, --flamegraph and
+# --trend are opened in headless Chromium. Symbols come from a root directory
+# or from an image: a stripped binary's debug file is found by build-id under
+# its /usr/lib/debug, another build of the binary is refused, not misread.
+# Bad input (a truncated dump, old or interpreted traces, bytehound) is one
+# line, exit 2.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -111,6 +113,28 @@ for profile in c ht-cpp; do
 done
 pass "--pprof: go tool pprof -top ranks the same function first (jemalloc and heaptrack); protoc decodes it"
 
+# --flamegraph and --trend, opened in a real browser (headless Chromium):
+# they render, search highlights, a click zooms (driven by the URL fragment,
+# the same code as the click), and the growth view holds only what grew.
+browser() {  # ARGS... (chromium's, one page)
+  timeout 120 chromium --headless --no-sandbox --disable-gpu --user-data-dir="${SCRATCH}/chromium" "$@" 2>/dev/null
+}
+"${MEMPROFILE}" report --rootfs / --flamegraph "${SCRATCH}/flame.svg" --trend "${SCRATCH}/trend.svg" "${SCRATCH}/c" > /dev/null
+browser --screenshot="${SCRATCH}/flame.png" --window-size=1200,400 "file://${SCRATCH}/flame.svg" > /dev/null
+browser --screenshot="${SCRATCH}/trend.png" --window-size=1000,460 "file://${SCRATCH}/trend.svg" > /dev/null
+file "${SCRATCH}/flame.png" | grep -q "PNG image data, 1200 x 400" || fail "no flame graph screenshot: $(file "${SCRATCH}/flame.png")"
+file "${SCRATCH}/trend.png" | grep -q "PNG image data, 1000 x 460" || fail "no trend screenshot: $(file "${SCRATCH}/trend.png")"
+(($(stat -c %s "${SCRATCH}/flame.png") > 5000)) || fail "the flame graph screenshot is blank"
+state() { browser --dump-dom "file://${SCRATCH}/$1" | grep -o 'data-state="[^"]*"' | head -1 | cut -d'"' -f2; }
+[[ "$(state flame.svg)" == ready ]] || fail "the flame graph's script did not run: $(state flame.svg)"
+searched="$(state 'flame.svg#search=grow_steadily')"
+[[ "${searched}" =~ ^search:1:(7[0-9]|8[0-9])\. ]] || fail "search for grow_steadily: ${searched} (expected ~75%)"
+at="$(grep -o 'class="f" [^>]*data-n="[^"]*"' "${SCRATCH}/flame.svg" | grep -n 'data-n="grow_steadily"' | cut -d: -f1)"
+zoomed="$(state "flame.svg#zoom=$((at - 1))")"
+[[ "${zoomed}" == "zoom:$((at - 1)):grow_steadily:"* ]] || fail "zoom on grow_steadily: ${zoomed}"
+grep -q 'data-name="grow_steadily (.*) \*"' "${SCRATCH}/trend.svg" || fail "the trend does not mark grow_steadily as a suspect"
+pass "--flamegraph and --trend render in Chromium; search (${searched}) and zoom (${zoomed}) work there"
+
 # --base: an earlier dump and a later one.
 first="$(find "${SCRATCH}/c" -name 'p.*.0.i0.heap')"
 last="$(find "${SCRATCH}/c" -name 'p.*.i*.heap' | sort -t. -k3 -n | tail -1)"
@@ -118,6 +142,11 @@ last="$(find "${SCRATCH}/c" -name 'p.*.i*.heap' | sort -t. -k3 -n | tail -1)"
 jq -e '.growth[0].site.function == "grow_steadily" and (.snapshots | length) == 2' "${SCRATCH}/base.json" > /dev/null ||
   fail "--base: $(jq -c '.growth[0].site' "${SCRATCH}/base.json")"
 pass "the text view, and --base EARLIER LATER"
+"${MEMPROFILE}" report --rootfs / --base "${first}" --flamegraph "${SCRATCH}/grown.svg" "${last}" > /dev/null
+{ grep -q 'Bytes gained since' "${SCRATCH}/grown.svg" && grep -q 'data-n="grow_steadily"' "${SCRATCH}/grown.svg"; } ||
+  fail "the growth flame graph does not show grow_steadily"
+! grep -q 'data-n="allocate_once"' "${SCRATCH}/grown.svg" || fail "the growth flame graph shows allocate_once, which did not grow"
+pass "--flamegraph with --base: only what grew"
 
 # Symbols from a root directory holding the stripped binary at the path it
 # ran from, its debug file under /usr/lib/debug/.build-id.

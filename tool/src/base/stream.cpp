@@ -117,6 +117,18 @@ bool read_small_file(const std::string& path, std::string& out, size_t cap, cons
   return true;
 }
 
+void write_whole_file(const std::string& path, const std::string& bytes) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd) throw FileError(path, std::string("cannot write: ") + std::strerror(errno));
+  for (size_t off = 0; off < bytes.size();) {
+    ssize_t w = ::write(fd.get(), bytes.data() + off, bytes.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw FileError(path, std::string("cannot write: ") + std::strerror(errno));
+    off += static_cast<size_t>(w);
+  }
+  if (::close(fd.release()) != 0) throw FileError(path, std::string("cannot write: ") + std::strerror(errno));
+}
+
 std::string sha256_hex(const std::string& data) {
   Sha256 s;
   s.update(data.data(), data.size());

@@ -67,6 +67,10 @@ std::string sha256_hex(const std::string& data);
 // (checked as bytes arrive: a huge or endless file costs `cap`).
 bool read_small_file(const std::string& path, std::string& out, size_t cap, const std::string& too_large);
 
+// Creates or replaces the file at `path` with `bytes` (mode 0644). Throws
+// FileError naming `path`.
+void write_whole_file(const std::string& path, const std::string& bytes);
+
 // Passes bytes through, hashing them and counting.
 class HashingReader : public Reader {
  public:

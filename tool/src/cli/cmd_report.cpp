@@ -30,6 +30,7 @@
 #include "image/file_tree.h"
 #include "image/image.h"
 #include "profile/heap_profile.h"
+#include "profile/charts.h"
 #include "profile/heaptrack_trace.h"
 #include "profile/pprof.h"
 #include "profile/sites.h"
@@ -46,6 +47,8 @@ struct ReportOptions {
   std::string image;     // any source preflight reads
   std::string platform;  // of a multi-platform image
   std::string pprof;     // write the last snapshot here (gzipped profile.proto)
+  std::string flamegraph;  // an SVG of bytes in use (growth with --base)
+  std::string trend;       // an SVG of bytes in use over the snapshots
   size_t top = 10;
   bool json = false;
 };
@@ -230,6 +233,34 @@ std::shared_ptr<FileTree> open_files(const ReportOptions& o, const std::vector<H
   return images[0].tree;
 }
 
+// --flamegraph and --trend.
+void write_pictures(const ReportOptions& o, const std::vector<HeapSnapshot>& snaps, const SiteTable& table,
+                    Symbolizer& symbolizer, std::vector<std::string>& notes) {
+  const HeapSnapshot& last = snaps.back();
+  const bool grown = !o.base.empty();
+  if (!o.flamegraph.empty()) {
+    std::vector<FoldedStack> stacks = folded_stacks(last, symbolizer);
+    if (grown) stacks = grown_stacks(folded_stacks(snaps.front(), symbolizer), stacks);
+    std::string title = grown ? "Bytes gained since " + basename_of(snaps.front().file) : "Bytes in use";
+    std::string sub = last.backend + " " + basename_of(last.file) + (last.pid ? ", pid " + std::to_string(last.pid) : "") +
+                      ": click a frame to zoom, Ctrl-F to search";
+    write_whole_file(o.flamegraph, flamegraph_svg(stacks, title, sub));
+    notes.push_back("flame graph of the " + std::string(grown ? "growth" : "bytes in use") + " written to " + o.flamegraph);
+  }
+  if (!o.trend.empty()) {
+    std::vector<const Site*> top;
+    for (const auto& s : table.sites) top.push_back(&s);
+    std::stable_sort(top.begin(), top.end(), [](const Site* a, const Site* b) { return a->bytes.back() > b->bytes.back(); });
+    if (top.size() > 8) top.resize(8);
+    std::vector<std::string> labels;
+    for (const auto& s : snaps)
+      labels.push_back(s.backend == "heaptrack" ? std::to_string(s.time_ms) + " ms" : basename_of(s.file));
+    write_whole_file(o.trend, trend_svg(table, top, labels, "Bytes in use over " + std::to_string(snaps.size()) +
+                                                                " snapshots: all, and the top sites"));
+    notes.push_back("trend of the top sites written to " + o.trend);
+  }
+}
+
 ExitCode run_report(const ReportOptions& o) {
   if (o.rootfs.empty() == o.image.empty())
     throw Error("report needs the image's files for symbols: --image IMAGE (an archive, an OCI layout, - , docker://REF "
@@ -253,6 +284,8 @@ ExitCode run_report(const ReportOptions& o) {
     notes.push_back("pprof profile of the last " + std::string(snaps.back().backend == "heaptrack" ? "snapshot" : "dump") +
                     " written to " + o.pprof + " (go tool pprof -top " + o.pprof + ")");
   }
+
+  write_pictures(o, snaps, table, symbolizer, notes);
 
   std::vector<const Site*> by_use, by_growth;
   for (const auto& s : table.sites) {
@@ -353,6 +386,8 @@ void setup_report(CLI::App& app, ExitCode& exit_code) {
   cmd->add_option("--platform", o->platform, "--image: the platform of a multi-platform image (os/arch[/variant])");
   cmd->add_option("--top", o->top, "sites shown per view")->capture_default_str()->check(CLI::Range(1, 10000));
   cmd->add_flag("--json", o->json, "the same content as JSON");
+  cmd->add_option("--flamegraph", o->flamegraph, "also write a flame graph SVG of bytes in use (of growth, with --base)");
+  cmd->add_option("--trend", o->trend, "also write an SVG of bytes in use over the snapshots for the top sites");
   cmd->add_option("--pprof", o->pprof, "also write the last snapshot as a gzipped pprof profile (go tool pprof, "
                                        "Pyroscope, Parca)");
   cmd->callback([o, &exit_code] { exit_code = run_report(*o); });

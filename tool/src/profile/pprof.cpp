@@ -1,7 +1,5 @@
 #include "profile/pprof.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -12,7 +10,7 @@
 #include <tuple>
 
 #include "base/error.h"
-#include "base/unique_fd.h"
+#include "base/stream.h"
 #include "profile.pb.h"
 #include "profile/sites.h"
 
@@ -51,18 +49,6 @@ std::string gzip(const std::string& data, const std::string& path) {
   deflateEnd(&z);
   if (rc != Z_STREAM_END) throw FileError(path, "gzip failed");
   return out;
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd) throw FileError(path, std::string("cannot write: ") + std::strerror(errno));
-  for (size_t off = 0; off < bytes.size();) {
-    ssize_t w = ::write(fd.get(), bytes.data() + off, bytes.size() - off);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw FileError(path, std::string("cannot write: ") + std::strerror(errno));
-    off += static_cast<size_t>(w);
-  }
-  if (::close(fd.release()) != 0) throw FileError(path, std::string("cannot write: ") + std::strerror(errno));
 }
 
 }  // namespace
@@ -165,7 +151,7 @@ void write_pprof(const HeapSnapshot& snap, Symbolizer& symbolizer, const std::st
   }
   std::string bytes;
   if (!p.SerializeToString(&bytes)) throw FileError(path, "cannot encode the profile");
-  write_file(path, gzip(bytes, path));
+  write_whole_file(path, gzip(bytes, path));
 }
 
 }  // namespace memprofile

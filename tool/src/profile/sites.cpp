@@ -19,9 +19,7 @@ bool starts_with(const std::string& s, const char* prefix) { return s.rfind(pref
 void check_builds(const std::vector<HeapSnapshot>& snapshots, Symbolizer& symbolizer) {
   std::vector<std::pair<const Mapping*, uint64_t>> returns;
   for (const auto& snap : snapshots) {
-    std::vector<const Mapping*> sorted;
-    for (const auto& m : snap.maps) sorted.push_back(&m);
-    std::sort(sorted.begin(), sorted.end(), [](const Mapping* a, const Mapping* b) { return a->start < b->start; });
+    std::vector<const Mapping*> sorted = sorted_maps(snap);
     for (const auto& sample : snap.stacks)
       for (size_t i = 1; i < sample.pcs.size(); ++i)  // the first may be where the sample was taken
         if (const Mapping* m = find_mapping(sorted, sample.pcs[i]))
@@ -79,6 +77,52 @@ bool is_allocator_frame(const Frame& f) {
   return false;
 }
 
+std::vector<const Mapping*> sorted_maps(const HeapSnapshot& snap) {
+  std::vector<const Mapping*> sorted;
+  for (const auto& m : snap.maps) sorted.push_back(&m);
+  std::sort(sorted.begin(), sorted.end(), [](const Mapping* a, const Mapping* b) { return a->start < b->start; });
+  return sorted;
+}
+
+std::vector<Frame> stack_frames(const HeapSnapshot& snap, const std::vector<const Mapping*>& sorted,
+                                const StackSample& sample, Symbolizer& symbolizer, size_t& outside) {
+  std::vector<Frame> frames;
+  for (size_t i = 0; i < sample.pcs.size(); ++i) {
+    const Mapping* m = find_mapping(sorted, sample.pcs[i]);
+    if (!m) {
+      ++outside;
+      Frame f;
+      f.module = "?";
+      f.module_offset = sample.pcs[i];
+      frames.push_back(f);
+      continue;
+    }
+    // The first address is where the sample was taken, the others are
+    // return addresses (jeprof subtracts one from them too).
+    for (auto& f : symbolizer.lookup(*m, sample.pcs[i], i > 0 && !snap.call_sites)) frames.push_back(std::move(f));
+  }
+  if (frames.empty()) {  // the profiler could not unwind
+    Frame f;
+    f.function = "(no stack)";
+    frames.push_back(f);
+  }
+  return frames;
+}
+
+size_t site_frame(const std::vector<Frame>& frames) {
+  size_t first = 0;
+  while (first < frames.size() && is_allocator_frame(frames[first])) ++first;
+  if (first < frames.size()) return first;
+  // All runtime (a library's start-up, the loader): the first named frame
+  // past the profiler's own, else the first past it.
+  first = 0;
+  while (first < frames.size() && is_profiler_frame(frames[first])) ++first;
+  size_t named = first;
+  while (named < frames.size() && frames[named].function.empty()) ++named;
+  if (named < frames.size()) return named;
+  return first == frames.size() ? 0 : first;
+}
+
 SiteTable fold_sites(const std::vector<HeapSnapshot>& snapshots, Symbolizer& symbolizer) {
   SiteTable table;
   std::map<std::string, size_t> index;  // site key -> table.sites
@@ -90,43 +134,10 @@ SiteTable fold_sites(const std::vector<HeapSnapshot>& snapshots, Symbolizer& sym
     const HeapSnapshot& snap = snapshots[s];
     table.snapshots.push_back(snap.file);
     table.totals.push_back(snap.total_bytes);
-    std::vector<const Mapping*> sorted;
-    for (const auto& m : snap.maps) sorted.push_back(&m);
-    std::sort(sorted.begin(), sorted.end(), [](const Mapping* a, const Mapping* b) { return a->start < b->start; });
+    std::vector<const Mapping*> sorted = sorted_maps(snap);
     for (const auto& sample : snap.stacks) {
-      std::vector<Frame> frames;
-      for (size_t i = 0; i < sample.pcs.size(); ++i) {
-        const Mapping* m = find_mapping(sorted, sample.pcs[i]);
-        if (!m) {
-          ++outside;
-          Frame f;
-          f.module = "?";
-          f.module_offset = sample.pcs[i];
-          frames.push_back(f);
-          continue;
-        }
-        // The first address is where the sample was taken, the others are
-        // return addresses (jeprof subtracts one from them too).
-        for (auto& f : symbolizer.lookup(*m, sample.pcs[i], i > 0 && !snap.call_sites)) frames.push_back(std::move(f));
-      }
-      if (frames.empty()) {  // the profiler could not unwind
-        Frame f;
-        f.function = "(no stack)";
-        frames.push_back(f);
-      }
-      // Fold: the first frame that is not the allocator's.
-      size_t first = 0;
-      while (first < frames.size() && is_allocator_frame(frames[first])) ++first;
-      if (first == frames.size()) {
-        // All runtime (a library's start-up, the loader): the first named
-        // frame past the profiler's own, else the first past it.
-        first = 0;
-        while (first < frames.size() && is_profiler_frame(frames[first])) ++first;
-        size_t named = first;
-        while (named < frames.size() && frames[named].function.empty()) ++named;
-        if (named < frames.size()) first = named;
-        if (first == frames.size()) first = 0;
-      }
+      std::vector<Frame> frames = stack_frames(snap, sorted, sample, symbolizer, outside);
+      size_t first = site_frame(frames);
       const Frame& at = frames[first];
       std::string key = at.function.empty() ? at.str() : at.function + "\n" + at.file + ":" + std::to_string(at.line);
       auto [it, added] = index.emplace(key, table.sites.size());

@@ -40,6 +40,18 @@ bool is_profiler_frame(const Frame& f);
 // The mapping holding `pc` among `sorted` (by start), or nullptr.
 const Mapping* find_mapping(const std::vector<const Mapping*>& sorted, uint64_t pc);
 
+// The snapshot's mappings sorted by start, for find_mapping.
+std::vector<const Mapping*> sorted_maps(const HeapSnapshot& snap);
+
+// A sample's frames, symbolised, innermost first (inlined frames included;
+// "?" for an address in no mapping, counted in `outside`).
+std::vector<Frame> stack_frames(const HeapSnapshot& snap, const std::vector<const Mapping*>& sorted,
+                                const StackSample& sample, Symbolizer& symbolizer, size_t& outside);
+
+// Which of a stack's frames is its site: the first outside the allocator,
+// the runtimes and libc.
+size_t site_frame(const std::vector<Frame>& frames);
+
 // Runs the symbolizer's build check over every return address of the
 // snapshots (fold_sites does it first).
 void check_builds(const std::vector<HeapSnapshot>& snapshots, Symbolizer& symbolizer);
