@@ -55,6 +55,7 @@ record_heaptrack rs "${SCRATCH}/sites-rs"
 judge() {
   local lang="$1" file="$2" grow="$3" once="$4" churn="$5" out="${SCRATCH}/${1//\//-}.json"
   "${MEMPROFILE}" report --json --rootfs / "${SCRATCH}/${lang}" > "${out}" || fail "${lang}: report failed"
+  (($(jq '.snapshots | length' "${out}") >= 3)) || fail "${lang}: fewer than 3 snapshots: $(jq -c '[.snapshots[] | .file]' "${out}")"
   jq -e --arg fn "${grow}" --arg file "${file}" --argjson line "$(line_of "${file}" grow_steadily)" \
     '.growth[0].site | .function == $fn and (.file | endswith("/" + $file)) and .line == $line' "${out}" > /dev/null ||
     fail "${lang}: the first growth site is $(jq -c '.growth[0].site | {function, file, line}' "${out}"), not ${grow} at ${file}:$(line_of "${file}" grow_steadily)"

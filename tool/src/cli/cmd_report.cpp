@@ -112,7 +112,10 @@ void refuse_other_backends(const std::string& path, const std::string& head) {
 // destructors would look like memory given back. With other snapshots to
 // compare, it is left out, and said so.
 void drop_exit_snapshot(std::vector<HeapSnapshot>& snaps, std::vector<std::string>& notes) {
-  if (snaps.size() <= 2 || snaps.back().trigger != "f") return;
+  // heaptrack's exit state is after the teardown whatever came before; a
+  // jemalloc exit dump may be what the user compares an earlier one with.
+  size_t keep_at_least = snaps.back().backend == "heaptrack" ? 1 : 2;
+  if (snaps.size() <= keep_at_least || snaps.back().trigger != "f") return;
   notes.push_back(snaps.back().backend == "heaptrack"
                       ? "the trace's state at exit is left out: it comes after the program's teardown"
                       : "the exit dump " + basename_of(snaps.back().file) +

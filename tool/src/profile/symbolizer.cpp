@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -93,6 +94,57 @@ struct Symbolizer::Module {
   bool usable = false;
   bool warned_mismatch = false;
   bool other_build = false;  // check_builds: return addresses do not follow calls
+  // Per CU (by its DIE offset): every subprogram and inlined subroutine
+  // with code, as [lo, hi) ranges with their nesting depth.
+  struct Range {
+    Dwarf_Addr lo, hi;
+    Dwarf_Off die;
+    int depth;
+  };
+  std::map<Dwarf_Off, std::vector<Range>> cu_functions;
+  static constexpr size_t kMaxRangesPerCu = 1 << 20;
+
+  void index_cu(Dwarf_Die* die, int depth, std::vector<Range>& out) {
+    Dwarf_Die child;
+    if (depth > 256 || dwarf_child(die, &child) != 0) return;
+    do {
+      int tag = dwarf_tag(&child);
+      int next = depth;
+      if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) {
+        Dwarf_Addr base, lo, hi;
+        ptrdiff_t off = 0;
+        while ((off = dwarf_ranges(&child, off, &base, &lo, &hi)) > 0 && out.size() < kMaxRangesPerCu)
+          out.push_back({lo, hi, dwarf_dieoffset(&child), depth});
+        next = depth + 1;
+      }
+      // Functions nest in namespaces, classes and lexical blocks too.
+      if (tag != DW_TAG_variable && tag != DW_TAG_formal_parameter && tag != DW_TAG_member)
+        index_cu(&child, next, out);
+    } while (dwarf_siblingof(&child, &child) == 0);
+  }
+
+  std::vector<Dwarf_Die> functions_at(Dwarf_Die* cu, Dwarf_Addr addr) {
+    Dwarf_Off key = dwarf_dieoffset(cu);
+    auto it = cu_functions.find(key);
+    if (it == cu_functions.end()) {
+      std::vector<Range> ranges;
+      index_cu(cu, 0, ranges);
+      it = cu_functions.emplace(key, std::move(ranges)).first;
+    }
+    std::vector<const Range*> hits;
+    for (const auto& r : it->second)
+      if (addr >= r.lo && addr < r.hi) hits.push_back(&r);
+    std::sort(hits.begin(), hits.end(), [](const Range* a, const Range* b) { return a->depth > b->depth; });
+    std::vector<Dwarf_Die> out;
+    Dwarf* dbg = dwarf_cu_getdwarf(cu->cu);
+    for (const Range* r : hits) {
+      Dwarf_Die d;
+      if (!dbg || !dwarf_offdie(dbg, r->die, &d)) break;
+      out.push_back(d);
+      if (dwarf_tag(&d) == DW_TAG_subprogram) break;
+    }
+    return out;
+  }
   ~Module() {
     if (dwfl) dwfl_end(dwfl);
   }
@@ -305,17 +357,14 @@ std::vector<Frame> Symbolizer::lookup(const Mapping& map, uint64_t pc, bool call
   }
   Dwarf_Addr addr = unresolved.module_offset - seg->p_offset + seg->p_vaddr - (caller ? 1 : 0);
   if (map.offset_is_vaddr) addr = pc - map.start + map.offset;
-  const char* sym = dwfl_module_addrname(m.mod, addr);
   Dwarf_Addr bias = 0;
   Dwarf_Die* cu = dwfl_module_addrdie(m.mod, addr, &bias);
-  Dwarf_Die* scopes = nullptr;
-  int nscopes = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
-  std::vector<Dwarf_Die*> fns;  // innermost first: inlined subroutines, then the subprogram
-  for (int i = 0; i < nscopes; ++i) {
-    int tag = dwarf_tag(&scopes[i]);
-    if (tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram) fns.push_back(&scopes[i]);
-    if (tag == DW_TAG_subprogram) break;
-  }
+  // The functions at addr, innermost first (inlined subroutines, then the
+  // subprogram), from the CU's index of function ranges (built once per CU;
+  // dwarf_getscopes would walk the CU's whole tree for every address).
+  std::vector<Dwarf_Die> fn_dies = cu ? m.functions_at(cu, addr - bias) : std::vector<Dwarf_Die>{};
+  std::vector<Dwarf_Die*> fns;
+  for (auto& d : fn_dies) fns.push_back(&d);
   Frame first = unresolved;
   if (Dwfl_Line* line = dwfl_module_getsrc(m.mod, addr)) {
     int lineno = 0;
@@ -324,8 +373,11 @@ std::vector<Frame> Symbolizer::lookup(const Mapping& map, uint64_t pc, bool call
       first.line = lineno;
     }
   }
-  first.function = fns.empty() ? (sym ? demangle(sym) : "") : die_name(fns[0]);
-  if (first.function.empty() && sym) first.function = demangle(sym);
+  if (!fns.empty()) first.function = die_name(fns[0]);
+  // The symbol table only when DWARF names nothing: libdwfl searches it
+  // linearly for every address.
+  if (first.function.empty())
+    if (const char* sym = dwfl_module_addrname(m.mod, addr)) first.function = demangle(sym);
   out.push_back(first);
   // Each inlined subroutine was called from the next scope out, at its
   // DW_AT_call_file:DW_AT_call_line.
@@ -343,7 +395,6 @@ std::vector<Frame> Symbolizer::lookup(const Mapping& map, uint64_t pc, bool call
     if (dwarf_attr(fns[k], DW_AT_call_line, &attr) && dwarf_formudata(&attr, &v) == 0) f.line = static_cast<int>(v);
     out.push_back(f);
   }
-  std::free(scopes);
   return out;
 }
 
