@@ -25,7 +25,7 @@ heaptrack="$(dpkg -L libheaptrack | grep '/libheaptrack_preload.so$' | head -1)"
 # 16 MiB allocated, a sample every 16 KiB on average).
 record() {
   mkdir -p "${SCRATCH}/$1"
-  LD_PRELOAD="${jemalloc}" MALLOC_CONF="prof:true,prof_final:true,lg_prof_interval:24,lg_prof_sample:14,prof_prefix:${SCRATCH}/$1/p" \
+  LD_PRELOAD="${jemalloc}" MALLOC_CONF="prof:true,prof_final:true,lg_prof_interval:24,lg_prof_sample:14,prof_prefix:${SCRATCH}/$1/jeprof" \
     "$2" 400 || fail "$1: the test program failed"
   (($(find "${SCRATCH}/$1" -name '*.heap' | wc -l) >= 5)) || fail "$1: fewer than 5 dumps"
 }
@@ -137,8 +137,8 @@ grep -q 'data-name="grow_steadily (.*) \*"' "${SCRATCH}/trend.svg" || fail "the 
 pass "--flamegraph and --trend render in Chromium; search (${searched}) and zoom (${zoomed}) work there"
 
 # --base: an earlier dump and a later one.
-first="$(find "${SCRATCH}/c" -name 'p.*.0.i0.heap')"
-last="$(find "${SCRATCH}/c" -name 'p.*.i*.heap' | sort -t. -k3 -n | tail -1)"
+first="$(find "${SCRATCH}/c" -name 'jeprof.*.0.i0.heap')"
+last="$(find "${SCRATCH}/c" -name 'jeprof.*.i*.heap' | sort -t. -k3 -n | tail -1)"
 "${MEMPROFILE}" report --json --rootfs / --base "${first}" "${last}" > "${SCRATCH}/base.json"
 jq -e '.growth[0].site.function == "grow_steadily" and (.snapshots | length) == 2' "${SCRATCH}/base.json" > /dev/null ||
   fail "--base: $(jq -c '.growth[0].site' "${SCRATCH}/base.json")"
@@ -148,6 +148,20 @@ pass "the text view, and --base EARLIER LATER"
   fail "the growth flame graph does not show grow_steadily"
 ! grep -q 'data-n="allocate_once"' "${SCRATCH}/grown.svg" || fail "the growth flame graph shows allocate_once, which did not grow"
 pass "--flamegraph with --base: only what grew"
+
+# What memprofile collect writes: the same answers, checked against the
+# manifest in the same pass; a corrupt entry is named, not parsed.
+for profile in c ht-c; do
+  "${MEMPROFILE}" collect --backend "$([[ "${profile}" == ht-* ]] && echo heaptrack || echo jemalloc)" \
+    --output-dir "${SCRATCH}/${profile}" --out "${SCRATCH}/${profile}.tar" --settle 0 --timeout 10 2> /dev/null ||
+    fail "collect ${profile}"
+  "${MEMPROFILE}" report --json --rootfs / "${SCRATCH}/${profile}.tar" > "${SCRATCH}/${profile}-tar.json"
+  [[ "$(jq -c '.growth[0].site' "${SCRATCH}/${profile}-tar.json")" == "$(jq -c '.growth[0].site' "${SCRATCH}/${profile}.json")" ]] ||
+    fail "${profile}: the collect archive gives another answer"
+done
+cp "${SCRATCH}/c.tar" "${SCRATCH}/corrupt.tar"
+printf 'X' | dd of="${SCRATCH}/corrupt.tar" bs=1 seek=1100 conv=notrunc status=none
+pass "memprofile collect's archive (jemalloc and heaptrack): the same answers"
 
 # Symbols from a root directory holding the stripped binary at the path it
 # ran from, its debug file under /usr/lib/debug/.build-id.
@@ -238,4 +252,6 @@ report_error "heaptrack.app.3.raw: line 2: trace refers to trace 5, not yet defi
 echo "MEMORY_PROFILER" > "${SCRATCH}/memory-profiling_app.dat"
 report_error "a bytehound profile: .*bytehound server" --rootfs / "${SCRATCH}/memory-profiling_app.dat"
 report_error "holds no heap profile" --rootfs / "${src}"
+report_error "corrupt.tar: entry 'jeprof.*': (sha256 differs from the manifest|size .*); the archive does not match its manifest" \
+  --rootfs / "${SCRATCH}/corrupt.tar"
 pass "a truncated dump, a malformed one, old and interpreted heaptrack traces, a bad trace line, bytehound, a directory without profiles"

@@ -25,6 +25,7 @@
 #include "base/stream.h"
 #include "base/tar_reader.h"
 #include "base/unique_fd.h"
+#include "profile/collected.h"
 
 namespace memprofile {
 
@@ -32,7 +33,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kManifest = "MEMPROFILE-MANIFEST.json";
+constexpr const char* kManifest = kCollectManifest;
 
 struct CollectOptions {
   std::string out = "-";
@@ -73,7 +74,7 @@ class Output {
 // The manifest is metadata (about 150 bytes a file) that --verify holds
 // whole to parse; collect refuses to write one bigger than this, so every
 // archive it writes verifies.
-constexpr size_t kMaxManifest = 64u << 20;
+constexpr size_t kMaxManifest = kMaxCollectManifest;
 // How many directories below the output directory collect descends: a
 // profiler writes a level or two; a bound keeps a hostile or runaway tree
 // (or a bind mount of /) from walking forever.
@@ -220,40 +221,9 @@ UniqueFd open_beneath(int root, const std::string& rel) {
       openat(dir ? dir.get() : root, rel.substr(start).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
 }
 
-// Why a name in an archive is not one collect writes ("" when it is).
-std::string bad_name(const std::string& name) {
-  if (name.empty()) return "an empty name";
-  if (name[0] == '/') return "an absolute path";
-  size_t start = 0;
-  for (;;) {
-    size_t slash = name.find('/', start);
-    std::string part = name.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
-    if (part == "..") return "a '..' path, which leads out of the directory";
-    if (part.empty() || part == ".") return "not a plain relative path";
-    if (slash == std::string::npos) return "";
-    start = slash + 1;
-  }
-}
-
-std::string bad_type(const TarEntry& e) {
-  switch (e.type) {
-    case '0': return "";
-    case '1': return "a hard link (-> " + e.linkname + ")";
-    case '2': return "a symbolic link (-> " + e.linkname + ")";
-    case '3': return "a character device";
-    case '4': return "a block device";
-    case '5': return "a directory entry";
-    case '6': return "a fifo";
-    default: return std::string("an entry of type '") + e.type + "'";
-  }
-}
-
-// Streams the archive: each entry's size and sha256 are taken as it passes
-// (nothing but the manifest is held), so an archive of any size verifies in
-// constant memory. Anything collect never writes — a link, a device, a name
-// leading out of the directory, a duplicate, an entry the manifest does not
-// list or a listed one that is missing — rejects the whole archive (exit 2):
-// extracting it could write outside the directory or hide a file.
+// Streams the archive (profile/collected.h): each entry's size and sha256
+// are taken as it passes (nothing but the manifest is held), so an archive of
+// any size verifies in constant memory.
 ExitCode run_verify(const std::string& path) {
   UniqueFd file;  // unless it is stdin
   if (path != "-") {
@@ -261,76 +231,19 @@ ExitCode run_verify(const std::string& path) {
     if (!file) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
   }
   FdReader in(file ? file.get() : STDIN_FILENO, path);
-  TarReader tar(in, path);
-  TarEntry e;
-  std::map<std::string, std::pair<uint64_t, std::string>> seen;
-  std::vector<std::string> order;
-  std::string manifest;
-  bool have_manifest = false;
-  std::vector<char> buf(1 << 16);
-  auto reject = [&](const std::string& name, const std::string& why) {
-    throw FileError(path, "entry '" + name + "': " + why + "; not an archive collect writes");
-  };
-  while (tar.next(e)) {
-    if (std::string why = bad_name(e.name); !why.empty()) reject(e.name, why);
-    if (std::string why = bad_type(e); !why.empty()) reject(e.name, why);
-    if (e.name == kManifest ? have_manifest : seen.count(e.name) > 0) reject(e.name, "appears twice in the archive");
-    if (e.name == kManifest) {
-      if (e.size > kMaxManifest)
-        reject(e.name, "is " + std::to_string(e.size) + " bytes, more than collect ever writes");
-      manifest.resize(static_cast<size_t>(e.size));
-      size_t got = 0;
-      for (size_t r; got < manifest.size() && (r = tar.read(&manifest[got], manifest.size() - got)) > 0;) got += r;
-      have_manifest = true;
-      continue;
-    }
-    Sha256 sha;
-    uint64_t n = 0;
-    for (size_t r; (r = tar.read(buf.data(), buf.size())) > 0;) {
-      sha.update(buf.data(), r);
-      n += r;
-    }
-    seen[e.name] = {n, sha.hex()};
-    order.push_back(e.name);
-  }
-  if (!have_manifest) throw FileError(path, std::string("no ") + kManifest + ": not a memprofile collect archive, or cut short");
-  struct Listed {
-    std::string name, sha256;
-    uint64_t size;
-  };
-  std::vector<Listed> listed;
-  try {
-    json m = parse_json_bounded(manifest, path + ":" + kManifest);
-    for (const auto& f : m.at("files")) listed.push_back({f.at("name").get<std::string>(), f.at("sha256").get<std::string>(),
-                                                           f.at("size").get<uint64_t>()});
-  } catch (const json::exception&) {
-    throw FileError(path, std::string("malformed ") + kManifest);
-  }
+  CollectedArchive archive = read_collected(in, path, [](const std::string&, Reader&) {});
   // One line for each entry the lists disagree on, then exit 2.
-  std::vector<std::string> problems;
-  std::map<std::string, int> in_manifest;
-  for (const auto& f : listed)
-    if (++in_manifest[f.name] == 2) problems.push_back("entry '" + f.name + "': listed twice in the manifest");
-  for (const auto& name : order)
-    if (!in_manifest.count(name)) problems.push_back("entry '" + name + "': in the archive but not listed in the manifest");
-  for (const auto& [name, count] : in_manifest)
-    if (!seen.count(name)) problems.push_back("entry '" + name + "': listed in the manifest but missing from the archive");
-  if (!problems.empty()) {
-    for (size_t i = 0; i + 1 < problems.size(); ++i) std::cerr << "memprofile: " << path << ": " << problems[i] << "\n";
-    throw FileError(path, problems.back());
+  if (!archive.problems.empty()) {
+    for (size_t i = 0; i + 1 < archive.problems.size(); ++i)
+      std::cerr << "memprofile: " << path << ": " << archive.problems[i] << "\n";
+    throw FileError(path, archive.problems.back());
   }
   int bad = 0;
-  for (const auto& f : listed) {
-    const auto& [size, sha] = seen.at(f.name);
-    std::string why;
-    if (size != f.size)
-      why = "size " + std::to_string(size) + ", manifest says " + std::to_string(f.size);
-    else if (sha != f.sha256)
-      why = "sha256 differs from the manifest";
-    if (why.empty()) {
-      std::cout << "ok      " << f.name << " (" << size << " bytes)\n";
+  for (const auto& f : archive.files) {
+    if (f.mismatch.empty()) {
+      std::cout << "ok      " << f.name << " (" << f.size << " bytes)\n";
     } else {
-      std::cout << "BAD     " << f.name << ": " << why << "\n";
+      std::cout << "BAD     " << f.name << ": " << f.mismatch << "\n";
       ++bad;
     }
   }

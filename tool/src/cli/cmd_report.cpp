@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <optional>
 #include <set>
 #include <cmath>
@@ -26,11 +27,13 @@
 #include "base/error.h"
 #include "base/json_text.h"
 #include "base/stream.h"
+#include "base/unique_fd.h"
 #include "cli/cmd_report.h"
 #include "image/file_tree.h"
 #include "image/image.h"
 #include "profile/heap_profile.h"
 #include "profile/charts.h"
+#include "profile/collected.h"
 #include "profile/heaptrack_trace.h"
 #include "profile/pprof.h"
 #include "profile/sites.h"
@@ -100,11 +103,11 @@ std::string read_profile(const std::string& path) {
 }
 
 // Profiles of the backends report does not read yet: one line, the tool to use.
-void refuse_other_backends(const std::string& path, const std::string& head) {
-  std::string name = basename_of(path);
+void refuse_other_backends(const std::string& where, const std::string& file, const std::string& head) {
+  std::string name = basename_of(file);
   if (head.rfind("MEMORY_PROFILER", 0) == 0 || ends_with(name, ".dat"))
-    throw FileError(path, "a bytehound profile: report does not read bytehound's format; use `bytehound server " +
-                              name + "` (or bytehound's export to heaptrack)");
+    throw FileError(where, "a bytehound profile: report does not read bytehound's format; use `bytehound server " +
+                               name + "` (or bytehound's export to heaptrack)");
 }
 
 // The snapshot at exit (jemalloc's prof_final dump, heaptrack's last
@@ -128,32 +131,95 @@ bool is_heaptrack_file(const std::string& path) {
   return name.rfind("heaptrack.", 0) == 0;
 }
 
+// A tar (what memprofile collect writes), by its ustar magic.
+bool is_tar(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  char magic[5] = {};
+  return fd && pread(fd.get(), magic, sizeof magic, 257) == 5 && std::memcmp(magic, "ustar", 5) == 0;
+}
+
+// The profiles the arguments name, read: jemalloc dumps, heaptrack traces,
+// also from inside collect archives (checked against their manifests in
+// the same pass).
+struct Loaded {
+  std::vector<HeapSnapshot> dumps;
+  std::vector<std::vector<HeapSnapshot>> traces;
+  std::vector<std::string> trace_names;
+};
+
+// `name` in messages; `file` the file's own name (an archive entry's is
+// after the archive's).
+void load_one(const std::string& name, const std::string& file, Reader& bytes, Loaded& out) {
+  if (is_heaptrack_file(file)) {
+    out.traces.push_back(read_heaptrack_trace(bytes, name));
+    out.trace_names.push_back(name);
+    return;
+  }
+  std::string text;
+  std::vector<char> buf(1 << 16);
+  for (size_t r; (r = bytes.read(buf.data(), buf.size())) > 0;) {
+    text.append(buf.data(), r);
+    if (text.size() > kMaxProfileFile)
+      throw FileError(name, "larger than " + std::to_string(kMaxProfileFile >> 20) + " MiB; not a heap profile memprofile reads");
+  }
+  if (!is_jemalloc_heap(text.substr(0, 16))) {
+    refuse_other_backends(name, file, text.substr(0, 64));
+    throw FileError(name, "not a heap profile memprofile reads (a jemalloc dump starts with \"heap_v2/\", a heaptrack "
+                          "trace is named heaptrack.*)");
+  }
+  out.dumps.push_back(parse_jemalloc_heap(text, name));
+}
+
+void load_archive(const std::string& path, Loaded& out) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
+  FdReader in(fd.get(), path);
+  // A profile that does not parse is said after the manifest check: a
+  // corrupt archive is the first thing to know.
+  std::exception_ptr unreadable;
+  CollectedArchive archive = read_collected(in, path, [&](const std::string& entry, Reader& bytes) {
+    std::string base = basename_of(entry);
+    if (unreadable || !(ends_with(base, ".heap") || is_heaptrack_file(base) || base.rfind("memory-profiling_", 0) == 0))
+      return;
+    try {
+      load_one(path + ":" + entry, entry, bytes, out);
+    } catch (const Error&) {
+      unreadable = std::current_exception();
+    }
+  });
+  if (!archive.problems.empty()) throw FileError(path, archive.problems.front() + " (memprofile collect --verify)");
+  for (const auto& f : archive.files)
+    if (!f.mismatch.empty())
+      throw FileError(path, "entry '" + f.name + "': " + f.mismatch + "; the archive does not match its manifest");
+  if (unreadable) std::rethrow_exception(unreadable);
+}
+
 std::vector<HeapSnapshot> load_snapshots(const ReportOptions& o, std::vector<std::string>& notes) {
   std::vector<std::string> files;
   for (const auto& p : o.profiles) gather(p, files);
   if (files.size() > kMaxProfiles) throw Error("more than " + std::to_string(kMaxProfiles) + " profiles");
+  Loaded loaded;
+  for (const auto& f : files) {
+    if (is_tar(f)) {
+      load_archive(f, loaded);
+      continue;
+    }
+    UniqueFd fd(::open(f.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) throw FileError(f, std::string("cannot open: ") + std::strerror(errno));
+    FdReader in(fd.get(), f);
+    load_one(f, f, in, loaded);
+  }
   // heaptrack: one trace holds the whole run, snapshots included.
-  std::vector<std::string> traces;
-  for (const auto& f : files)
-    if (is_heaptrack_file(f)) traces.push_back(f);
-  if (!traces.empty()) {
-    if (files.size() != 1 || !o.base.empty())
-      throw Error(traces[0] + ": a heaptrack trace holds the whole run; report reads one trace alone (no --base, "
-                  "no other profiles): name one of " + std::to_string(traces.size()) + " trace(s)");
-    std::vector<HeapSnapshot> snaps = read_heaptrack_trace(traces[0]);
+  if (!loaded.traces.empty()) {
+    if (loaded.traces.size() != 1 || !loaded.dumps.empty() || !o.base.empty())
+      throw Error(loaded.trace_names[0] + ": a heaptrack trace holds the whole run; report reads one trace alone (no "
+                  "--base, no other profiles): name one of " + std::to_string(loaded.traces.size()) + " trace(s)");
+    std::vector<HeapSnapshot> snaps = std::move(loaded.traces[0]);
     drop_exit_snapshot(snaps, notes);
     return snaps;
   }
-  std::vector<HeapSnapshot> all;
-  for (const auto& f : files) {
-    std::string text = read_profile(f);
-    if (!is_jemalloc_heap(text.substr(0, 16))) {
-      refuse_other_backends(f, text.substr(0, 64));
-      throw FileError(f, "not a heap profile memprofile reads (a jemalloc dump starts with \"heap_v2/\", a heaptrack "
-                         "trace is named heaptrack.*)");
-    }
-    all.push_back(parse_jemalloc_heap(text, f));
-  }
+  if (loaded.dumps.empty()) throw Error("no profile in " + o.profiles[0]);
+  std::vector<HeapSnapshot> all = std::move(loaded.dumps);
   // One process: the one with the most dumps (a service's children dump too).
   std::map<uint64_t, size_t> per_pid;
   for (const auto& s : all) ++per_pid[s.pid];
@@ -172,7 +238,7 @@ std::vector<HeapSnapshot> load_snapshots(const ReportOptions& o, std::vector<std
   drop_exit_snapshot(chosen, notes);
   if (!o.base.empty()) {
     std::string text = read_profile(o.base);
-    if (!is_jemalloc_heap(text.substr(0, 16))) refuse_other_backends(o.base, text.substr(0, 64));
+    if (!is_jemalloc_heap(text.substr(0, 16))) refuse_other_backends(o.base, o.base, text.substr(0, 64));
     chosen.insert(chosen.begin(), parse_jemalloc_heap(text, o.base));
   }
   return chosen;

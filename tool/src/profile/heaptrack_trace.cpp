@@ -119,6 +119,10 @@ std::vector<HeapSnapshot> read_heaptrack_trace(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
   FdReader raw(fd.get(), path);
+  return read_heaptrack_trace(raw, path);
+}
+
+std::vector<HeapSnapshot> read_heaptrack_trace(Reader& raw, const std::string& path) {
   auto in = decompress(raw, path, 1ull << 40);
   LineStream lines(*in, path);
   auto bad = [&](const std::string& what) { return FileError(path, "line " + std::to_string(lines.number()) + ": " + what); };

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/stream.h"
 #include "profile/heap_profile.h"
 
 namespace memprofile {
@@ -26,5 +27,7 @@ bool is_heaptrack_trace(const std::string& head);
 // the file and the line for anything malformed, and for a trace that is an
 // interpreted one (heaptrack_interpret's output) or of an older format.
 std::vector<HeapSnapshot> read_heaptrack_trace(const std::string& path);
+// The same from a stream (an entry of a collect archive), `name` in messages.
+std::vector<HeapSnapshot> read_heaptrack_trace(Reader& in, const std::string& name);
 
 }  // namespace memprofile
