@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
-# Opens a collected profile: unpacks the tar from collect.sh and prints the
-# analysis commands for its backend (bytehound server/strip, jeprof,
-# heaptrack_print), with the paths filled in. With --pod and --fetch it also
-# copies the binaries the profile names out of the pod (`kubectl exec cat`,
-# not `kubectl cp`) into DIR/root and rewrites the profile's paths to them, so
-# jeprof and heaptrack can symbolise off the cluster.
+# Opens a collected profile. For jemalloc and heaptrack, when the image the
+# pod ran is at hand (--image, or the image of --pod's container, read from
+# the registry), it runs `memprofile report` on the tar: what grew, what holds
+# the memory, symbolised from the image's own files, plus a flame graph, a
+# trend chart and a pprof profile in DIR. Otherwise (and for bytehound) it
+# unpacks the tar and prints the analysis commands for its backend
+# (bytehound server/strip, jeprof, heaptrack_print) with the paths filled
+# in; with --pod and --fetch it also copies the binaries the profile names
+# out of the pod (`kubectl exec cat`, not `kubectl cp`) into DIR/root and
+# rewrites the profile's paths to them, for images that are not available.
 #
-# usage: scripts/cluster/open.sh FILE.tar [--dir DIR] [--pod NAMESPACE/POD/CONTAINER [--fetch]] [--context CTX]
+# usage: scripts/cluster/open.sh FILE.tar [--dir DIR] [--image IMAGE | --rootfs DIR | --pod NAMESPACE/POD/CONTAINER [--fetch]]
+#                                [--context CTX]
 #
-#   --dir    where to unpack (default: FILE without .tar)
-# Exit codes: 0 done, 1 a file could not be fetched, 2 usage, 3 refused
+#   --dir    where to unpack and write the pictures (default: FILE without .tar)
+#   --image  the image the profile came from, as `memprofile report --image`
+#            takes it: an archive, an OCI layout, docker://REF, docker-daemon:NAME
+#   --rootfs the image's root filesystem as a directory, instead of --image
+# Environment: MEMPROFILE (the memprofile to run report with; default: on PATH)
+# Exit codes: 0 done, 1 a file could not be fetched or report failed, 2 usage, 3 refused
 # (not a memprofile collect tar, or its manifest does not match).
 set -o errexit -o nounset -o pipefail
 # shellcheck source=scripts/cluster/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-file="" dir="" podspec="" fetch=false
+file="" dir="" podspec="" fetch=false image="" rootfs=""
 while (($#)); do
   common_option "$@"
   if ((CONSUMED)); then shift "${CONSUMED}"; continue; fi
@@ -24,6 +33,8 @@ while (($#)); do
     --dir) dir="${2:?--dir needs a value}"; shift 2 ;;
     --pod) podspec="${2:?--pod needs NAMESPACE/POD/CONTAINER}"; shift 2 ;;
     --fetch) fetch=true; shift ;;
+    --image) image="${2:?--image needs a value}"; shift 2 ;;
+    --rootfs) rootfs="${2:?--rootfs needs a value}"; shift 2 ;;
     -*) usage_error "unknown option $1" ;;
     *) [[ -z "${file}" ]] || usage_error "one profile at a time"; file="$1"; shift ;;
   esac
@@ -53,6 +64,28 @@ mapped_paths() {
     heaptrack) awk '($1 == "x" || $1 == "m") && substr($3, 1, 1) == "/" {print $3}' "$1" | sort -u ;;
   esac
 }
+# memprofile report, when the image is at hand: the pod's image is read
+# straight from its registry (docker://), nothing copied out of the pod.
+memprofile="${MEMPROFILE:-$(command -v memprofile || true)}"
+[[ -z "${image}" || -z "${rootfs}" ]] || usage_error "--image or --rootfs, not both"
+if [[ -z "${image}" && -z "${rootfs}" && -n "${podspec}" && "${fetch}" == false && "${backend}" != bytehound ]]; then
+  NAMESPACE="${pod_ns}"
+  need_tools "${KUBECTL}"
+  ref="$(kc get pod "${pod}" -n "${pod_ns}" -o "jsonpath={.spec.containers[?(@.name==\"${pod_c}\")].image}")" ||
+    die "${EXIT_FAILED}" "cannot read the image of ${podspec}"
+  [[ -z "${ref}" ]] || image="docker://${ref}"
+fi
+if [[ -n "${image}${rootfs}" && "${backend}" != bytehound ]]; then
+  [[ -x "${memprofile}" ]] || die "${EXIT_REFUSED}" "memprofile not found (put it on PATH or set MEMPROFILE) for report"
+  dir_abs="$(cd "${dir}" && pwd)"
+  files_from=(--image "${image}")
+  [[ -z "${rootfs}" ]] || files_from=(--rootfs "${rootfs}")
+  info "memprofile report ${files_from[*]} ${file}"
+  "${memprofile}" report "${files_from[@]}" --flamegraph "${dir_abs}/flame.svg" --trend "${dir_abs}/trend.svg" \
+    --pprof "${dir_abs}/profile.pb.gz" "${file}" || die "${EXIT_FAILED}" "memprofile report failed"
+  exit 0
+fi
+
 root="$(cd "${dir}" && pwd)/root"
 reroot="$(dirname "$0")/../reroot-profile.sh"
 if [[ "${fetch}" == true && "${backend}" != bytehound ]]; then

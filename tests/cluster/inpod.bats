@@ -94,6 +94,17 @@ setup() {
   /usr/lib/heaptrack/libexec/heaptrack_interpret < "${raw}" 2>/dev/null | gzip > "${BATS_TEST_TMPDIR}/trace.gz"
   run heaptrack_print "${BATS_TEST_TMPDIR}/trace.gz"
   assert_output --partial "leaky_function"
+  # With the image's files at hand (here the machine's own root, where the
+  # stub pod's process ran), open.sh runs memprofile report instead: nothing
+  # fetched, nothing rerooted, the pictures written beside the profile.
+  MEMPROFILE="${MEMPROFILE:-${ROOT}/build/tool/memprofile}" run "${SCRIPTS}/open.sh" "${out}" --rootfs / \
+    --dir "${BATS_TEST_TMPDIR}/report"
+  assert_success
+  assert_output --partial "memprofile report: heaptrack trace"
+  assert_output --partial "LEAK SUSPECT"
+  assert_output --regexp "1 .* leaky_function \([^)]*leaky\.c:[0-9]+\)"
+  [[ -s "${BATS_TEST_TMPDIR}/report/flame.svg" && -s "${BATS_TEST_TMPDIR}/report/trend.svg" ]]
+  [[ -s "${BATS_TEST_TMPDIR}/report/profile.pb.gz" ]]
 }
 
 @test "collect: a stream cut short is refused and kept only as .partial" {

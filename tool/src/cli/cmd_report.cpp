@@ -110,19 +110,26 @@ void refuse_other_backends(const std::string& where, const std::string& file, co
                                name + "` (or bytehound's export to heaptrack)");
 }
 
-// The snapshot at exit (jemalloc's prof_final dump, heaptrack's last
-// timestamp) comes after the program's own teardown: containers freed by
-// destructors would look like memory given back. With other snapshots to
-// compare, it is left out, and said so.
+// The snapshot at exit comes after the program's own teardown: containers
+// freed by destructors would look like memory given back. jemalloc marks it
+// (its prof_final dump, .f.heap): with other dumps to compare, it is left
+// out. heaptrack's last timestamp looks the same at exit and in a trace
+// copied while the process runs, so there the end is left out only when it
+// holds less than half the peak (a teardown), and the report says so.
 void drop_exit_snapshot(std::vector<HeapSnapshot>& snaps, std::vector<std::string>& notes) {
-  // heaptrack's exit state is after the teardown whatever came before; a
-  // jemalloc exit dump may be what the user compares an earlier one with.
-  size_t keep_at_least = snaps.back().backend == "heaptrack" ? 1 : 2;
-  if (snaps.size() <= keep_at_least || snaps.back().trigger != "f") return;
-  notes.push_back(snaps.back().backend == "heaptrack"
-                      ? "the trace's state at exit is left out: it comes after the program's teardown"
-                      : "the exit dump " + basename_of(snaps.back().file) +
-                            " is left out: it is taken after the program's teardown (name it alone to see it)");
+  if (snaps.size() < 2) return;
+  const HeapSnapshot& last = snaps.back();
+  if (last.backend == "heaptrack") {
+    double peak = 0;
+    for (size_t i = 0; i + 1 < snaps.size(); ++i) peak = std::max(peak, snaps[i].total_bytes);
+    if (last.total_bytes >= peak / 2) return;
+    notes.push_back("the trace's end is left out: it holds " + human_bytes(last.total_bytes) + ", under half the peak (" +
+                    human_bytes(peak) + "), as a program tearing down does");
+  } else {
+    if (snaps.size() <= 2 || last.trigger != "f") return;
+    notes.push_back("the exit dump " + basename_of(last.file) +
+                    " is left out: it is taken after the program's teardown (name it alone to see it)");
+  }
   snaps.pop_back();
 }
 
@@ -244,18 +251,6 @@ std::vector<HeapSnapshot> load_snapshots(const ReportOptions& o, std::vector<std
   return chosen;
 }
 
-std::string human(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = std::fabs(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", bytes < 0 ? -v : v, units[u]);
-  return buf;
-}
 
 std::string short_file(const std::string& f) {
   // The last two components say enough in a table; --json has the path.
@@ -405,12 +400,12 @@ ExitCode run_report(const ReportOptions& o) {
     std::cout << "memprofile report: " << snaps.size() << " jemalloc heap dump" << (snaps.size() == 1 ? "" : "s")
               << " of pid " << snaps.back().pid << " (" << basename_of(snaps.front().file)
               << (snaps.size() > 1 ? " … " + basename_of(snaps.back().file) : "") << "), sampled every "
-              << human(static_cast<double>(snaps.back().sample_period)) << "\n";
+              << human_bytes(static_cast<double>(snaps.back().sample_period)) << "\n";
   }
   const char* moment = snaps.back().backend == "heaptrack" ? "snapshot" : "dump";
-  std::cout << "in use at the last " << moment << ": " << human(table.totals.back());
+  std::cout << "in use at the last " << moment << ": " << human_bytes(table.totals.back());
   if (over_time) std::cout << " (" << (table.totals.back() >= table.totals.front() ? "+" : "")
-                           << human(table.totals.back() - table.totals.front()) << " since the first)";
+                           << human_bytes(table.totals.back() - table.totals.front()) << " since the first)";
   std::cout << "\n";
   for (const auto& n : notes) std::cout << "note: " << n << "\n";
   for (const auto& w : table.warnings) std::cout << "warning: " << w << "\n";
@@ -420,8 +415,8 @@ ExitCode run_report(const ReportOptions& o) {
     for (size_t i = 0; i < by_growth.size(); ++i) {
       const Site* s = by_growth[i];
       char line[64];
-      std::snprintf(line, sizeof line, "%3zu  %11s  %11s  ", i + 1, ("+" + human(s->growth())).c_str(),
-                    human(s->bytes.back()).c_str());
+      std::snprintf(line, sizeof line, "%3zu  %11s  %11s  ", i + 1, ("+" + human_bytes(s->growth())).c_str(),
+                    human_bytes(s->bytes.back()).c_str());
       std::cout << line << site_label(s->frame)
                 << (s->leak_suspect() ? std::string("  LEAK SUSPECT: rose at every ") + moment + ", never fell" : "") << "\n";
     }
@@ -431,7 +426,7 @@ ExitCode run_report(const ReportOptions& o) {
     const Site* s = by_use[i];
     char line[64];
     double share = table.totals.back() > 0 ? 100 * s->bytes.back() / table.totals.back() : 0;
-    std::snprintf(line, sizeof line, "%3zu  %11s  %5.1f%%  ", i + 1, human(s->bytes.back()).c_str(), share);
+    std::snprintf(line, sizeof line, "%3zu  %11s  %5.1f%%  ", i + 1, human_bytes(s->bytes.back()).c_str(), share);
     std::cout << line << site_label(s->frame) << "\n";
     for (size_t k = 1; k < s->stack.size() && k < 8; ++k) std::cout << "                          " << site_label(s->stack[k]) << "\n";
   }

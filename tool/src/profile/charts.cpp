@@ -36,18 +36,6 @@ std::string xml(const std::string& s) {
   return out;
 }
 
-std::string human(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = std::fabs(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", bytes < 0 ? -v : v, units[u]);
-  return buf;
-}
 
 std::string num(double v) {
   char buf[32];
@@ -260,7 +248,7 @@ std::string flamegraph_svg(const std::vector<FoldedStack>& stacks, const std::st
     std::string shown = chars < 3 ? "" : n.name.size() <= chars ? n.name : n.name.substr(0, chars - 2) + "..";
     svg += "<g class=\"f\" data-x=\"" + std::to_string(p.x) + "\" data-w=\"" + std::to_string(p.w) + "\" data-d=\"" +
            std::to_string(p.depth) + "\" data-n=\"" + xml(n.name) + "\" data-c=\"" + c + "\"><title>" + xml(n.name) +
-           " (" + human(n.value) + ", " + share + "%)</title><rect x=\"" + num(px) + "\" y=\"" + std::to_string(y) +
+           " (" + human_bytes(n.value) + ", " + share + "%)</title><rect x=\"" + num(px) + "\" y=\"" + std::to_string(y) +
            "\" width=\"" + num(std::max(0.0, pw - 0.5)) + "\" height=\"" + std::to_string(frame_h - 1) + "\" fill=\"" +
            c + "\" rx=\"2\"/><text x=\"" + num(px + 3) + "\" y=\"" + std::to_string(y + 12) + "\">" + xml(shown) +
            "</text></g>\n";
@@ -297,7 +285,7 @@ std::string trend_svg(const SiteTable& table, const std::vector<const Site*>& si
          std::to_string(left + pw) + "\" y2=\"" + std::to_string(top + ph) + "\" stroke=\"black\"/>\n";
   for (double f : {0.0, 0.5, 1.0}) {
     svg += "<text x=\"" + std::to_string(left - 6) + "\" y=\"" + num(yat(f * max) + 4) + "\" text-anchor=\"end\">" +
-           xml(human(f * max)) + "</text>\n";
+           xml(human_bytes(f * max)) + "</text>\n";
     svg += "<line x1=\"" + std::to_string(left) + "\" x2=\"" + std::to_string(left + pw) + "\" y1=\"" + num(yat(f * max)) +
            "\" y2=\"" + num(yat(f * max)) + "\" stroke=\"rgb(230,230,230)\"/>\n";
   }
@@ -325,10 +313,10 @@ std::string trend_svg(const SiteTable& table, const std::vector<const Site*>& si
     svg += "<text x=\"" + std::to_string(W - right + 50) + "\" y=\"" + std::to_string(ly + 4) + "\">" + xml(shown) +
            "</text>\n";
   };
-  line(table.totals, "black", "6,3", "all (" + human(table.totals.empty() ? 0 : table.totals.back()) + ")", 0);
+  line(table.totals, "black", "6,3", "all (" + human_bytes(table.totals.empty() ? 0 : table.totals.back()) + ")", 0);
   for (size_t i = 0; i < sites.size() && i < 8; ++i)
     line(sites[i]->bytes, palette[i], "",
-         label(sites[i]->frame) + " (" + human(sites[i]->bytes.back()) + ")" + (sites[i]->leak_suspect() ? " *" : ""),
+         label(sites[i]->frame) + " (" + human_bytes(sites[i]->bytes.back()) + ")" + (sites[i]->leak_suspect() ? " *" : ""),
          static_cast<int>(i) + 1);
   svg += "<text x=\"" + std::to_string(W - right + 20) + "\" y=\"" + std::to_string(top + 10 + 10 * 20) +
          "\">* leak suspect: rose at every snapshot</text>\n";

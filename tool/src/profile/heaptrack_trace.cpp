@@ -306,8 +306,9 @@ std::vector<HeapSnapshot> read_heaptrack_trace(Reader& raw, const std::string& p
     out.push_back(std::move(s));
   }
   // The last is the state at the end: at exit (heaptrack writes a last
-  // timestamp at shutdown), or where a copy taken while it wrote ends.
-  out.back().trigger = complete ? "f" : "cut";
+  // timestamp at shutdown), or where a copy taken while it wrote ends (a
+  // cut last line says so; a whole one cannot tell).
+  if (!complete) out.back().trigger = "cut";
   return out;
 }
 

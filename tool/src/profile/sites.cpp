@@ -1,6 +1,8 @@
 #include "profile/sites.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 
 namespace memprofile {
@@ -34,6 +36,19 @@ const Mapping* find_mapping(const std::vector<const Mapping*>& sorted, uint64_t 
   if (it == sorted.begin()) return nullptr;
   const Mapping* m = *(it - 1);
   return pc < m->end ? m : nullptr;
+}
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = std::fabs(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", bytes < 0 ? -v : v, units[u]);
+  return buf;
 }
 
 bool Site::leak_suspect() const {

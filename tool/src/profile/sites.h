@@ -31,6 +31,9 @@ struct SiteTable {
   std::vector<std::string> warnings;   // the symbolizer's
 };
 
+// Bytes as people read them: "512 B", "24.8 MiB".
+std::string human_bytes(double bytes);
+
 // True for a frame of the allocator, the language runtime or libc: skipped
 // when a stack is folded to its site.
 bool is_allocator_frame(const Frame& f);
