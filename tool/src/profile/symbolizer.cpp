@@ -193,6 +193,9 @@ int find_debuginfo(Dwfl_Module* mod, void** userdata, const char*, Dwarf_Addr, c
 // Whether the instruction ending at `at` (an offset into `file`) is a call.
 bool follows_call(const unsigned char* file, size_t size, uint64_t at, unsigned machine) {
   if (machine == EM_AARCH64) {
+    // Instructions are 4 bytes: an address inside the call (heaptrack's
+    // libunwind gives the return address minus 2) ends at the next boundary.
+    at = (at + 3) & ~uint64_t{3};
     if (at < 4 || at > size) return false;
     uint32_t insn;
     std::memcpy(&insn, file + at - 4, 4);
