@@ -112,7 +112,12 @@ for profile in c ht-cpp; do
   grep -q "string_table: \"inuse_space\"" "${SCRATCH}/${profile}.decoded" || fail "${profile}: no inuse_space sample type"
   grep -qF "string_table: \"${want}\"" "${SCRATCH}/${profile}.decoded" || fail "${profile}: ${want} is not in the string table"
 done
-pass "--pprof: go tool pprof -top ranks the same function first (jemalloc and heaptrack); protoc decodes it"
+# heaptrack counts every allocation: alloc_space ranks the churn first.
+go tool pprof -sample_index=alloc_space -top "${SCRATCH}/ht-cpp.pb.gz" > "${SCRATCH}/alloc.top" 2> "${SCRATCH}/pprof.err" ||
+  fail "go tool pprof -sample_index=alloc_space: $(cat "${SCRATCH}/pprof.err")"
+[[ "$(awk '/flat%/ { getline; print $6; exit }' "${SCRATCH}/alloc.top")" == shop::churn ]] ||
+  fail "alloc_space does not rank shop::churn first: $(head -12 "${SCRATCH}/alloc.top")"
+pass "--pprof: go tool pprof -top ranks the same function first (jemalloc and heaptrack), alloc_space the churn; protoc decodes it"
 
 # --flamegraph and --trend, opened in a real browser (headless Chromium):
 # they render, search highlights, a click zooms (driven by the URL fragment,

@@ -24,6 +24,7 @@ struct Mapping {
 struct StackSample {
   std::vector<uint64_t> pcs;  // innermost first, as recorded (return addresses past the first)
   double objects = 0, bytes = 0;  // in use, scaled up from the samples
+  double alloc_objects = 0, alloc_bytes = 0;  // allocated since the start (has_allocated)
 };
 
 struct HeapSnapshot {
@@ -38,6 +39,9 @@ struct HeapSnapshot {
   // heaptrack writes every frame as the call instruction (ip - 1); jemalloc
   // writes return addresses past the first.
   bool call_sites = false;
+  // The backend counts what was allocated, freed or not (heaptrack): pprof's
+  // alloc_objects and alloc_space.
+  bool has_allocated = false;
   std::vector<Mapping> maps;
   double total_bytes = 0, total_objects = 0;
 };

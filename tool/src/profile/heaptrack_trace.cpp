@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <unordered_map>
@@ -106,9 +107,15 @@ struct Block {
 };
 
 // Bytes and blocks each trace holds at one moment, nonzero ones only.
+struct Held {
+  uint32_t trace;
+  int64_t bytes, blocks;            // in use
+  uint64_t alloc_bytes, alloc_count;  // allocated since the start
+};
+
 struct Moment {
   uint64_t ms = 0;
-  std::vector<std::pair<uint32_t, std::pair<int64_t, int64_t>>> held;  // trace -> (bytes, blocks)
+  std::vector<Held> held;  // traces holding memory, or that ever allocated
 };
 
 }  // namespace
@@ -143,6 +150,7 @@ std::vector<HeapSnapshot> read_heaptrack_trace(Reader& raw, const std::string& p
   std::vector<size_t> current;       // the ones listed since the last "m 1 -"
   std::vector<Node> nodes;           // trace i is nodes[i - 1]
   std::vector<int64_t> bytes, blocks;  // per trace, held now
+  std::vector<uint64_t> alloc_bytes, alloc_count;  // per trace, allocated so far
   std::unordered_map<uint64_t, Block> live;
   uint64_t page_size = 4096, now_ms = 0, interval = 50, next_at = 0;
   std::vector<Moment> moments;
@@ -150,15 +158,21 @@ std::vector<HeapSnapshot> read_heaptrack_trace(Reader& raw, const std::string& p
     if (trace >= bytes.size()) {
       bytes.resize(trace + 1, 0);
       blocks.resize(trace + 1, 0);
+      alloc_bytes.resize(trace + 1, 0);
+      alloc_count.resize(trace + 1, 0);
     }
     bytes[trace] += size;
     blocks[trace] += count;
+    if (size > 0) {
+      alloc_bytes[trace] += static_cast<uint64_t>(size);
+      ++alloc_count[trace];
+    }
   };
   auto snapshot = [&] {
     Moment m;
     m.ms = now_ms;
     for (uint32_t t = 0; t < bytes.size(); ++t)
-      if (bytes[t] > 0) m.held.push_back({t, {bytes[t], blocks[t]}});
+      if (bytes[t] > 0 || alloc_count[t] > 0) m.held.push_back({t, bytes[t], blocks[t], alloc_bytes[t], alloc_count[t]});
     moments.push_back(std::move(m));
     // At most kMaxHeaptrackSnapshots: drop every other one (the first
     // stays), and take them half as often from now on.
@@ -292,13 +306,16 @@ std::vector<HeapSnapshot> read_heaptrack_trace(Reader& raw, const std::string& p
     s.time_ms = moments[i].ms;
     s.call_sites = true;
     s.maps = maps;
-    for (const auto& [trace, held] : moments[i].held) {
-      auto it = stacks.find(trace);
-      if (it == stacks.end()) it = stacks.emplace(trace, stack_of(trace)).first;
+    s.has_allocated = true;
+    for (const auto& held : moments[i].held) {
+      auto it = stacks.find(held.trace);
+      if (it == stacks.end()) it = stacks.emplace(held.trace, stack_of(held.trace)).first;
       StackSample sample;
       sample.pcs = it->second;
-      sample.bytes = static_cast<double>(held.first);
-      sample.objects = static_cast<double>(held.second);
+      sample.bytes = static_cast<double>(std::max<int64_t>(held.bytes, 0));
+      sample.objects = static_cast<double>(std::max<int64_t>(held.blocks, 0));
+      sample.alloc_bytes = static_cast<double>(held.alloc_bytes);
+      sample.alloc_objects = static_cast<double>(held.alloc_count);
       s.total_bytes += sample.bytes;
       s.total_objects += sample.objects;
       s.stacks.push_back(std::move(sample));

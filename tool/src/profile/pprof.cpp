@@ -60,6 +60,10 @@ void write_pprof(const HeapSnapshot& snap, Symbolizer& symbolizer, const std::st
     v->set_type(str.id(type));
     v->set_unit(str.id(unit));
   };
+  if (snap.has_allocated) {
+    value_type(p.add_sample_type(), "alloc_objects", "count");
+    value_type(p.add_sample_type(), "alloc_space", "bytes");
+  }
   value_type(p.add_sample_type(), "inuse_objects", "count");
   value_type(p.add_sample_type(), "inuse_space", "bytes");
   p.set_default_sample_type(str.id("inuse_space"));
@@ -128,6 +132,13 @@ void write_pprof(const HeapSnapshot& snap, Symbolizer& symbolizer, const std::st
     };
     while (first < stack.size() && all_allocator(stack[first].second)) ++first;
     if (first == stack.size()) first = 0;
+    // In the leaf kept, the allocator's inlined frames go too (std::vector's
+    // allocate inlined into the function that grew it): pprof's flat view
+    // names the innermost line.
+    auto& leaf = stack[first].second;
+    size_t inner = 0;
+    while (inner + 1 < leaf.size() && is_allocator_frame(leaf[inner])) ++inner;
+    leaf.erase(leaf.begin(), leaf.begin() + static_cast<std::ptrdiff_t>(inner));
     pb::Sample* ps = p.add_sample();
     for (size_t i = first; i < stack.size(); ++i) {
       uint64_t pc = stack[i].first;
@@ -145,6 +156,10 @@ void write_pprof(const HeapSnapshot& snap, Symbolizer& symbolizer, const std::st
         it = location_id.emplace(pc, loc->id()).first;
       }
       ps->add_location_id(it->second);
+    }
+    if (snap.has_allocated) {
+      ps->add_value(std::llround(sample.alloc_objects));
+      ps->add_value(std::llround(sample.alloc_bytes));
     }
     ps->add_value(std::llround(sample.objects));
     ps->add_value(std::llround(sample.bytes));
