@@ -42,6 +42,10 @@ RUN case "${TARGETARCH}" in \
  && make image-artifacts SKIP_DEPS=true ARCH="${TARGETARCH}" BACKEND="${BACKEND}" ARTIFACTS_OUT=/out
 
 FROM artifacts-${ARTIFACTS} AS artifacts
+# An instruction, though nothing needs doing: buildah 1.28 leaves the working
+# container of a stage that is only FROM (mounted, never removed), one per
+# build.
+WORKDIR /
 
 FROM ${APP_IMAGE}
 ARG APP_IMAGE

@@ -34,6 +34,10 @@ RUN case "${TARGETARCH}" in \
  && make image-artifacts SKIP_DEPS=true ARCH="${TARGETARCH}" BACKEND="${BACKEND}" ARTIFACTS_OUT=/out
 
 FROM artifacts-${ARTIFACTS} AS artifacts
+# An instruction, though nothing needs doing: buildah 1.28 leaves the working
+# container of a stage that is only FROM (mounted, never removed), one per
+# build.
+WORKDIR /
 
 # The app, dynamic. Cross-compiled from the build platform when the engine
 # honours --platform (needs the target's std and gcc-aarch64-linux-gnu in the

@@ -13,8 +13,13 @@ seed_dist heaptrack amd64
 example_app amd64
 drop_at_exit localhost/leaky:amd64-memprofile localhost/leaky:heaptrack
 
+containers_before="$(buildah containers -q | wc -l)"
 mk image-memprofile APP_IMAGE=localhost/leaky:amd64 BACKEND=jemalloc > "${SCRATCH}/build.log" 2>&1 ||
   { cat "${SCRATCH}/build.log" >&2; fail "make image-memprofile (jemalloc)"; }
+# buildah 1.28 left a mounted working container behind for each build (the
+# Dockerfile's FROM-only stage): none may stay.
+[[ "$(buildah containers -q | wc -l)" == "${containers_before}" ]] ||
+  fail "the build left containers behind: $(buildah containers | tail -n +2)"
 image=localhost/leaky:amd64-memprofile
 grep -q "LOADER_TRACED" "${SCRATCH}/build.log" || fail "the build's own verify step did not trace the loader"
 "${MEMPROFILE}" preflight "${SCRATCH}/image/image.tar" > "${SCRATCH}/preflight" || fail "exported image is not READY"
