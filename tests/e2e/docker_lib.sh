@@ -57,16 +57,6 @@ mk() {  # make in the repo with docker and the test's caches
     DIST="${DIST}" IMAGE_WORK_DIR="${SCRATCH}/image" "$@"
 }
 
-# The preload libraries the recipe tests built (cached by recipe content).
-seed_dist() {  # BACKEND ARCH
-  local from
-  from="$(preload_dist "$1" "$2")"
-  if ! cmp -s "${from}/manifest.json" "${DIST}/preload/$1/$2/manifest.json" 2>/dev/null; then
-    rm -rf "${DIST}/preload/$1/$2"
-    mkdir -p "${DIST}/preload/$1"
-    cp -a "${from}" "${DIST}/preload/$1/$2"
-  fi
-}
 
 # base_images ARCH: the slim and builder bases in docker's store (the same
 # ones `make example` asks for), made or reused by make base-image.
@@ -113,29 +103,11 @@ example_app() {
     -t "localhost/leaky:${arch}" "${E2E_ROOT}/examples/leaky" >/dev/null
 }
 
-# start_registry: Debian's docker-registry on a free loopback port, for the
-# test alone, stopped when it ends; sets REGISTRY (host:port).
+# start_registry: start_local_registry (lib.sh), stopped when the test ends
+# (before the engine); sets REGISTRY (host:port).
 start_registry() {
-  local port pid
-  command -v docker-registry >/dev/null || fail "docker-registry missing (scripts/install-deps.sh installs it)"
-  port="$(free_port)"
-  cat > "${SCRATCH}/registry.yml" <<YAML
-version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: ${SCRATCH}/registry
-http:
-  addr: 127.0.0.1:${port}
-YAML
-  docker-registry serve "${SCRATCH}/registry.yml" > "${SCRATCH}/registry.log" 2>&1 &
-  pid=$!
-  at_exit "kill ${pid} 2>/dev/null; wait ${pid} 2>/dev/null"
-  for _ in $(seq 50); do curl -fsS "http://127.0.0.1:${port}/v2/" >/dev/null 2>&1 && break; sleep 0.2; done
-  curl -fsS "http://127.0.0.1:${port}/v2/" >/dev/null || fail "the registry did not start: $(cat "${SCRATCH}/registry.log")"
-  # shellcheck disable=SC2034 # the tests' registry
-  REGISTRY="127.0.0.1:${port}"
+  start_local_registry
+  at_exit "kill ${REGISTRY_PID} 2>/dev/null; wait ${REGISTRY_PID} 2>/dev/null"
 }
 
 # jeprof_names FUNCTION ROOT PROGRAM HEAP [arm64]: jeprof's report of a

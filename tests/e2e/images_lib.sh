@@ -48,17 +48,6 @@ base_lists() {
   done
 }
 
-# The preload libraries the recipe tests build (cached by recipe content) are
-# the ones the images get: no second build of the same thing.
-seed_dist() {  # BACKEND ARCH
-  local from
-  from="$(preload_dist "$1" "$2")"
-  if ! cmp -s "${from}/manifest.json" "${DIST}/preload/$1/$2/manifest.json" 2>/dev/null; then
-    rm -rf "${DIST}/preload/$1/$2"
-    mkdir -p "${DIST}/preload/$1"
-    cp -a "${from}" "${DIST}/preload/$1/$2"
-  fi
-}
 
 # example_app ARCH: the example leaking service as an ordinary app image,
 # localhost/leaky:ARCH, built by examples/leaky/Dockerfile; rebuilt only when

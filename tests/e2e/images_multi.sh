@@ -20,24 +20,9 @@ buildah bud --isolation chroot --pull=never --quiet --platform linux/amd64,linux
   --manifest localhost/leaky:multi "${E2E_ROOT}/examples/leaky" >/dev/null
 
 # A registry of the test's own, on a free loopback port.
-port=""
-for candidate in $(shuf -i 20000-60000 -n 20); do
-  if ! (exec 3<>"/dev/tcp/127.0.0.1/${candidate}") 2>/dev/null; then port="${candidate}"; break; fi
-done
-[[ -n "${port}" ]] || fail "no free port"
-cat > "${SCRATCH}/registry.yml" <<YAML
-version: 0.1
-storage:
-  filesystem:
-    rootdirectory: ${SCRATCH}/registry
-http:
-  addr: 127.0.0.1:${port}
-YAML
-docker-registry serve "${SCRATCH}/registry.yml" > "${SCRATCH}/registry.log" 2>&1 &
-registry_pid=$!
-trap 'kill "${registry_pid}" 2>/dev/null || true; unmount_all' EXIT
-for _ in $(seq 50); do curl -fsS "http://127.0.0.1:${port}/v2/" >/dev/null 2>&1 && break; sleep 0.2; done
-curl -fsS "http://127.0.0.1:${port}/v2/" >/dev/null || fail "the registry did not start: $(cat "${SCRATCH}/registry.log")"
+start_local_registry
+trap 'kill "${REGISTRY_PID}" 2>/dev/null || true; unmount_all' EXIT
+port="${REGISTRY##*:}"
 
 ns="127.0.0.1:${port}/memprofile"
 drop_at_exit "${ns}/leaky:multi-memprofile"

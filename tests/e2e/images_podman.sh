@@ -12,27 +12,14 @@ command -v podman >/dev/null || fail "podman missing (scripts/install-deps.sh in
 seed_dist jemalloc amd64
 example_app amd64
 
-port="$(free_port)"
-cat > "${SCRATCH}/registry.yml" <<YAML
-version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: ${SCRATCH}/registry
-http:
-  addr: 127.0.0.1:${port}
-YAML
-timeout 600 docker-registry serve "${SCRATCH}/registry.yml" > "${SCRATCH}/registry.log" 2>&1 &
-registry_pid=$!
-trap 'kill "${registry_pid}" 2>/dev/null; wait "${registry_pid}" 2>/dev/null; unmount_all' EXIT
-for _ in $(seq 50); do curl -fsS "http://127.0.0.1:${port}/v2/" > /dev/null 2>&1 && break; sleep 0.2; done
-ref="127.0.0.1:${port}/team/leaky:amd64-memprofile"
+start_local_registry
+trap 'kill "${REGISTRY_PID}" 2>/dev/null; wait "${REGISTRY_PID}" 2>/dev/null; unmount_all' EXIT
+ref="${REGISTRY}/team/leaky:amd64-memprofile"
 drop_at_exit "${ref}"
 
 make -C "${E2E_ROOT}" --no-print-directory SKIP_DEPS=true CONTAINER_ENGINE=podman PULL_POLICY=never DIST="${DIST}" \
   IMAGE_WORK_DIR="${SCRATCH}/image" image-memprofile APP_IMAGE=localhost/leaky:amd64 BACKEND=jemalloc \
-  DOCKER_PUSH=true IMAGE_NAMESPACE="127.0.0.1:${port}/team" TLS_VERIFY=false > "${SCRATCH}/build.log" 2>&1 ||
+  DOCKER_PUSH=true IMAGE_NAMESPACE="${REGISTRY}/team" TLS_VERIFY=false > "${SCRATCH}/build.log" 2>&1 ||
   { cat "${SCRATCH}/build.log" >&2; fail "make image-memprofile CONTAINER_ENGINE=podman DOCKER_PUSH=true"; }
 "${MEMPROFILE}" preflight "${SCRATCH}/image/image.tar" > "${SCRATCH}/preflight" || fail "the podman-built image is not READY"
 judged="$(cat "${SCRATCH}/image/judged.digest")"

@@ -76,3 +76,41 @@ expect_error() {
   grep -Eq -- "${pattern}" "${SCRATCH}/err" || fail "preflight $*: said \"$(cat "${SCRATCH}/err")\", expected /${pattern}/"
   echo "   $(cat "${SCRATCH}/err")"
 }
+
+# The preload libraries the recipe tests build (cached by recipe content) are
+# the ones the images get, in ${DIST}: no second build of the same thing.
+seed_dist() {  # BACKEND ARCH
+  local from
+  from="$(preload_dist "$1" "$2")"
+  if ! cmp -s "${from}/manifest.json" "${DIST}/preload/$1/$2/manifest.json" 2>/dev/null; then
+    rm -rf "${DIST}/preload/$1/$2"
+    mkdir -p "${DIST}/preload/$1"
+    cp -a "${from}" "${DIST}/preload/$1/$2"
+  fi
+}
+
+# start_local_registry: Debian's docker-registry (plain HTTP) on a free
+# loopback port for this test alone, bounded in time; sets REGISTRY
+# (host:port) and REGISTRY_PID, which the test kills when it ends.
+start_local_registry() {
+  local port
+  command -v docker-registry >/dev/null || fail "docker-registry missing (scripts/install-deps.sh installs it)"
+  port="$(free_port)"
+  cat > "${SCRATCH}/registry.yml" <<YAML
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: ${SCRATCH}/registry
+http:
+  addr: 127.0.0.1:${port}
+YAML
+  timeout 1800 docker-registry serve "${SCRATCH}/registry.yml" > "${SCRATCH}/registry.log" 2>&1 &
+  # shellcheck disable=SC2034 # for the test that started it
+  REGISTRY_PID=$!
+  for _ in $(seq 50); do curl -fsS "http://127.0.0.1:${port}/v2/" >/dev/null 2>&1 && break; sleep 0.2; done
+  curl -fsS "http://127.0.0.1:${port}/v2/" >/dev/null || fail "the registry did not start: $(cat "${SCRATCH}/registry.log")"
+  # shellcheck disable=SC2034 # for the test that started it
+  REGISTRY="127.0.0.1:${port}"
+}
