@@ -13,7 +13,7 @@ seed_dist jemalloc amd64
 example_app amd64
 
 start_local_registry
-trap 'kill "${REGISTRY_PID}" 2>/dev/null; wait "${REGISTRY_PID}" 2>/dev/null; unmount_all' EXIT
+trap 'kill "${REGISTRY_PID}" 2>/dev/null || true; wait "${REGISTRY_PID}" 2>/dev/null || true; unmount_all' EXIT
 ref="${REGISTRY}/team/leaky:amd64-memprofile"
 drop_at_exit "${ref}"
 
