@@ -110,19 +110,6 @@ start_registry() {
   at_exit "kill ${REGISTRY_PID} 2>/dev/null; wait ${REGISTRY_PID} 2>/dev/null"
 }
 
-# jeprof_names FUNCTION ROOT PROGRAM HEAP [arm64]: jeprof's report of a
-# profile recorded in a container names FUNCTION (the container's paths read
-# under ROOT; an arm64 one ran under qemu, whose maps jeprof needs rerooted).
-jeprof_names() {
-  local fn="$1" root="$2" program="$3" heap="$4" arch="${5:-amd64}" tools=() qemu=()
-  if [[ "${arch}" == arm64 ]]; then
-    tools=(--tools=/usr/bin/aarch64-linux-gnu-)
-    qemu=(--qemu-maps)
-  fi
-  "${E2E_ROOT}/scripts/reroot-profile.sh" jemalloc "${root}" "${heap}" "${heap}.rooted" "${qemu[@]}"
-  "${DIST}/preload/jemalloc/amd64/jeprof" "${tools[@]}" --text "${root}${program}" "${heap}.rooted" > "${heap}.text" 2>/dev/null
-  grep -q "${fn}" "${heap}.text"
-}
 
 heaptrack_names() {  # FUNCTION ROOT RAW
   local fn="$1" root="$2" raw="$3"

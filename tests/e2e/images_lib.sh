@@ -123,20 +123,6 @@ unmount_all() {
 }
 trap unmount_all EXIT
 
-# jeprof_names FUNCTION ROOT PROGRAM HEAP [arm64]: jeprof's text report of a
-# profile recorded in a container names FUNCTION. The mapped paths are the
-# container's: they are read under ROOT, the image's mounted root.
-jeprof_names() {
-  local fn="$1" root="$2" program="$3" heap="$4" arch="${5:-amd64}" jeprof="${DIST}/preload/jemalloc/amd64/jeprof"
-  local tools=() qemu=()
-  if [[ "${arch}" == arm64 ]]; then
-    tools=(--tools=/usr/bin/aarch64-linux-gnu-)
-    qemu=(--qemu-maps)
-  fi
-  "${E2E_ROOT}/scripts/reroot-profile.sh" jemalloc "${root}" "${heap}" "${heap}.rooted" "${qemu[@]}"
-  "${jeprof}" "${tools[@]}" --text "${root}${program}" "${heap}.rooted" > "${heap}.text" 2>/dev/null
-  grep -q "${fn}" "${heap}.text"
-}
 
 # heaptrack_names FUNCTION ROOT RAW: heaptrack_interpret | heaptrack_print of
 # a trace recorded in a container names FUNCTION, its paths read under ROOT.

@@ -114,3 +114,18 @@ YAML
   # shellcheck disable=SC2034 # for the test that started it
   REGISTRY="127.0.0.1:${port}"
 }
+
+# jeprof_names FUNCTION ROOT PROGRAM HEAP [arm64]: jeprof's text report of a
+# profile recorded in a container names FUNCTION. The mapped paths are the
+# container's: they are read under ROOT, the image's root (an arm64 one ran
+# under qemu, whose maps jeprof needs rerooted). jeprof is ${DIST}'s.
+jeprof_names() {
+  local fn="$1" root="$2" program="$3" heap="$4" arch="${5:-amd64}" tools=() qemu=()
+  if [[ "${arch}" == arm64 ]]; then
+    tools=(--tools=/usr/bin/aarch64-linux-gnu-)
+    qemu=(--qemu-maps)
+  fi
+  "${E2E_ROOT}/scripts/reroot-profile.sh" jemalloc "${root}" "${heap}" "${heap}.rooted" "${qemu[@]}"
+  "${DIST}/preload/jemalloc/amd64/jeprof" "${tools[@]}" --text "${root}${program}" "${heap}.rooted" > "${heap}.text" 2>/dev/null
+  grep -q "${fn}" "${heap}.text"
+}

@@ -58,3 +58,18 @@ start_server() {
   server_pids+=($!)
 }
 
+
+# start_redirect: a blob server for the blobs under STORE and, in front of
+# REGISTRY, the fault proxy that redirects blobs to it (on another host name,
+# localhost); sets BLOB_PORT and PROXY (host:port).
+start_redirect() {  # REGISTRY STORE
+  BLOB_PORT="$(free_port)"
+  start_server blobs blobs "${BLOB_PORT}" "$2" "${SCRATCH}/blob-requests"
+  local proxy_port
+  proxy_port="$(free_port)"
+  start_server proxy proxy "${proxy_port}" "http://$1" "http://localhost:${BLOB_PORT}"
+  wait_http "http://127.0.0.1:${proxy_port}/v2/" || fail "the proxy did not start: $(cat "${SCRATCH}/proxy.log")"
+  wait_http "http://127.0.0.1:${BLOB_PORT}/" || fail "the blob server did not start: $(cat "${SCRATCH}/blobs.log")"
+  # shellcheck disable=SC2034 # for the test that started it
+  PROXY="127.0.0.1:${proxy_port}"
+}

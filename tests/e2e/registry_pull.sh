@@ -74,12 +74,8 @@ pass "404 for a tag and a repository, TLS to a plain HTTP registry, connection r
 # Faults between preflight and the registry: a proxy of the test's own that
 # takes the fault from the repository's first component; blobs redirected
 # to a second server, on another host name.
-blob_port="$(free_port)"
-start_server blobs blobs "${blob_port}" "${SCRATCH}/plain" "${SCRATCH}/blob-requests"
-proxy_port="$(free_port)"
-start_server proxy proxy "${proxy_port}" "http://${reg}" "http://localhost:${blob_port}"
-wait_http "http://127.0.0.1:${proxy_port}/v2/" || fail "the proxy did not start: $(cat "${SCRATCH}/proxy.log")"
-wait_http "http://127.0.0.1:${blob_port}/" || fail "the blob server did not start: $(cat "${SCRATCH}/blobs.log")"
+start_redirect "${reg}" "${SCRATCH}/plain"
+proxy_port="${PROXY##*:}"
 px="127.0.0.1:${proxy_port}"
 
 same_verdicts "${IMAGES}/ready.oci.tar" "docker://${px}/ok/t/ready:v1" --tls-verify=false

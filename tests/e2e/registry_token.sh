@@ -44,12 +44,8 @@ same_verdicts "${IMAGES}/ready.oci.tar" "docker://${reg}/public/ready:v1" --tls-
 pass "Bearer tokens: anonymous where the token server allows it, with credentials, refused without"
 
 # Blobs redirected to another host: they come, without the Authorization header.
-blob_port="$(free_port)"
-start_server blobs blobs "${blob_port}" "${SCRATCH}/tokreg" "${SCRATCH}/blob-requests"
-proxy_port="$(free_port)"
-start_server proxy proxy "${proxy_port}" "http://${reg}" "http://localhost:${blob_port}"
-wait_http "http://127.0.0.1:${proxy_port}/v2/" || fail "the proxy did not start: $(cat "${SCRATCH}/proxy.log")"
-wait_http "http://127.0.0.1:${blob_port}/" || fail "the blob server did not start: $(cat "${SCRATCH}/blobs.log")"
+start_redirect "${reg}" "${SCRATCH}/tokreg"
+proxy_port="${PROXY##*:}"
 same_verdicts "${IMAGES}/multi.oci.tar" "docker://127.0.0.1:${proxy_port}/redirect/team/multi:v1" \
   --tls-verify=false --creds alice:s3cret
 [[ "$(grep -c "^/blob/sha256:" "${SCRATCH}/blob-requests")" -ge 4 ]] || fail "the blobs did not come through the redirect"
