@@ -59,11 +59,14 @@ drop_at_exit localhost/t-ready
 same_verdicts "${IMAGES}/ready.oci.tar" docker-daemon:localhost/t-ready
 pass "fixture images loaded by docker (by tag, by image ID, a bare name meaning :latest, a multi-arch index): the same verdicts"
 
-# Peak memory and what is left behind: a streamed read.
-before="$(find "${TMPDIR:-/tmp}" -maxdepth 1 2>/dev/null | wc -l)"
-/usr/bin/time -f %M -o "${SCRATCH}/rss" "${MEMPROFILE}" preflight --all-platforms docker-daemon:localhost/leaky:multi \
-  > /dev/null || fail "leaky:multi for the RSS"
-[[ "$(find "${TMPDIR:-/tmp}" -maxdepth 1 2>/dev/null | wc -l)" == "${before}" ]] || fail "preflight left files in ${TMPDIR:-/tmp}"
+# Peak memory and what is left behind: a streamed read. The run gets a
+# private, empty TMPDIR and working directory, so that what other tests
+# running in parallel write to /tmp cannot be mistaken for its leftovers.
+quiet="${SCRATCH}/quiet" && mkdir "${quiet}"
+(cd "${quiet}" && TMPDIR="${quiet}" /usr/bin/time -f %M -o "${SCRATCH}/rss" \
+  "${MEMPROFILE}" preflight --all-platforms docker-daemon:localhost/leaky:multi > /dev/null) ||
+  fail "leaky:multi for the RSS"
+[[ -z "$(ls -A "${quiet}")" ]] || fail "preflight left files behind: $(ls -A "${quiet}")"
 if ldd "${MEMPROFILE}" 2>/dev/null | grep -q libasan; then
   pass "peak RSS not bounded under AddressSanitizer ($(($(cat "${SCRATCH}/rss") / 1024)) MiB)"
 else
