@@ -42,7 +42,7 @@ ARCH ?= $(HOST_ARCH)
 STATIC_BUILD_DIR = build-static-$(ARCH)
 
 .PHONY: static
-static: deps ## Build the static memprofile binary for ARCH (amd64, arm64) into $(DIST)/memprofile/ARCH/.
+static: deps ## Build the static memprofile binary and the control library for ARCH (amd64, arm64) into $(DIST)/memprofile/ARCH/.
 	$(if $(filter $(ARCH),amd64 arm64),,$(error ARCH must be amd64 or arm64, not '$(ARCH)'))
 ifeq ($(ARCH),$(HOST_ARCH))
 	cmake -S . -B $(STATIC_BUILD_DIR) -DMEMPROFILE_STATIC_ONLY=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -52,9 +52,11 @@ else ifeq ($(ARCH)-$(HOST_ARCH),arm64-amd64)
 else
 	$(error cross-building for $(ARCH) on $(HOST_ARCH) is not supported; build on $(ARCH))
 endif
-	cmake --build $(STATIC_BUILD_DIR) -j $(JOBS) --target memprofile-static
+	cmake --build $(STATIC_BUILD_DIR) -j $(JOBS) --target memprofile-static memprofile_ctl
 	install -D -m 0755 $(STATIC_BUILD_DIR)/tool/memprofile-static $(DIST)/memprofile/$(ARCH)/memprofile
-	$(if $(filter $(ARCH),$(HOST_ARCH)),strip,aarch64-linux-gnu-strip) --strip-debug $(DIST)/memprofile/$(ARCH)/memprofile
+	install -D -m 0755 $(STATIC_BUILD_DIR)/ctl/libmemprofile_ctl.so $(DIST)/memprofile/$(ARCH)/libmemprofile_ctl.so
+	$(if $(filter $(ARCH),$(HOST_ARCH)),strip,aarch64-linux-gnu-strip) --strip-debug $(DIST)/memprofile/$(ARCH)/memprofile \
+	  $(DIST)/memprofile/$(ARCH)/libmemprofile_ctl.so
 
 BACKEND ?= bytehound
 BACKENDS := bytehound jemalloc heaptrack
@@ -98,6 +100,11 @@ APP_IMAGE ?=
 APP_SRC ?=
 APP_BIN ?=
 APP_TARGET ?=
+# true: the profiler loads with recording off; memprofile start/stop/snapshot
+# drive it in the running pod (docs/launcher.md). MAX_PROFILE_MB: the
+# profiles' disk budget (default 10 % of the output volume, at most 1 GiB).
+DORMANT ?= false
+MAX_PROFILE_MB ?=
 CARGO_PROFILE ?= release
 BASE_IMAGE ?= debian:trixie-slim
 BUILDER_IMAGE ?=
@@ -127,12 +134,15 @@ $(if $(and $(APP_IMAGE),$(APP_SRC)),$(error give APP_IMAGE or APP_SRC, not both)
 $(if $(and $(APP_SRC),$(if $(APP_BIN),,x)),$(error APP_SRC needs APP_BIN, the cargo binary to package))
 $(if $(filter $(BACKEND),$(BACKENDS)),,$(error BACKEND must be one of: $(BACKENDS)))
 $(if $(filter $(DOCKER_PUSH),true false),,$(error DOCKER_PUSH must be true or false))
+$(if $(filter $(DORMANT),true false),,$(error DORMANT must be true or false))
+$(if $(and $(filter true,$(DORMANT)),$(filter heaptrack,$(BACKEND))),$(error heaptrack cannot start dormant: it records from the first allocation (BACKEND=jemalloc or bytehound for DORMANT=true)))
 $(if $(and $(filter true,$(DOCKER_PUSH)),$(if $(IMAGE_NAMESPACE),,x)),$(error DOCKER_PUSH=true needs IMAGE_NAMESPACE (the registry/namespace to push to)))
 $(if $(filter $(CONTAINER_ENGINE),docker podman buildah),,$(error CONTAINER_ENGINE must be docker, podman or buildah (none detected; install one or set it)))
 endef
 
 IMAGE_ENV = ENGINE=$(CONTAINER_ENGINE) MEMPROFILE=$(abspath $(HOST_MEMPROFILE)) BACKEND=$(BACKEND) IMAGE=$(IMAGE) \
   APP_IMAGE=$(APP_IMAGE) APP_SRC=$(if $(APP_SRC),$(abspath $(APP_SRC))) APP_BIN=$(APP_BIN) APP_TARGET=$(APP_TARGET) \
+  DORMANT=$(DORMANT) MAX_PROFILE_MB=$(MAX_PROFILE_MB) \
   CARGO_PROFILE=$(CARGO_PROFILE) BASE_IMAGE=$(BASE_IMAGE) BUILDER_IMAGE=$(BUILDER_IMAGE) \
   RUST_BUILDER_IMAGE=$(RUST_BUILDER_IMAGE) ARTIFACTS=$(ARTIFACTS) PULL_POLICY=$(PULL_POLICY) TLS_VERIFY=$(TLS_VERIFY) \
   PUSH=$(DOCKER_PUSH) SKIP_CLEAN=$(SKIP_CLEAN) WORK_DIR=$(abspath $(IMAGE_WORK_DIR)) \

@@ -17,6 +17,7 @@
 #include "verdict/findings.h"
 #include "verdict/launcher.h"
 #include "verdict/preflight.h"
+#include "verdict/profiler.h"
 
 using namespace memprofile;
 using nlohmann::json;
@@ -110,6 +111,58 @@ TEST_CASE("launcher model: config file < MEMPROFILE_* variables < flags") {
   LaunchPlan backend = plan_launch(parse_exec_args({"--backend", "valgrind", "/app"}), std::nullopt, "exec.conf", env);
   CHECK_THAT(backend.error, Catch::Contains("valgrind"));
   CHECK(backend.backend == Backend::Bytehound);
+}
+
+TEST_CASE("launcher model: dormant mode and the disk budget, from flags, variables or the config") {
+  ExecArgs a = parse_exec_args({"--dormant", "--max-profile-mb=64", "--", "/app"});
+  CHECK(a.error.empty());
+  CHECK(a.dormant);
+  CHECK(a.max_profile_mb == uint64_t{64});
+  CHECK_THAT(parse_exec_args({"--max-profile-mb", "-1", "/app"}).error, Catch::Contains("--max-profile-mb -1"));
+  CHECK_THAT(parse_exec_args({"--dormant=yes", "/app"}).error, Catch::Contains("takes no value"));
+  auto none = [](const char*) { return std::string(); };
+  LaunchPlan from_flags = plan_launch(a, std::nullopt, "exec.conf", none);
+  CHECK(from_flags.cfg.dormant);
+  CHECK(from_flags.cfg.max_profile_mb == 64);
+  LaunchPlan from_conf = plan_launch(parse_exec_args({"/app"}), std::string("dormant = 1\nmax_profile_mb = 32\n"),
+                                     "exec.conf", none);
+  CHECK(from_conf.cfg.dormant);
+  CHECK(from_conf.cfg.max_profile_mb == 32);
+  auto env = [](const char* name) {
+    std::string n = name;
+    return n == "MEMPROFILE_DORMANT" ? "1" : n == "MEMPROFILE_MAX_PROFILE_MB" ? "16" : "";
+  };
+  LaunchPlan from_env = plan_launch(parse_exec_args({"/app"}), std::nullopt, "exec.conf", env);
+  CHECK(from_env.cfg.dormant);
+  CHECK(from_env.cfg.max_profile_mb == 16);
+  CHECK_THAT(plan_launch(parse_exec_args({"/app"}), std::string("max_profile_mb = lots\n"), "exec.conf", none).error,
+             Catch::Contains("max_profile_mb is not a number"));
+}
+
+TEST_CASE("launcher model: heaptrack cannot start dormant, and says so in one line") {
+  auto none = [](const char*) { return std::string(); };
+  LaunchPlan p = plan_launch(parse_exec_args({"--dormant", "--backend", "heaptrack", "/app"}), std::nullopt, "exec.conf",
+                             none);
+  CHECK_THAT(p.error, Catch::Contains("heaptrack cannot start dormant"));
+  CHECK(p.error.find('\n') == std::string::npos);
+  CHECK(plan_launch(parse_exec_args({"--dormant", "--backend", "jemalloc", "/app"}), std::nullopt, "exec.conf", none)
+            .error.empty());
+}
+
+TEST_CASE("backend settings: dormant jemalloc and bytehound load with recording off") {
+  auto value = [](const std::vector<std::pair<std::string, std::string>>& env, const std::string& key) {
+    for (const auto& [k, v] : env)
+      if (k == key) return v;
+    return std::string();
+  };
+  CHECK_THAT(value(backend_env(Backend::Jemalloc, "/p", false, false, true), "MALLOC_CONF"),
+             Catch::Contains("prof:true,prof_active:false"));
+  CHECK_THAT(value(backend_env(Backend::Jemalloc, "/p", false, false, false), "MALLOC_CONF"),
+             Catch::Contains("prof:true,prof_active:true"));
+  CHECK(value(backend_env(Backend::Bytehound, "/p", false, false, true), "MEMORY_PROFILER_DISABLE_BY_DEFAULT") == "1");
+  CHECK(value(backend_env(Backend::Bytehound, "/p", false, false, false), "MEMORY_PROFILER_DISABLE_BY_DEFAULT").empty());
+  CHECK_FALSE(dormant_unsupported(Backend::Heaptrack).empty());
+  CHECK(dormant_unsupported(Backend::Jemalloc).empty());
 }
 
 TEST_CASE("lookup_program: execvp's search inside a tree") {
@@ -218,7 +271,7 @@ TEST_CASE("fix order: the catalogue is its one source") {
 TEST_CASE("exec's own finding codes are in the catalogue and documented") {
   std::string doc = testing::read_file(testing::source_dir() + "/docs/findings.md");
   for (const char* code : {"OUTPUT_DIR_FULL", "ENV_TOO_LARGE", "TARGET_NOT_FOUND", "ENTRYPOINT_NOT_EXECUTABLE",
-                           "LAUNCHER_CONFIG", "OUTPUT_DIR_MISSING", "OUTPUT_DIR_NOT_WRITABLE"}) {
+                           "LAUNCHER_CONFIG", "OUTPUT_DIR_MISSING", "OUTPUT_DIR_NOT_WRITABLE", "CTL_LIBRARY_MISSING"}) {
     INFO(code);
     CHECK(make_finding(code, "x").severity == Severity::Error);
     CHECK_THAT(doc, Catch::Contains(std::string("## `") + code + "`"));

@@ -50,21 +50,6 @@ std::map<std::string, uint64_t> profile_sizes(Backend b, const std::string& dir)
   return out;
 }
 
-// The process's own environment as exec'd (/proc/PID/environ: unsetenv in
-// the process does not change it), bounded like the kernel's ARG_MAX.
-std::map<std::string, std::string> process_environ(const std::string& proc) {
-  std::map<std::string, std::string> env;
-  std::ifstream in(proc + "/environ", std::ios::binary);
-  std::string entry;
-  size_t total = 0;
-  while (total < (4u << 20) && std::getline(in, entry, '\0')) {
-    total += entry.size() + 1;
-    size_t eq = entry.find('=');
-    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
-  return env;
-}
-
 // The directory of a profile path a backend was told to write to.
 std::string dir_of_setting(const std::string& path) {
   size_t slash = path.rfind('/');
@@ -228,6 +213,21 @@ ExitCode run_attached(const AttachedOptions& o) {
 }
 
 }  // namespace
+
+// The process's own environment as exec'd (/proc/PID/environ: unsetenv in
+// the process does not change it), bounded like the kernel's ARG_MAX.
+std::map<std::string, std::string> process_environ(const std::string& proc) {
+  std::map<std::string, std::string> env;
+  std::ifstream in(proc + "/environ", std::ios::binary);
+  std::string entry;
+  size_t total = 0;
+  while (total < (4u << 20) && std::getline(in, entry, '\0')) {
+    total += entry.size() + 1;
+    size_t eq = entry.find('=');
+    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return env;
+}
 
 void setup_attached(CLI::App& app, ExitCode& exit_code) {
   auto o = std::make_shared<AttachedOptions>();

@@ -10,6 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -97,7 +100,7 @@ bool env_has(const std::vector<std::string>& env, const std::string& key) {
 std::vector<Finding> check_everything(const HostTree& root, const std::string& target,
                                       const std::optional<FoundProgram>& found, const std::string& preload,
                                       const std::string& cwd, const std::string& out_dir, uint64_t min_free_mb,
-                                      bool* aarch64) {
+                                      uint16_t* machine) {
   std::vector<Finding> problems;
   if (!found || found->file.node.kind != FsNode::Kind::Regular) {
     problems.push_back(make_finding("TARGET_NOT_FOUND", target + " does not exist", "give --target as the real program's path"));
@@ -116,7 +119,7 @@ std::vector<Finding> check_everything(const HostTree& root, const std::string& t
                                     "give the program the script runs with --target, or exec it directly"));
     return problems;
   }
-  *aarch64 = elf->machine == 183;  // EM_AARCH64
+  *machine = elf->machine;
   FileReport rep = Checker(root, root_checker_options(absolute(preload, cwd), cwd, process_env("LD_LIBRARY_PATH")))
                        .check(path, elf);
   for (const auto& f : rep.findings)
@@ -143,6 +146,35 @@ std::vector<Finding> check_everything(const HostTree& root, const std::string& t
     }
   }
   return problems;
+}
+
+// The control library (ctl/ctl.h), when it can load into the target: ""
+// when it can, else why not.
+std::string ctl_library_problem(const HostTree& root, const std::string& path, uint16_t machine) {
+  std::shared_ptr<const ElfInfo> elf;
+  try {
+    elf = root.elf(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  if (!elf) return path + " does not exist or is not an ELF library";
+  if (elf->machine != machine) return path + " is for another architecture than the target";
+  return "";
+}
+
+// The disk budget the control library enforces: the one given, else 10 %
+// of the output filesystem, at most 1 GiB.
+uint64_t budget_bytes(const LauncherConfig& cfg) {
+  constexpr uint64_t kMiB = 1024 * 1024;
+  if (cfg.max_profile_mb) return cfg.max_profile_mb * kMiB;
+  struct statvfs vfs;
+  if (statvfs(cfg.output_dir.c_str(), &vfs) != 0) return 1024 * kMiB;
+  return std::min<uint64_t>(static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize / 10, 1024 * kMiB);
+}
+
+std::string real_path(const std::string& path) {
+  char buf[PATH_MAX];
+  return realpath(path.c_str(), buf) ? buf : path;
 }
 
 // The one ERROR line for what keeps the program from being profiled: the
@@ -203,11 +235,18 @@ ExitCode run_exec(const ExecArgs& o) {
     target = target_found ? target_found->path : cfg.target;
   }
   std::vector<Finding> problems;
-  bool aarch64 = false;
+  uint16_t machine = 0;
   if (!plan.error.empty())
     problems.push_back(make_finding("LAUNCHER_CONFIG", plan.error, "fix the flags or " + o.config));
   else
-    problems = check_everything(root, target, target_found, plan.preload, cwd, cfg.output_dir, cfg.min_free_mb, &aarch64);
+    problems = check_everything(root, target, target_found, plan.preload, cwd, cfg.output_dir, cfg.min_free_mb, &machine);
+  const bool aarch64 = machine == 183;  // EM_AARCH64
+  // Dormant needs the control library: without it nothing could ever start
+  // recording. Otherwise it only adds the budget and status.
+  const std::string ctl_lib = absolute(cfg.ctl_library, cwd);
+  std::string ctl_problem = problems.empty() ? ctl_library_problem(root, ctl_lib, machine) : "";
+  if (!ctl_problem.empty() && cfg.dormant)
+    problems.push_back(make_finding("CTL_LIBRARY_MISSING", "dormant mode needs the control library: " + ctl_problem));
   if (!problems.empty()) {
     log_not_profiling(log, strict, program, target, problems);
     if (strict) return ExitCode::Refused;
@@ -219,26 +258,57 @@ ExitCode run_exec(const ExecArgs& o) {
   const std::vector<std::string> unprofiled_env = env;
   bool dispatcher = target != program;
   std::vector<std::string> added;
-  for (const auto& [k, v] : backend_env(backend, cfg.output_dir, dispatcher, aarch64)) {
+  for (const auto& [k, v] : backend_env(backend, cfg.output_dir, dispatcher, aarch64, cfg.dormant)) {
     if (env_has(env, k)) continue;
     env.push_back(k + "=" + v);
     added.push_back(k);
   }
   std::string lib = absolute(plan.preload, cwd);
+  const bool with_ctl = ctl_problem.empty();
+  const uint64_t max_bytes = budget_bytes(cfg);
+  if (with_ctl) {
+    // The control library's settings are memprofile's own: a value inherited
+    // from an outer launcher never applies to this process.
+    env.erase(std::remove_if(env.begin(), env.end(),
+                             [](const std::string& e) { return e.rfind("MEMPROFILE_CTL_", 0) == 0; }),
+              env.end());
+    for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+             {"MEMPROFILE_CTL_BACKEND", to_string(backend)},
+             {"MEMPROFILE_CTL_DIR", cfg.output_dir},
+             {"MEMPROFILE_CTL_TARGET", real_path(target)},
+             {"MEMPROFILE_CTL_RECORDING", cfg.dormant ? "0" : "1"},
+             {"MEMPROFILE_CTL_MAX_BYTES", std::to_string(max_bytes)},
+             {"MEMPROFILE_CTL_MIN_FREE_BYTES", std::to_string(cfg.min_free_mb * 1024 * 1024)}}) {
+      env.push_back(k + "=" + v);
+      added.push_back(k);
+    }
+  } else {
+    log.warn("no_control", "no disk budget and no memprofile start/stop/snapshot/status: " + ctl_problem,
+             {{"ctl_library", ctl_lib}});
+  }
   if (env_has(env, "LD_PRELOAD")) {
     log.warn("ld_preload_set", "LD_PRELOAD is already set in the environment; leaving it as it is", {});
   } else {
-    env.push_back("LD_PRELOAD=" + lib);
+    env.push_back("LD_PRELOAD=" + lib + (with_ctl ? ":" + ctl_lib : ""));
   }
   json settings = json::array();
   for (const auto& k : added) settings.push_back(k);
+  char budget_mib[32];
+  snprintf(budget_mib, sizeof budget_mib, "%.1f", static_cast<double>(max_bytes) / (1024.0 * 1024.0));
+  std::string budget = with_ctl ? std::string(" (budget ") + budget_mib + " MiB, keeping " +
+                                       std::to_string(cfg.min_free_mb) + " MiB free)"
+                                 : "";
   log.info("start",
-           "profiling " + target + " with " + to_string(backend) + " (" + lib + "), output in " + cfg.output_dir,
+           std::string(cfg.dormant ? "loaded dormant (recording off until memprofile start): " : "profiling ") +
+               target + " with " + to_string(backend) + " (" + lib + "), output in " + cfg.output_dir + budget,
            {{"backend", to_string(backend)},
             {"library", lib},
             {"program", program},
             {"target", target},
             {"output_dir", cfg.output_dir},
+            {"dormant", cfg.dormant},
+            {"control", with_ctl},
+            {"max_profile_bytes", with_ctl ? json(max_bytes) : json(nullptr)},
             {"settings", settings}});
   int err = try_exec(program, argv, env);
   if (err != E2BIG) exec_failed(program, err);

@@ -21,6 +21,8 @@ namespace {
 struct ImageSetupOptions {
   std::string entrypoint, cmd, backend = "bytehound", target, output_dir = "/var/memprofile";
   std::string root = "/", config = kDefaultConfigPath;
+  std::string dormant = "false";  // DORMANT=true: recording off until memprofile start
+  uint64_t max_profile_mb = 0;    // MAX_PROFILE_MB; 0: the launcher's default
 };
 
 // An image config's Entrypoint/Cmd as JSON: an array of strings, null or empty.
@@ -42,7 +44,11 @@ void make_dirs(const std::string& path, mode_t mode) {
 }
 
 ExitCode run_image_setup(const ImageSetupOptions& o) {
-  parse_backend(o.backend);
+  Backend backend = parse_backend(o.backend);
+  if (o.dormant != "true" && o.dormant != "false")
+    throw Error("image-setup: --dormant (DORMANT) is '" + o.dormant + "', not true or false");
+  const bool dormant = o.dormant == "true";
+  if (dormant && !dormant_unsupported(backend).empty()) throw Error("image-setup: " + dormant_unsupported(backend));
   auto entrypoint = argv_of(o.entrypoint, "--entrypoint (APP_ENTRYPOINT)");
   auto cmd = argv_of(o.cmd, "--cmd (APP_CMD)");
   if (entrypoint.empty() && cmd.empty())
@@ -59,6 +65,8 @@ ExitCode run_image_setup(const ImageSetupOptions& o) {
       << "backend = " << o.backend << "\n"
       << "output_dir = " << o.output_dir << "\n";
   if (!o.target.empty()) out << "target = " << o.target << "\n";
+  if (dormant) out << "dormant = 1\n";
+  if (o.max_profile_mb) out << "max_profile_mb = " << o.max_profile_mb << "\n";
   out << "entrypoint = " << nlohmann::json(entrypoint).dump() << "\n"
       << "cmd = " << nlohmann::json(cmd).dump() << "\n";
   out.close();
@@ -68,7 +76,8 @@ ExitCode run_image_setup(const ImageSetupOptions& o) {
   std::string dir = root + o.output_dir;
   make_dirs(dir, 0755);
   if (chmod(dir.c_str(), 01777) != 0) throw FileError(dir, std::string("chmod: ") + strerror(errno));
-  std::cout << "memprofile: wrote " << conf << " (" << o.backend << ", output in " << o.output_dir << ")\n";
+  std::cout << "memprofile: wrote " << conf << " (" << o.backend << (dormant ? ", dormant" : "") << ", output in "
+            << o.output_dir << ")\n";
   return ExitCode::Ok;
 }
 
@@ -84,6 +93,11 @@ void setup_image_setup(CLI::App& app, ExitCode& exit_code) {
   cmd->add_option("--backend", o->backend, "bytehound, jemalloc or heaptrack")->envname("BACKEND")->capture_default_str();
   cmd->add_option("--target", o->target, "the real process when the entrypoint dispatches to it")->envname("APP_TARGET");
   cmd->add_option("--output-dir", o->output_dir, "where profiles go")->envname("PROFILE_DIR")->capture_default_str();
+  cmd->add_option("--dormant", o->dormant, "true: load the profiler with recording off (memprofile start turns it on)")
+      ->envname("DORMANT")
+      ->capture_default_str();
+  cmd->add_option("--max-profile-mb", o->max_profile_mb, "the profiles' disk budget (default: the launcher's)")
+      ->envname("MAX_PROFILE_MB");
   cmd->add_option("--root", o->root, "the root to write into")->capture_default_str();
   cmd->add_option("--config", o->config, "the config path inside the root")->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run_image_setup(*o); });

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,12 @@ std::optional<ExitCode> run_exec_command_line(const std::vector<std::string>& ar
 void setup_attached(CLI::App& app, ExitCode& exit_code);
 void setup_collect(CLI::App& app, ExitCode& exit_code);
 void setup_image_setup(CLI::App& app, ExitCode& exit_code);
+// start, stop, snapshot, status: the running process's control library.
+void setup_control(CLI::App& app, ExitCode& exit_code);
+
+// A process's environment as exec'd (`proc` is /proc/PID; unsetenv in the
+// process does not change it), bounded like the kernel's ARG_MAX.
+std::map<std::string, std::string> process_environ(const std::string& proc);
 
 // One structured line per event on stderr: text ("memprofile: info: ...")
 // or JSON ({"level":...,"event":...,"msg":...,<fields>}).

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   setup_attached(app, exit_code);
   setup_collect(app, exit_code);
   setup_image_setup(app, exit_code);
+  setup_control(app, exit_code);
 #ifndef MEMPROFILE_NO_REPORT
   setup_report(app, exit_code);
 #endif

@@ -93,6 +93,8 @@ const std::vector<FindingSpec>& finding_catalog() {
       {"OUTPUT_DIR_FULL", Severity::Error,
        "give the profile its own volume (not the application's data volume) with room to grow", 28},
       {"ENV_TOO_LARGE", Severity::Error, "make the environment or the arguments smaller"},
+      {"CTL_LIBRARY_MISSING", Severity::Error,
+       "install libmemprofile_ctl.so at /usr/lib/memprofile (memprofile images have it) or set MEMPROFILE_CTL_LIBRARY"},
   };
   return catalog;
 }

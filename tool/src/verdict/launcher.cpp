@@ -13,7 +13,11 @@ const std::vector<ExecOptionSpec>& exec_option_specs() {
       {"--preload", "PATH", "the preload library (default: the backend's path in memprofile images)"},
       {"--output-dir", "DIR", "where profiles go (default: config, else /var/memprofile)"},
       {"--target", "PATH", "the real program, when PROGRAM is a dispatcher that execs it"},
-      {"--min-free-mb", "N", "free space the output filesystem must have (default 256)"},
+      {"--min-free-mb", "N", "free space the output filesystem must keep, at start and while recording (default 256)"},
+      {"--max-profile-mb", "N",
+       "disk budget of the profiles while the process runs (default 10% of the output filesystem, at most 1024)"},
+      {"--dormant", nullptr,
+       "load the profiler with recording off; memprofile start/stop/snapshot drive it (or MEMPROFILE_DORMANT=1)"},
       {"--strict", nullptr, "exit 3 instead of running unprofiled when a check fails (or MEMPROFILE_STRICT=1)"},
       {"--log-format", "FORMAT", "text or json"},
       {"--from-config", nullptr,
@@ -57,6 +61,7 @@ ExecArgs parse_exec_args(const std::vector<std::string>& args) {
     if (!spec->value) {
       if (inline_value) fail(name + " takes no value");
       else if (name == "--strict") out.strict = true;
+      else if (name == "--dormant") out.dormant = true;
       else out.from_config = true;
       continue;
     }
@@ -82,6 +87,11 @@ ExecArgs parse_exec_args(const std::vector<std::string>& args) {
         fail("--min-free-mb " + value + " is not a number of MiB");
       else
         out.min_free_mb = std::stoull(value);
+    } else if (name == "--max-profile-mb") {
+      if (value.empty() || value.size() > 19 || value.find_first_not_of("0123456789") != std::string::npos)
+        fail("--max-profile-mb " + value + " is not a number of MiB");
+      else
+        out.max_profile_mb = std::stoull(value);
     } else if (name == "--log-format") {
       if (value == "text" || value == "json") out.log_format = value;
       else fail("--log-format " + value + " is not text or json");
@@ -115,6 +125,8 @@ LaunchPlan plan_launch(const ExecArgs& args, const std::optional<std::string>& c
   if (!args.output_dir.empty()) cfg.output_dir = args.output_dir;
   if (!args.target.empty()) cfg.target = args.target;
   if (args.min_free_mb) cfg.min_free_mb = *args.min_free_mb;
+  if (args.max_profile_mb) cfg.max_profile_mb = *args.max_profile_mb;
+  if (args.dormant) cfg.dormant = true;
   plan.strict = args.strict || cfg.strict || (env && env("MEMPROFILE_STRICT") == "1");
   plan.argv = args.from_config ? config_command(cfg, args.command) : args.command;
   std::string backend_error;
@@ -124,6 +136,7 @@ LaunchPlan plan_launch(const ExecArgs& args, const std::optional<std::string>& c
     backend_error = e.what();
   }
   plan.preload = cfg.preload.empty() ? default_preload(plan.backend) : cfg.preload;
+  if (backend_error.empty() && cfg.dormant) backend_error = dormant_unsupported(plan.backend);
   plan.error = !args.error.empty() ? args.error : !plan.config_error.empty() ? plan.config_error : backend_error;
   return plan;
 }

@@ -33,8 +33,8 @@ const std::vector<ExecOptionSpec>& exec_option_specs();
 struct ExecArgs {
   std::string config = kDefaultConfigPath;
   std::string backend, preload, output_dir, target;  // "" when not given
-  std::optional<uint64_t> min_free_mb;
-  bool strict = false, from_config = false;
+  std::optional<uint64_t> min_free_mb, max_profile_mb;
+  bool strict = false, from_config = false, dormant = false;
   std::string log_format = "text";
   std::vector<std::string> command;  // PROGRAM [ARGS...], or with --from-config the ARGS
   // -h/--help: the launcher prints its options and starts nothing (also an
@@ -63,7 +63,8 @@ struct LaunchPlan {
   // command is then unknown).
   std::string config_error;
   // Why the launcher will not profile (LAUNCHER_CONFIG): a bad flag, then a
-  // bad config, then an unknown backend; "" when the settings are good.
+  // bad config, then an unknown backend or one that cannot start dormant; "" when
+  // the settings are good.
   std::string error;
 };
 // `config_text` is the config file's content (nullopt when there is none);

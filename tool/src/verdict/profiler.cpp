@@ -36,8 +36,17 @@ std::string default_preload(Backend b) {
   return "";
 }
 
+std::string dormant_unsupported(Backend b) {
+  if (b == Backend::Heaptrack)
+    return "heaptrack cannot start dormant: it records from the first allocation, and a trace started later misses "
+           "the frees of what was allocated before (use jemalloc or bytehound for dormant mode)";
+  return "";
+}
+
+std::string ctl_socket_name(long pid) { return "memprofile-ctl." + std::to_string(pid) + ".sock"; }
+
 std::vector<std::pair<std::string, std::string>> backend_env(Backend b, const std::string& dir, bool dispatcher,
-                                                           bool aarch64) {
+                                                           bool aarch64, bool dormant) {
   switch (b) {
     case Backend::Bytehound: {
       std::vector<std::pair<std::string, std::string>> env = {
@@ -55,13 +64,21 @@ std::vector<std::pair<std::string, std::string>> backend_env(Backend b, const st
       if (dispatcher) env.push_back({"MEMORY_PROFILER_TRACK_CHILD_PROCESSES", "1"});
       // Known crashes of the shadow stack on aarch64.
       if (aarch64) env.push_back({"MEMORY_PROFILER_USE_SHADOW_STACK", "0"});
+      // Dormant: memprofile start/stop send the SIGUSR1 toggle.
+      if (dormant) {
+        env.push_back({"MEMORY_PROFILER_DISABLE_BY_DEFAULT", "1"});
+        env.push_back({"MEMORY_PROFILER_REGISTER_SIGUSR1", "1"});
+      }
       return env;
     }
     case Backend::Jemalloc:
       // Sample about every 512 KiB allocated (jemalloc's default rate, cheap
       // enough for production), dump every 1 GiB allocated and at exit.
-      return {{"MALLOC_CONF", "prof:true,prof_active:true,lg_prof_sample:19,lg_prof_interval:30,prof_final:true,"
-                              "prof_prefix:" + dir + "/jeprof"}};
+      // Dormant: profiling is compiled in and set up, but nothing is sampled
+      // until memprofile start sets prof.active.
+      return {{"MALLOC_CONF", std::string("prof:true,prof_active:") + (dormant ? "false" : "true") +
+                                  ",lg_prof_sample:19,lg_prof_interval:30,prof_final:true,prof_prefix:" + dir +
+                                  "/jeprof"}};
     case Backend::Heaptrack:
       return {{"DUMP_HEAPTRACK_OUTPUT", dir + "/heaptrack.$$.raw"}};  // heaptrack replaces $$ with the pid
   }
@@ -137,12 +154,16 @@ void apply_env_overrides(LauncherConfig& cfg, const EnvLookup& lookup) {
   if (const char* v = env("MEMPROFILE_PRELOAD")) cfg.preload = v;
   if (const char* v = env("MEMPROFILE_OUTPUT_DIR")) cfg.output_dir = v;
   if (const char* v = env("MEMPROFILE_TARGET")) cfg.target = v;
-  if (const char* v = env("MEMPROFILE_MIN_FREE_MB")) {
+  auto number = [](const char* name, const char* v) -> uint64_t {
     char* end = nullptr;
     unsigned long long n = strtoull(v, &end, 10);
-    if (*end) throw Error(std::string("MEMPROFILE_MIN_FREE_MB is not a number: ") + v);
-    cfg.min_free_mb = n;
-  }
+    if (*end || *v == '-') throw Error(std::string(name) + " is not a number: " + v);
+    return n;
+  };
+  if (const char* v = env("MEMPROFILE_MIN_FREE_MB")) cfg.min_free_mb = number("MEMPROFILE_MIN_FREE_MB", v);
+  if (const char* v = env("MEMPROFILE_MAX_PROFILE_MB")) cfg.max_profile_mb = number("MEMPROFILE_MAX_PROFILE_MB", v);
+  if (const char* v = env("MEMPROFILE_DORMANT")) cfg.dormant = std::string(v) == "1" || std::string(v) == "true";
+  if (const char* v = env("MEMPROFILE_CTL_LIBRARY")) cfg.ctl_library = v;
 }
 
 std::vector<std::string> config_command(const LauncherConfig& cfg, const std::vector<std::string>& args) {
@@ -179,6 +200,16 @@ void parse_launcher_config(const std::string& text, const std::string& path, Lau
       } catch (const std::exception&) {
         throw FileError(path, "line " + std::to_string(n) + ": min_free_mb is not a number");
       }
+    } else if (key == "max_profile_mb") {
+      try {
+        cfg.max_profile_mb = std::stoull(value);
+      } catch (const std::exception&) {
+        throw FileError(path, "line " + std::to_string(n) + ": max_profile_mb is not a number");
+      }
+    } else if (key == "dormant") {
+      cfg.dormant = value == "1" || value == "true";
+    } else if (key == "ctl_library") {
+      cfg.ctl_library = value;
     } else if (key == "strict") {
       cfg.strict = value == "1" || value == "true";
     } else if (key == "entrypoint") {

@@ -19,9 +19,18 @@ Backend parse_backend(const std::string& name);  // throws Error
 std::string default_preload(Backend b);
 // The settings the backend reads, with memprofile's defaults for `output_dir`.
 // `dispatcher`: the program execs the real target (bytehound must then keep
-// LD_PRELOAD across exec). `aarch64`: the target runs on arm64.
+// LD_PRELOAD across exec). `aarch64`: the target runs on arm64. `dormant`:
+// loaded with recording off, for `memprofile start` (not heaptrack: see
+// dormant_unsupported).
 std::vector<std::pair<std::string, std::string>> backend_env(Backend b, const std::string& output_dir, bool dispatcher,
-                                                           bool aarch64);
+                                                           bool aarch64, bool dormant = false);
+// Why the backend cannot start dormant ("" when it can).
+std::string dormant_unsupported(Backend b);
+// The control library exec loads after the profiler (ctl/ctl.h): it serves
+// `memprofile start|stop|snapshot|status` and enforces the disk budget.
+constexpr const char* kDefaultCtlLibrary = "/usr/lib/memprofile/libmemprofile_ctl.so";
+// Its socket in the output directory, for the process `pid` as it sees itself.
+std::string ctl_socket_name(long pid);
 // Whether a file name in the output directory is one of this backend's profiles (or logs).
 bool is_profile_file(Backend b, const std::string& name);
 // Substrings that identify the backend's library in /proc/PID/maps.
@@ -35,6 +44,11 @@ struct LauncherConfig {
   std::string output_dir = "/var/memprofile";
   std::string target;      // the real process when the program is a dispatcher
   uint64_t min_free_mb = 256;
+  // The profiles' disk budget while the process runs; 0: 10 % of the output
+  // filesystem, at most 1 GiB.
+  uint64_t max_profile_mb = 0;
+  bool dormant = false;  // load the profiler with recording off
+  std::string ctl_library = kDefaultCtlLibrary;
   bool strict = false;
   // The application's own Entrypoint and Cmd, as images/ bake them in for
   // `exec --from-config`: a Dockerfile cannot put a build arg into ENTRYPOINT.
@@ -44,7 +58,8 @@ struct LauncherConfig {
 // Reads `path` into `cfg` if it exists; throws FileError on a bad line.
 void load_launcher_config(const std::string& path, LauncherConfig& cfg);
 // MEMPROFILE_BACKEND, MEMPROFILE_PRELOAD, MEMPROFILE_OUTPUT_DIR,
-// MEMPROFILE_TARGET, MEMPROFILE_MIN_FREE_MB from the environment, over the
+// MEMPROFILE_TARGET, MEMPROFILE_MIN_FREE_MB, MEMPROFILE_MAX_PROFILE_MB,
+// MEMPROFILE_DORMANT, MEMPROFILE_CTL_LIBRARY from the environment, over the
 // config file (flags go over both). They let a pod spec tune the launcher
 // where it cannot change its command (numaflow's containerTemplate has env
 // only); unlike LD_PRELOAD they do nothing to other processes.

@@ -1,0 +1,245 @@
+// The profiles in the output directory: what they use, rotation, the floor.
+// See ctl.h. Every scan is one pass over the directory's entries; rotation
+// deletes at most one file per scan and a bounded number per call.
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "ctl.h"
+
+static int parse_digits(const char* s, size_t n, unsigned long long* out) {
+  if (!n || n > 19) return 0;
+  unsigned long long v = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (s[i] < '0' || s[i] > '9') return 0;
+    v = v * 10 + (unsigned long long)(s[i] - '0');
+  }
+  *out = v;
+  return 1;
+}
+
+static int ends_with(const char* s, size_t n, const char* suffix) {
+  size_t k = strlen(suffix);
+  return n >= k && memcmp(s + n - k, suffix, k) == 0;
+}
+
+// jemalloc: PREFIX.PID.SEQ.KIND[N].heap (KIND: i interval, m manual, f
+// final, u gdump). Its sequence orders the dumps of one process.
+static int jemalloc_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
+  size_t n = strlen(name);
+  if (!ends_with(name, n, ".heap")) return 0;
+  n -= 5;
+  const char* fields[3];
+  size_t lens[3];
+  for (int f = 2; f >= 0; --f) {  // KIND[N], SEQ, PID from the end
+    size_t dot = n;
+    while (dot > 0 && name[dot - 1] != '.') --dot;
+    if (dot == 0) return 0;
+    fields[f] = name + dot;
+    lens[f] = n - dot;
+    n = dot - 1;
+  }
+  unsigned long long kindn;
+  if (lens[2] < 1 || !strchr("imfu", fields[2][0]) || (lens[2] > 1 && !parse_digits(fields[2] + 1, lens[2] - 1, &kindn)))
+    return 0;
+  return parse_digits(fields[0], lens[0], pid) && parse_digits(fields[1], lens[1], seq);
+}
+
+// heaptrack.PID.raw, memory-profiling_EXE_TIME_PID.dat
+static int stream_name(const char* name, unsigned long long* pid) {
+  size_t n = strlen(name);
+  if (ctl.backend == CTL_HEAPTRACK) {
+    if (strncmp(name, "heaptrack.", 10) != 0 || !ends_with(name, n, ".raw")) return 0;
+    return parse_digits(name + 10, n - 14, pid);
+  }
+  if (strncmp(name, "memory-profiling_", 17) != 0 || !ends_with(name, n, ".dat")) return 0;
+  size_t end = n - 4, us = end;
+  while (us > 0 && name[us - 1] != '_') --us;
+  return us > 17 && parse_digits(name + us, end - us, pid);
+}
+
+static int profile_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
+  *seq = 0;
+  return ctl.backend == CTL_JEMALLOC ? jemalloc_name(name, pid, seq) : stream_name(name, pid);
+}
+
+int is_backend_profile(const char* name, pid_t pid) {
+  unsigned long long p, seq;
+  return profile_name(name, &p, &seq) && (pid == 0 || p == (unsigned long long)pid);
+}
+
+// One pass over the directory: usage, and this process's first, second and
+// newest snapshots by sequence (the second is the oldest in the middle).
+struct scan {
+  struct usage u;
+  char first[256], second[256];
+  unsigned long long first_seq, second_seq, newest_seq;
+};
+
+static int scan_dir(struct scan* s) {
+  memset(s, 0, sizeof *s);
+  s->first_seq = s->second_seq = ~0ULL;
+  DIR* d = opendir(ctl.dir);
+  if (!d) return -1;
+  int dfd = dirfd(d);
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    unsigned long long pid, seq;
+    if (!profile_name(e->d_name, &pid, &seq)) continue;
+    struct stat st;
+    if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    uint64_t bytes = (uint64_t)st.st_size;
+    s->u.bytes += bytes;
+    if (pid != (unsigned long long)ctl.pid) continue;
+    s->u.own_bytes += bytes;
+    s->u.own_files++;
+    if (bytes > s->u.largest_own) s->u.largest_own = bytes;
+    if (seq > s->newest_seq || s->u.own_files == 1) s->newest_seq = seq;
+    if (strlen(e->d_name) >= sizeof s->first) continue;
+    if (seq < s->first_seq) {
+      s->second_seq = s->first_seq;
+      memcpy(s->second, s->first, sizeof s->second);
+      s->first_seq = seq;
+      strcpy(s->first, e->d_name);
+    } else if (seq < s->second_seq) {
+      s->second_seq = seq;
+      strcpy(s->second, e->d_name);
+    }
+  }
+  closedir(d);
+  struct statvfs v;
+  if (statvfs(ctl.dir, &v) == 0) s->u.free_bytes = (uint64_t)v.f_bavail * v.f_frsize;
+  return 0;
+}
+
+int budget_usage(struct usage* u) {
+  struct scan s;
+  int rc = scan_dir(&s);
+  *u = s.u;
+  return rc;
+}
+
+// How fast the profiles grew between checks (a decaying maximum): dumps
+// that jemalloc writes by itself, or a trace, can add that much before the
+// next check.
+static uint64_t growth_rate, last_bytes;
+static int primed;
+
+void budget_reset(void) {
+  primed = 0;
+  growth_rate = 0;
+}
+
+static void note_growth(uint64_t bytes) {
+  uint64_t grew = primed && bytes > last_bytes ? bytes - last_bytes : 0;
+  primed = 1;
+  last_bytes = bytes;
+  growth_rate = grew > growth_rate ? grew : growth_rate - growth_rate / 4;
+}
+
+// What recording may still write before the next check: twice the recent
+// growth, plus for jemalloc the next dump and the final one at exit, each
+// about as large as the largest so far, and for a trace a small margin.
+static uint64_t headroom(const struct usage* u) {
+  uint64_t base;
+  if (ctl.backend == CTL_JEMALLOC) {
+    base = 2 * (u->largest_own > 65536 ? u->largest_own : 65536);
+  } else {
+    base = ctl.max_bytes / 64;
+    if (base < (256u << 10)) base = 256u << 10;
+  }
+  return base + 2 * growth_rate;
+}
+
+static void mib(char* buf, size_t len, uint64_t bytes) {
+  snprintf(buf, len, "%.1f MiB", (double)bytes / (1024.0 * 1024.0));
+}
+
+int budget_make_room(char* why, size_t whylen) {
+  struct scan s;
+  for (int deleted = 0;; ++deleted) {
+    if (scan_dir(&s) != 0) {
+      snprintf(why, whylen, "cannot read the output directory %s: %s", ctl.dir, strerror(errno));
+      return -1;
+    }
+    uint64_t need = headroom(&s.u);
+    int over_budget = ctl.max_bytes && s.u.bytes + need > ctl.max_bytes;
+    int under_floor = ctl.min_free_bytes && s.u.free_bytes < ctl.min_free_bytes + need;
+    if (!over_budget && !under_floor) return 0;
+    // The first and the newest snapshots stay; the oldest in between goes.
+    int can_rotate = ctl.backend == CTL_JEMALLOC && s.u.own_files >= 3 && s.second_seq != s.newest_seq &&
+                     s.second[0] && deleted < 4096;
+    if (can_rotate) {
+      int dfd = open(ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      int rc = dfd >= 0 ? unlinkat(dfd, s.second, 0) : -1;
+      if (dfd >= 0) close(dfd);
+      if (rc == 0) {
+        // One line, the first time; status counts them.
+        if (ctl.rotated++ == 0)
+          ctl_log("deleting older snapshots in %s to stay within the disk budget (the first and the newest stay)",
+                  ctl.dir);
+        continue;
+      }
+    }
+    char used[32], limit[32], free_[32], next[32];
+    mib(used, sizeof used, s.u.bytes);
+    mib(limit, sizeof limit, over_budget ? ctl.max_bytes : ctl.min_free_bytes);
+    mib(free_, sizeof free_, s.u.free_bytes);
+    mib(next, sizeof next, need);
+    if (over_budget)
+      snprintf(why, whylen, "the profiles in %s (%s) and the next writes (about %s) would pass the %s budget "
+               "(--max-profile-mb)", ctl.dir, used, next, limit);
+    else
+      snprintf(why, whylen, "%s free on the filesystem of %s: the next writes (about %s) would pass the %s floor "
+               "(--min-free-mb)", free_, ctl.dir, next, limit);
+    return -1;
+  }
+}
+
+void budget_check(void) {
+  char why[sizeof ctl.stopped_reason], err[256];
+  struct usage u;
+  if (budget_usage(&u) == 0) note_growth(u.bytes);
+  if (budget_make_room(why, sizeof why) == 0) {
+    if (budget_usage(&u) == 0) last_bytes = u.bytes;  // after rotation
+    return;
+  }
+  if (backend_set_recording(0, err, sizeof err) != 0) {
+    ctl_log("cannot stop recording at the disk budget: %s", err);
+    return;
+  }
+  ctl.recording = 0;
+  strcpy(ctl.stopped_reason, why);
+  ctl_log("recording stopped: %s", why);
+}
+
+size_t budget_list_json(char* buf, size_t len) {
+  DIR* d = opendir(ctl.dir);
+  if (!d) return 0;
+  int dfd = dirfd(d);
+  size_t at = 0;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    unsigned long long pid, seq;
+    if (!profile_name(e->d_name, &pid, &seq) || pid != (unsigned long long)ctl.pid) continue;
+    if (strpbrk(e->d_name, "\"\\") || strlen(e->d_name) > 200) continue;
+    struct stat st;
+    if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    char item[512];
+    int n = snprintf(item, sizeof item, "%s{\"path\":\"%s/%s\",\"bytes\":%llu,\"seq\":%llu}", at ? "," : "", ctl.dir,
+                     e->d_name, (unsigned long long)st.st_size, seq);
+    if (n < 0 || at + (size_t)n >= len) break;  // the reply's room: the newest are in the directory anyway
+    memcpy(buf + at, item, (size_t)n);
+    at += (size_t)n;
+  }
+  closedir(d);
+  if (at < len) buf[at] = '\0';
+  return at;
+}

@@ -1,0 +1,66 @@
+// libmemprofile_ctl.so: the companion preload library that `memprofile
+// exec` loads after the heap profiler. It lets `memprofile start|stop|
+// snapshot|status` drive a running process (jemalloc can only be switched
+// from inside it) and keeps the profiles within a disk budget while the
+// process runs. C and libc only: it loads into any glibc program.
+//
+//   ctl.c      scope (which process serves), the control thread, the socket
+//   backend.c  what start/stop/snapshot mean for jemalloc, bytehound, heaptrack
+//   budget.c   the profiles in the output directory: usage, rotation, the floor
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum ctl_backend { CTL_JEMALLOC, CTL_BYTEHOUND, CTL_HEAPTRACK };
+
+// Everything is read and written by the control thread only, after the
+// constructor has set it up; nothing here is touched from a signal handler.
+struct ctl_state {
+  enum ctl_backend backend;
+  char dir[160];             // the output directory
+  pid_t pid;                 // the process served (0: none, e.g. a forked child)
+  int recording;
+  char stopped_reason[240];  // why recording stopped by itself ("" when it did not)
+  uint64_t max_bytes;        // the profiles' disk budget (0: none)
+  uint64_t min_free_bytes;   // the free-space floor of the output filesystem
+  unsigned snapshots_taken;  // by request
+  unsigned long rotated;     // snapshots deleted to stay within the budget
+  int final_stop;            // heaptrack after heaptrack_stop: cannot record again
+};
+extern struct ctl_state ctl;
+
+// One line on stderr, "memprofile-ctl[PID]: ...", written with one write(2).
+void ctl_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// backend.c. Each returns 0, or -1 with the reason in err.
+int backend_set_recording(int on, char* err, size_t errlen);
+int backend_snapshot(char* path, size_t pathlen, char* err, size_t errlen);
+const char* backend_name(void);
+
+// budget.c
+struct usage {
+  uint64_t bytes;        // all of the backend's profiles in the directory
+  uint64_t own_bytes;    // this process's
+  unsigned own_files;
+  uint64_t largest_own;  // the largest of this process's files
+  uint64_t free_bytes;   // statvfs: available to the process's user
+};
+int budget_usage(struct usage* u);
+// Whether recording can go on until the next check (the next dump, and for
+// jemalloc the final one at exit): rotates this process's snapshots in the
+// middle (the first and newest stay) to make room. 0 when there is room, -1
+// with the reason in why.
+int budget_make_room(char* why, size_t whylen);
+// The recording's periodic check: stops recording, with one log line and
+// the reason in ctl.stopped_reason, when the next write would cross the
+// budget or the floor.
+void budget_check(void);
+// Recording (re)starts: growth is measured afresh.
+void budget_reset(void);
+// This process's snapshots as JSON array items into buf (newest last).
+size_t budget_list_json(char* buf, size_t len);
+// Whether NAME is one of the backend's profile files of process `pid`
+// (0: of any process).
+int is_backend_profile(const char* name, pid_t pid);
