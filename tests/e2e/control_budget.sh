@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The disk budget while the process runs, on a real tiny tmpfs: jemalloc's
+# own dumps rotate (the first and the newest stay) within --max-profile-mb;
+# heaptrack's one trace cannot rotate, so recording stops at the
+# --min-free-mb floor with one log line that status shows; the service runs
+# on to its own exit code, and nothing outside the output directory changes.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/e2e/control_lib.sh
+source "$(dirname "$0")/control_lib.sh"
+
+build_workloads
+JEMALLOC="$(preload_dist jemalloc amd64)/libjemalloc.so.2"
+HEAPTRACK="$(preload_dist heaptrack amd64)/libheaptrack_preload.so"
+vol="${SCRATCH}/vol"
+mkdir -p "${vol}"
+mount -t tmpfs -o size=16m memprofile-test "${vol}"
+trap 'stop_services; umount "${vol}" 2>/dev/null || true; rm -rf "${SCRATCH}"' EXIT
+echo "the application's data" > "${vol}/data"
+mkdir -p "${SCRATCH}/cwd"
+unchanged() {
+  [[ "$(ls -A "${vol}")" == "$(printf 'data\nout')" && "$(cat "${vol}/data")" == "the application's data" ]] ||
+    fail "something outside the output directory changed: $(ls -A "${vol}")"
+  [[ -z "$(ls -A "${SCRATCH}/cwd")" ]] || fail "the service's working directory: $(ls -A "${SCRATCH}/cwd")"
+}
+in_use() { du -sb "${vol}/out" 2>/dev/null | cut -f1; }
+
+# jemalloc dumping every MiB allocated (the user's MALLOC_CONF wins over
+# memprofile's), within a 1 MiB budget.
+out="${vol}/out"
+(cd "${SCRATCH}/cwd" && MALLOC_CONF="prof:true,prof_active:true,lg_prof_sample:16,lg_prof_interval:20,prof_final:true,prof_prefix:${out}/jeprof" \
+  start_service "${out}" "${SCRATCH}/je.log" --backend jemalloc --preload "${JEMALLOC}" --max-profile-mb 1 -- \
+  "${SCRATCH}/leaky" 8 65536 && echo "${SERVICE_PID}" > "${SCRATCH}/je.pid")
+pid="$(cat "${SCRATCH}/je.pid")"
+track "${pid}"
+peak=0
+while kill -0 "${pid}" 2>/dev/null; do
+  now="$(in_use)"
+  ((now > peak)) && peak="${now}"
+  # The last answer before the process ends.
+  if "${MEMPROFILE}" status --json "${pid}" --output-dir "${out}" > "${SCRATCH}/je.answer" 2>/dev/null; then
+    mv "${SCRATCH}/je.answer" "${SCRATCH}/je.status"
+  fi
+  sleep 0.2
+done
+wait "${pid}" 2>/dev/null || true  # not our child: the subshell's
+grep -q "leaky: leaked" "${SCRATCH}/je.log" || fail "the service did not run to its end: $(cat "${SCRATCH}/je.log")"
+((peak <= 1024 * 1024)) || fail "the profiles reached ${peak} bytes, over the 1 MiB budget"
+[[ -e "${out}/jeprof.${pid}.0.i0.heap" ]] || fail "the first snapshot was deleted"
+newest="$(find "${out}" -name "jeprof.${pid}.*.i*.heap" | sed 's/.*\.\([0-9]*\)\.i[0-9]*\.heap/\1/' | sort -n | tail -1)"
+((newest > 50)) || fail "too few dumps for the test to mean anything (newest ${newest})"
+(($(jq .rotated "${SCRATCH}/je.status") > 0)) || fail "status does not count the rotated snapshots: $(cat "${SCRATCH}/je.status")"
+[[ "$(grep -c "deleting older snapshots in ${out}" "${SCRATCH}/je.log")" == 1 ]] || fail "not one log line: $(cat "${SCRATCH}/je.log")"
+unchanged
+pass "jemalloc: ${newest} dumps kept within 1 MiB (peak ${peak} bytes), the first and the newest kept, one log line"
+
+# heaptrack's trace grows by megabytes a second: at the floor (12 of 16 MiB
+# must stay free) recording stops; the service runs on.
+rm -rf "${out}"
+(cd "${SCRATCH}/cwd" && start_service "${out}" "${SCRATCH}/ht.log" --backend heaptrack --preload "${HEAPTRACK}" \
+  --min-free-mb 12 --max-profile-mb 100 -- "${SCRATCH}/churn" 30000000 && echo "${SERVICE_PID}" > "${SCRATCH}/ht.pid")
+pid="$(cat "${SCRATCH}/ht.pid")"
+track "${pid}"
+for _ in $(seq 1 100); do
+  grep -q "recording stopped" "${SCRATCH}/ht.log" && break
+  sleep 0.1
+done
+grep -q "memprofile-ctl\[${pid}\]: recording stopped: .* free on the filesystem of ${out}: the next writes (about .*) would pass the 12.0 MiB floor (--min-free-mb)" \
+  "${SCRATCH}/ht.log" || fail "no stop line: $(cat "${SCRATCH}/ht.log")"
+if kill -0 "${pid}" 2>/dev/null; then
+  "${MEMPROFILE}" status "${pid}" --output-dir "${out}" > "${SCRATCH}/ht.status" || fail "status after the stop"
+  grep -q "^pid ${pid}: heaptrack, recording off (stopped: .*12.0 MiB floor" "${SCRATCH}/ht.status" ||
+    fail "status: $(cat "${SCRATCH}/ht.status")"
+  rc=0
+  "${MEMPROFILE}" start "${pid}" --output-dir "${out}" > "${SCRATCH}/ht.start" 2>&1 || rc=$?
+  if ((rc != 1)) || ! grep -q "heaptrack stopped for good" "${SCRATCH}/ht.start"; then
+    fail "start after the stop: exit ${rc}: $(cat "${SCRATCH}/ht.start")"
+  fi
+fi
+while kill -0 "${pid}" 2>/dev/null; do sleep 0.1; done
+free_kib="$(df -k --output=avail "${vol}" | tail -1)"
+((free_kib >= 9 * 1024)) || fail "only ${free_kib} KiB left free of the 16 MiB volume"
+unchanged
+"${MEMPROFILE}" report --rootfs / "${out}"/heaptrack.*.raw > "${SCRATCH}/ht.report" || fail "the stopped trace does not read"
+grep -q "alloc_churn.c" "${SCRATCH}/ht.report" || fail "the stopped trace names no site: $(head "${SCRATCH}/ht.report")"
+pass "heaptrack: recording stopped at the floor (${free_kib} KiB still free), status says why, start is refused, the trace reads"

@@ -1,0 +1,50 @@
+# Helpers for the control tests (sourced after lib.sh): real processes under
+# the static launcher, with a real jemalloc or heaptrack and the control
+# library from this build.
+# shellcheck shell=bash
+
+LAUNCHER="${MEMPROFILE_STATIC:-${BUILD_DIR}/tool/memprofile-static}"
+[[ -x "${LAUNCHER}" ]] || LAUNCHER="${MEMPROFILE}"  # sanitizer builds have only the dynamic one
+CTL_LIBRARY="${BUILD_DIR}/ctl/libmemprofile_ctl.so"
+[[ -f "${CTL_LIBRARY}" ]] || fail "${CTL_LIBRARY} missing: build the memprofile_ctl target"
+export MEMPROFILE_CTL_LIBRARY="${CTL_LIBRARY}"
+
+# Every service a test starts is killed when the test ends, pass or fail.
+SERVICES=()
+stop_services() {
+  local p
+  for p in "${SERVICES[@]}"; do kill -KILL "${p}" 2>/dev/null || true; done
+}
+trap 'stop_services; rm -rf "${SCRATCH}"' EXIT
+track() { SERVICES+=("$1"); }
+
+# build_workloads: the example service (it leaks in leaky_function every tick)
+# and the deterministic churn workload, with debug info.
+build_workloads() {
+  gcc -O1 -g -o "${SCRATCH}/leaky" "${E2E_ROOT}/examples/leaky/leaky.c"
+  gcc -O2 -g -o "${SCRATCH}/churn" "${E2E_ROOT}/bench/src/alloc_churn.c"
+}
+
+# start_service OUT LOG [exec options] -- PROGRAM [ARGS]: memprofile exec in
+# the background; sets SERVICE_PID (the program's, exec becomes it).
+start_service() {
+  local out="$1" log="$2"
+  shift 2
+  mkdir -p "${out}"
+  "${LAUNCHER}" exec --output-dir "${out}" --min-free-mb 1 "$@" > "${log}" 2>&1 &
+  SERVICE_PID=$!
+  track "${SERVICE_PID}"
+  wait_for_socket "${out}" "${SERVICE_PID}"
+}
+
+# wait_for_socket OUT PID: the control library serves within 10 s.
+wait_for_socket() {
+  local i
+  for i in $(seq 1 100); do
+    [[ -S "$1/memprofile-ctl.$2.sock" ]] && return 0
+    kill -0 "$2" 2>/dev/null || fail "process $2 ended before its control socket appeared"
+    sleep 0.1
+    : "${i}"
+  done
+  fail "no control socket $1/memprofile-ctl.$2.sock after 10 s"
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The control socket on real processes: it refuses a peer with another uid
+# (the socket's mode, then the library's own check of the peer's
+# credentials); a service that forks and execs children never gives them
+# the control library or its socket; a process that is gone, or was never
+# started with the library, gets one clear line.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/e2e/control_lib.sh
+source "$(dirname "$0")/control_lib.sh"
+
+build_workloads
+# The service runs as nobody: the library and the output directory must be
+# reachable (the cache is under root's home).
+chmod 0755 "${SCRATCH}"
+cp "$(preload_dist jemalloc amd64)/libjemalloc.so.2" "${SCRATCH}/"
+JEMALLOC="${SCRATCH}/libjemalloc.so.2"
+out="${SCRATCH}/out"
+mkdir -p "${out}"
+chmod 1777 "${out}"
+
+as_uid() { local uid="$1"; shift; setpriv --reuid="${uid}" --regid="${uid}" --clear-groups "$@"; }
+# setpriv itself in the background (not a function: $! would be a subshell).
+setpriv --reuid=65534 --regid=65534 --clear-groups "${LAUNCHER}" exec --dormant --backend jemalloc --preload "${JEMALLOC}" --output-dir "${out}" \
+  --min-free-mb 1 -- "${SCRATCH}/leaky" 20 > "${SCRATCH}/run.log" 2>&1 &
+pid=$!
+track "${pid}"
+wait_for_socket "${out}" "${pid}"
+sock="${out}/memprofile-ctl.${pid}.sock"
+[[ "$(stat -c '%a %u' "${sock}")" == "600 65534" ]] || fail "socket mode/owner: $(stat -c '%a %u' "${sock}")"
+
+rc=0
+as_uid 65533 "${MEMPROFILE}" start "${pid}" --output-dir "${out}" > "${SCRATCH}/other" 2>&1 || rc=$?
+((rc == 2)) || fail "another uid: exit ${rc}, not 2: $(cat "${SCRATCH}/other")"
+grep -q "memprofile: ${sock}: permission denied: run as the profiled process's user" "${SCRATCH}/other" ||
+  fail "another uid: $(cat "${SCRATCH}/other")"
+# With the file's mode out of the way, the library checks the peer itself.
+chmod 0666 "${sock}"
+rc=0
+as_uid 65533 "${MEMPROFILE}" start "${pid}" --output-dir "${out}" > "${SCRATCH}/other" 2>&1 || rc=$?
+((rc == 1)) || fail "another uid past the mode: exit ${rc}, not 1: $(cat "${SCRATCH}/other")"
+grep -q "permission denied: uid 65533 is neither the process's uid 65534 nor root" "${SCRATCH}/other" ||
+  fail "another uid past the mode: $(cat "${SCRATCH}/other")"
+grep -q "refused a start request from uid 65533" "${SCRATCH}/run.log" || fail "the refusal is not logged"
+[[ "$(as_uid 65534 "${MEMPROFILE}" status "${pid}" --output-dir "${out}" | head -1)" == \
+   "pid ${pid}: jemalloc, recording off" ]] || fail "the process's own uid was refused, or start went through"
+"${MEMPROFILE}" status "${pid}" --output-dir "${out}" > /dev/null || fail "root was refused"
+kill -TERM "${pid}"
+wait "${pid}" || fail "the service did not exit cleanly on SIGTERM"
+pass "a peer with another uid is refused (socket mode 0600, then the peer's credentials); its own uid and root are served"
+
+# A forking service: python3, profiled, forks a child that stays in python
+# and execs others: the exec'd children never load the control library, and
+# the forked one has neither its socket nor its thread.
+cat > "${SCRATCH}/forker.py" <<'PY'
+import os, subprocess, sys, time
+out = sys.argv[1]
+pid = os.fork()
+if pid == 0:
+    fds = [f for f in os.listdir("/proc/self/fd") if f.isdigit()]
+    socks = 0
+    for f in fds:
+        try:
+            socks += os.readlink("/proc/self/fd/" + f).startswith("socket:")
+        except OSError:
+            pass
+    maps = open("/proc/self/maps").read()
+    with open(out + "/forked", "w") as w:
+        w.write("%d %d %d\n" % (len(os.listdir("/proc/self/task")), socks, "libmemprofile_ctl" in maps))
+    os._exit(0)
+os.waitpid(pid, 0)
+with open(out + "/exec-maps", "w") as w:
+    subprocess.run(["/bin/cat", "/proc/self/maps"], stdout=w, check=True)
+with open(out + "/exec-env", "w") as w:
+    subprocess.run(["/usr/bin/env"], stdout=w, check=True)
+with open(out + "/parent", "w") as w:
+    w.write("%d %d\n" % (len(os.listdir("/proc/self/task")), "libmemprofile_ctl" in open("/proc/self/maps").read()))
+time.sleep(1.5)
+PY
+kids="${SCRATCH}/kids"
+start_service "${kids}" "${SCRATCH}/forker.log" --backend jemalloc --preload "${JEMALLOC}" -- \
+  /usr/bin/python3 "${SCRATCH}/forker.py" "${kids}"
+"${MEMPROFILE}" status "${SERVICE_PID}" --output-dir "${kids}" > /dev/null || fail "the python service is not served"
+wait "${SERVICE_PID}" || fail "the python service failed: $(cat "${SCRATCH}/forker.log")"
+[[ "$(cat "${kids}/parent")" == "2 1" ]] || fail "the service itself: threads and library: $(cat "${kids}/parent")"
+# A forked child is a copy of the service: the library is mapped, inert.
+[[ "$(cut -d' ' -f1,2 "${kids}/forked")" == "1 0" ]] || fail "the forked child: threads, sockets: $(cat "${kids}/forked")"
+if grep -q libmemprofile_ctl "${kids}/exec-maps"; then fail "an exec'd child loaded the control library"; fi
+grep -q "^LD_PRELOAD=${JEMALLOC}$" "${kids}/exec-env" || fail "the children's LD_PRELOAD: $(grep LD_PRELOAD "${kids}/exec-env")"
+[[ -z "$(find "${kids}" -name 'memprofile-ctl.*.sock')" ]] || fail "a socket was left behind"
+pass "exec'd children get no control library; forked ones no socket or thread (the service keeps its own)"
+
+# One line for a process that is not served.
+rc=0
+"${MEMPROFILE}" status 999999 --output-dir "${kids}" > "${SCRATCH}/none" 2>&1 || rc=$?
+if ((rc != 2)) || ! grep -q "no control socket: process 999999 was not started by memprofile exec with the control library" \
+  "${SCRATCH}/none"; then
+  fail "no socket: exit ${rc}: $(cat "${SCRATCH}/none")"
+fi
+# A stale socket: the process was killed before it could remove it.
+"${LAUNCHER}" exec --backend jemalloc --preload "${JEMALLOC}" --output-dir "${kids}" --min-free-mb 1 -- \
+  "${SCRATCH}/leaky" 20 > /dev/null 2>&1 &
+pid=$!
+track "${pid}"
+wait_for_socket "${kids}" "${pid}"
+kill -KILL "${pid}"
+wait "${pid}" || true
+rc=0
+"${MEMPROFILE}" snapshot "${pid}" --output-dir "${kids}" > "${SCRATCH}/stale" 2>&1 || rc=$?
+if ((rc != 2)) || ! grep -q "nobody answers: the process is gone (a stale socket)" "${SCRATCH}/stale"; then
+  fail "stale socket: exit ${rc}: $(cat "${SCRATCH}/stale")"
+fi
+pass "no socket, and a stale one: one line each, exit 2"
