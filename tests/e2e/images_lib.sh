@@ -133,3 +133,59 @@ heaptrack_names() {
   heaptrack_print "${raw}.trace" > "${raw}.printed" 2>/dev/null
   grep -q "${fn}" "${raw}.printed"
 }
+
+# dormant_round IMAGE ARCH: the dormant service in IMAGE (built with
+# DORMANT=true) runs in one container; a second container of the same image
+# with the same volume plays `kubectl exec`: memprofile start, two snapshots
+# with growth between them, stop. The service runs on to its own exit code,
+# and report, reading symbols from the image archive, ranks the growth
+# between the two snapshots to leaky_function.
+dormant_round() {
+  local image="$1" arch="$2" out="${SCRATCH}/out-$2" ctr pid sock first second i
+  mkdir -p "${out}"
+  chmod 1777 "${out}"
+  ctr="$(buildah from --pull=never --quiet "${image}")"
+  MOUNTED+=("${ctr}")
+  buildah run --isolation chroot -v "${out}:/var/memprofile" "${ctr}" -- \
+    /usr/bin/memprofile exec --from-config -- 40 131072 > "${SCRATCH}/service-${arch}.log" 2>&1 &
+  local service=$!
+  for i in $(seq 1 300); do
+    sock="$(find "${out}" -name 'memprofile-ctl.*.sock' -print -quit)"
+    [[ -z "${sock}" ]] || break
+    kill -0 "${service}" 2>/dev/null || fail "the service ended: $(cat "${SCRATCH}/service-${arch}.log")"
+    sleep 0.2
+    : "${i}"
+  done
+  [[ -n "${sock}" ]] || fail "no control socket after 60 s: $(cat "${SCRATCH}/service-${arch}.log")"
+  pid="${sock##*memprofile-ctl.}"
+  pid="${pid%.sock}"
+  grep -q "loaded dormant (recording off until memprofile start): /usr/local/bin/leaky with jemalloc" \
+    "${SCRATCH}/service-${arch}.log" || fail "not dormant: $(cat "${SCRATCH}/service-${arch}.log")"
+
+  local exec_ctr
+  exec_ctr="$(buildah from --pull=never --quiet "${image}")"
+  MOUNTED+=("${exec_ctr}")
+  # `kubectl exec POD -- memprofile ACTION`: no PID, the only socket there.
+  in_pod() { buildah run --isolation chroot -v "${out}:/var/memprofile" "${exec_ctr}" -- /usr/bin/memprofile "$@"; }
+  in_pod status > "${SCRATCH}/status0-${arch}" 2>&1 || fail "status: $(cat "${SCRATCH}/status0-${arch}")"
+  grep -q "^pid ${pid}: jemalloc, recording off$" "${SCRATCH}/status0-${arch}" ||
+    fail "status before start: $(cat "${SCRATCH}/status0-${arch}")"
+  in_pod start 2>/dev/null | grep -q "recording on" || fail "start"
+  sleep 2
+  first="$(in_pod snapshot 2>/dev/null)" || fail "first snapshot"
+  sleep 3
+  second="$(in_pod snapshot 2>/dev/null)" || fail "second snapshot"
+  in_pod stop 2>/dev/null | grep -q "recording off" || fail "stop"
+  [[ "${first}" == /var/memprofile/jeprof."${pid}".*.m*.heap && "${second}" == /var/memprofile/jeprof."${pid}".*.m*.heap ]] ||
+    fail "snapshot paths: ${first} ${second}"
+  # The service is still the same process, and ends with its own exit code.
+  kill -0 "${service}" 2>/dev/null || fail "the service did not survive the control commands"
+  kill -TERM "${pid}"
+  wait "${service}" || fail "the service's exit code changed: $?"
+  grep -q "leaky: leaked" "${SCRATCH}/service-${arch}.log" || fail "the service did not end cleanly"
+
+  "${MEMPROFILE}" report --image "${SCRATCH}/image/image.tar" --json "${out}/${first##*/}" "${out}/${second##*/}" \
+    > "${SCRATCH}/growth-${arch}.json" || fail "report on the two snapshots"
+  [[ "$(jq -r '.growth[0].site.function' "${SCRATCH}/growth-${arch}.json")" == leaky_function ]] ||
+    fail "the growth between the snapshots is not leaky_function: $(jq -c '.growth[0]' "${SCRATCH}/growth-${arch}.json")"
+}
