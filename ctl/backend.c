@@ -8,10 +8,12 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -27,10 +29,45 @@ const char* backend_name(void) {
   return "?";
 }
 
+static mallctl_fn mallctl_ptr;
+
+void backend_init(void) {
+  if (ctl.backend == CTL_JEMALLOC) mallctl_ptr = (mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
+}
+
 static mallctl_fn find_mallctl(char* err, size_t errlen) {
-  mallctl_fn f = (mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
-  if (!f) snprintf(err, errlen, "jemalloc's mallctl is not in this process: was libjemalloc preloaded?");
-  return f;
+  if (!mallctl_ptr) snprintf(err, errlen, "jemalloc's mallctl is not in this process: was libjemalloc preloaded?");
+  return mallctl_ptr;
+}
+
+int backend_recording(void) {
+  if (ctl.backend != CTL_JEMALLOC || !mallctl_ptr) return -1;
+  bool active = false;
+  size_t len = sizeof active;
+  return mallctl_ptr("prof.active", &active, &len, NULL, 0) == 0 ? active : -1;
+}
+
+void backend_child(void) {
+  if (ctl.backend != CTL_JEMALLOC || !mallctl_ptr) return;
+  bool off = false;
+  mallctl_ptr("prof.active", NULL, NULL, &off, sizeof off);
+}
+
+// Whether SIGUSR1 is bytehound's toggle here: its handler is in the
+// bytehound library. Otherwise the signal would kill the process, or fire
+// the application's own handler (a graceful restart, an inspector...).
+static int bytehound_owns_sigusr1(char* err, size_t errlen) {
+  struct sigaction sa;
+  if (sigaction(SIGUSR1, NULL, &sa) != 0) return 0;
+  void* handler = (sa.sa_flags & SA_SIGINFO) ? (void*)sa.sa_sigaction : (void*)sa.sa_handler;
+  Dl_info info;
+  if (handler != (void*)SIG_DFL && handler != (void*)SIG_IGN && dladdr(handler, &info) && info.dli_fname &&
+      strstr(info.dli_fname, "bytehound"))
+    return 1;
+  snprintf(err, errlen,
+           "SIGUSR1 is not bytehound's toggle in this process (MEMORY_PROFILER_REGISTER_SIGUSR1=0, or the "
+           "application handles SIGUSR1 itself): start/stop cannot switch it");
+  return 0;
 }
 
 static int jemalloc_active(int on, char* err, size_t errlen) {
@@ -61,6 +98,8 @@ static int newest_manual_dump(char* path, size_t len) {
     unsigned long long seq = 0;
     char kind = 0;
     if (sscanf(at + strlen(pid_part), "%llu.%c", &seq, &kind) != 2 || kind != 'm') continue;
+    struct stat st;  // an earlier process with this pid left its own
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !is_own_file(st.st_mtime)) continue;
     if (!found || seq >= best) {
       best = seq;
       found = 1;
@@ -97,12 +136,15 @@ int backend_set_recording(int on, char* err, size_t errlen) {
       // A toggle: only sent when the state changes. The signal goes to the
       // process, so one of the application's threads takes it (this one
       // blocks every signal).
+      if (on == ctl.recording) return 0;
+      if (!bytehound_owns_sigusr1(err, errlen)) return -1;
       if (kill(getpid(), SIGUSR1) != 0) {
         snprintf(err, errlen, "cannot signal bytehound: %s", strerror(errno));
         return -1;
       }
       return 0;
     case CTL_HEAPTRACK: {
+      if (!on && ctl.final_stop) return 0;
       if (on) {
         snprintf(err, errlen, "heaptrack records from the start of the process and cannot start again");
         return -1;

@@ -70,6 +70,8 @@ static int profile_name(const char* name, unsigned long long* pid, unsigned long
   return ctl.backend == CTL_JEMALLOC ? jemalloc_name(name, pid, seq) : stream_name(name, pid);
 }
 
+int is_own_file(time_t mtime) { return mtime + 1 >= ctl.start_time; }
+
 int is_backend_profile(const char* name, pid_t pid) {
   unsigned long long p, seq;
   return profile_name(name, &p, &seq) && (pid == 0 || p == (unsigned long long)pid);
@@ -86,8 +88,15 @@ struct scan {
 static int scan_dir(struct scan* s) {
   memset(s, 0, sizeof *s);
   s->first_seq = s->second_seq = ~0ULL;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   DIR* d = opendir(ctl.dir);
-  if (!d) return -1;
+  if (!d) {
+    // Out of fds or memory for a moment (a leaking application): not a
+    // reason to stop recording; the next check tries again.
+    s->u.transient = errno == EMFILE || errno == ENFILE || errno == ENOMEM;
+    return -1;
+  }
   int dfd = dirfd(d);
   struct dirent* e;
   while ((e = readdir(d)) != NULL) {
@@ -97,7 +106,7 @@ static int scan_dir(struct scan* s) {
     if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
     uint64_t bytes = (uint64_t)st.st_size;
     s->u.bytes += bytes;
-    if (pid != (unsigned long long)ctl.pid) continue;
+    if (pid != (unsigned long long)ctl.pid || !is_own_file(st.st_mtime)) continue;
     s->u.own_bytes += bytes;
     s->u.own_files++;
     if (bytes > s->u.largest_own) s->u.largest_own = bytes;
@@ -116,7 +125,17 @@ static int scan_dir(struct scan* s) {
   closedir(d);
   struct statvfs v;
   if (statvfs(ctl.dir, &v) == 0) s->u.free_bytes = (uint64_t)v.f_bavail * v.f_frsize;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  ctl.scan_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
   return 0;
+}
+
+int budget_interval_ms(void) {
+  // 100 ms for jemalloc's dumps, 20 ms for a trace that can grow by tens of
+  // MB a second; a directory that takes long to read (thousands of files)
+  // is read at most 2 % of the time.
+  uint64_t base = ctl.backend == CTL_JEMALLOC ? 100 : 20, cost = ctl.scan_ns / 1000000u * 50;
+  return (int)(cost > base ? (cost < 10000 ? cost : 10000) : base);
 }
 
 int budget_usage(struct usage* u) {
@@ -162,13 +181,15 @@ static void mib(char* buf, size_t len, uint64_t bytes) {
   snprintf(buf, len, "%.1f MiB", (double)bytes / (1024.0 * 1024.0));
 }
 
-int budget_make_room(char* why, size_t whylen) {
+static int make_room(char* why, size_t whylen, int note) {
   struct scan s;
   for (int deleted = 0;; ++deleted) {
     if (scan_dir(&s) != 0) {
-      snprintf(why, whylen, "cannot read the output directory %s: %s", ctl.dir, strerror(errno));
-      return -1;
+      snprintf(why, whylen, "cannot read the output directory %s%s: %s", ctl.dir, s.u.transient ? " right now" : "",
+               strerror(errno));
+      return s.u.transient ? -2 : -1;
     }
+    if (note && deleted == 0) note_growth(s.u.bytes);
     uint64_t need = headroom(&s.u);
     int over_budget = ctl.max_bytes && s.u.bytes + need > ctl.max_bytes;
     int under_floor = ctl.min_free_bytes && s.u.free_bytes < ctl.min_free_bytes + need;
@@ -203,16 +224,24 @@ int budget_make_room(char* why, size_t whylen) {
   }
 }
 
+int budget_make_room(char* why, size_t whylen) { return make_room(why, whylen, 0); }
+
 void budget_check(void) {
   char why[sizeof ctl.stopped_reason], err[256];
-  struct usage u;
-  if (budget_usage(&u) == 0) note_growth(u.bytes);
-  if (budget_make_room(why, sizeof why) == 0) {
-    if (budget_usage(&u) == 0) last_bytes = u.bytes;  // after rotation
+  int rc = make_room(why, sizeof why, 1);
+  if (rc == -2) return;  // the directory could not be read for now: try at the next check
+  if (rc == 0) {
+    if (ctl.rotated) {  // after a rotation, growth is measured from what is left
+      struct usage after;
+      memset(&after, 0, sizeof after);
+      if (budget_usage(&after) == 0) last_bytes = after.bytes;
+    }
     return;
   }
   if (backend_set_recording(0, err, sizeof err) != 0) {
-    ctl_log("cannot stop recording at the disk budget: %s", err);
+    // Said once; the profiler goes on, and the budget is not checked again.
+    ctl_log("cannot stop recording at the disk budget (%s): %s", why, err);
+    ctl.cannot_stop = 1;
     return;
   }
   ctl.recording = 0;
@@ -229,13 +258,16 @@ size_t budget_list_json(char* buf, size_t len) {
   while ((e = readdir(d)) != NULL) {
     unsigned long long pid, seq;
     if (!profile_name(e->d_name, &pid, &seq) || pid != (unsigned long long)ctl.pid) continue;
-    if (strpbrk(e->d_name, "\"\\") || strlen(e->d_name) > 200) continue;
     struct stat st;
-    if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
-    char item[512];
-    int n = snprintf(item, sizeof item, "%s{\"path\":\"%s/%s\",\"bytes\":%llu,\"seq\":%llu}", at ? "," : "", ctl.dir,
-                     e->d_name, (unsigned long long)st.st_size, seq);
-    if (n < 0 || at + (size_t)n >= len) break;  // the reply's room: the newest are in the directory anyway
+    if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || !is_own_file(st.st_mtime))
+      continue;
+    char path[512], quoted[1100], item[1200];
+    snprintf(path, sizeof path, "%s/%s", ctl.dir, e->d_name);
+    json_string(quoted, sizeof quoted, path);
+    int n = snprintf(item, sizeof item, "%s{\"path\":%s,\"bytes\":%llu,\"seq\":%llu}", at ? "," : "", quoted,
+                     (unsigned long long)st.st_size, seq);
+    // The reply's room: own_files counts them all, the directory has them.
+    if (n < 0 || at + (size_t)n >= len) break;
     memcpy(buf + at, item, (size_t)n);
     at += (size_t)n;
   }

@@ -4,15 +4,19 @@
 // in MEMPROFILE_CTL_TARGET. In a dispatcher that is not it, the library does
 // nothing and stays in LD_PRELOAD, so the target it execs gets it. In the
 // target it removes itself from LD_PRELOAD, so no child ever gets it; a
-// forked child has no control thread (POSIX copies only the forking thread)
-// and closes its copy of the socket. The socket is close-on-exec.
+// forked child has no control thread (POSIX copies only the forking thread),
+// closes its copies of the library's fds and stops recording (it is outside
+// the budget). Every fd of the library is close-on-exec and kept high,
+// clear of the small numbers applications close and reuse.
 #define _GNU_SOURCE
 #include "ctl.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -26,10 +30,17 @@
 
 struct ctl_state ctl;
 
-static int listen_fd = -1;
+static int listen_fd = -1, log_fd = -1, wake_fd[2] = {-1, -1};
+static ino_t listen_ino;  // the socket's inode: an fd number the app reused is not ours
+static ino_t wake_ino;    // the wake pipe's, likewise
+static int thread_ended;  // the thread returned by itself (atomic)
 static char sock_path[sizeof(((struct sockaddr_un*)0)->sun_path)];
+static pthread_t thread;
+static int thread_running;
+static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER;  // app threads only (unshare/setns)
 
 void ctl_log(const char* fmt, ...) {
+  if (log_fd < 0) return;
   char line[512];
   int n = snprintf(line, sizeof line, "memprofile-ctl[%d]: ", (int)getpid());
   va_list ap;
@@ -38,8 +49,37 @@ void ctl_log(const char* fmt, ...) {
   va_end(ap);
   size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m > sizeof line - (size_t)n - 2 ? sizeof line - (size_t)n - 2 : (size_t)m);
   line[len++] = '\n';
-  ssize_t w = write(2, line, len);
+  ssize_t w = write(log_fd, line, len);
   (void)w;
+}
+
+size_t json_string(char* out, size_t len, const char* s) {
+  static const char hex[] = "0123456789abcdef";
+  size_t at = 0;
+  if (len < 3) return 0;
+  out[at++] = '"';
+  for (; *s; ++s) {
+    unsigned char c = (unsigned char)*s;
+    char esc[7];
+    size_t n = 0;
+    if (c == '"' || c == '\\') {
+      esc[n++] = '\\';
+      esc[n++] = (char)c;
+    } else if (c < 0x20) {
+      memcpy(esc, "\\u00", 4);
+      esc[4] = hex[c >> 4];
+      esc[5] = hex[c & 15];
+      n = 6;
+    } else {
+      esc[n++] = (char)c;
+    }
+    if (at + n + 2 > len) break;  // room for the closing quote and NUL
+    memcpy(out + at, esc, n);
+    at += n;
+  }
+  out[at++] = '"';
+  out[at] = '\0';
+  return at;
 }
 
 static uint64_t env_u64(const char* name, uint64_t fallback) {
@@ -51,13 +91,26 @@ static uint64_t env_u64(const char* name, uint64_t fallback) {
   return errno || *end ? fallback : (uint64_t)n;
 }
 
+// An fd moved above the numbers applications close and reuse.
+static int high_fd(int fd) {
+  if (fd < 0) return fd;
+  int moved = fcntl(fd, F_DUPFD_CLOEXEC, 200);
+  if (moved < 0) return fd;  // a low RLIMIT_NOFILE: keep it where it is
+  close(fd);
+  return moved;
+}
+
 // Whether this process runs the program the launcher profiles.
 static int is_target(void) {
   const char* target = getenv("MEMPROFILE_CTL_TARGET");
   if (!target || !*target) return 1;
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n < 0) return 0;
+  if (n < 0) {
+    ctl_log("cannot read /proc/self/exe (%s; is /proc mounted?): start/stop/snapshot/status are not available",
+            strerror(errno));
+    return 0;
+  }
   exe[n] = '\0';
   return strcmp(exe, target) == 0;
 }
@@ -88,120 +141,294 @@ static void drop_self_from_preload(void) {
 
 // ---- requests -------------------------------------------------------------
 
+struct out {
+  char* p;
+  size_t len, at;
+};
+
+static void put(struct out* o, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out* o, const char* fmt, ...) {
+  if (o->at >= o->len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(o->p + o->at, o->len - o->at, fmt, ap);
+  va_end(ap);
+  if (n > 0) o->at = o->at + (size_t)n < o->len ? o->at + (size_t)n : o->len - 1;
+}
+
+static void put_str(struct out* o, const char* key, const char* value) {
+  put(o, ",\"%s\":", key);
+  if (o->at < o->len) o->at += json_string(o->p + o->at, o->len - o->at, value ? value : "");
+}
+
 // The reply to one request: one JSON line.
-static size_t status_json(char* buf, size_t len, int ok, const char* error, const char* snapshot) {
-  struct usage u = {0};
+static size_t reply_json(char* buf, size_t len, int ok, const char* error, const char* snapshot) {
+  struct usage u;
+  memset(&u, 0, sizeof u);
   budget_usage(&u);
-  int n = snprintf(buf, len,
-                   "{\"ok\":%s,\"pid\":%d,\"backend\":\"%s\",\"recording\":%s,\"stopped_reason\":\"%s\","
-                   "\"error\":\"%s\",\"snapshot\":\"%s\",\"output_dir\":\"%s\",\"disk_bytes\":%llu,"
-                   "\"own_bytes\":%llu,\"max_bytes\":%llu,\"free_bytes\":%llu,\"min_free_bytes\":%llu,"
-                   "\"rotated\":%lu,\"snapshots\":[",
-                   ok ? "true" : "false", (int)ctl.pid, backend_name(), ctl.recording ? "true" : "false",
-                   ctl.stopped_reason, error ? error : "", snapshot ? snapshot : "", ctl.dir,
-                   (unsigned long long)u.bytes, (unsigned long long)u.own_bytes, (unsigned long long)ctl.max_bytes,
-                   (unsigned long long)u.free_bytes, (unsigned long long)ctl.min_free_bytes, ctl.rotated);
-  if (n < 0 || (size_t)n >= len) return 0;
-  size_t at = (size_t)n;
-  at += budget_list_json(buf + at, len - at - 4);
-  at += (size_t)snprintf(buf + at, len - at, "]}\n");
-  return at;
+  int actual = backend_recording();
+  if (actual >= 0) ctl.recording = actual;
+  struct out o = {buf, len - 4, 0};  // room for "]}\n"
+  put(&o, "{\"ok\":%s,\"pid\":%d", ok ? "true" : "false", (int)ctl.pid);
+  put_str(&o, "backend", backend_name());
+  put(&o, ",\"recording\":%s", ctl.recording ? "true" : "false");
+  put_str(&o, "stopped_reason", ctl.stopped_reason);
+  put_str(&o, "error", error);
+  put_str(&o, "snapshot", snapshot);
+  put_str(&o, "output_dir", ctl.dir);
+  put(&o, ",\"disk_bytes\":%llu,\"own_bytes\":%llu,\"own_files\":%u,\"max_bytes\":%llu,\"free_bytes\":%llu,"
+          "\"min_free_bytes\":%llu,\"rotated\":%lu,\"snapshots\":[",
+      (unsigned long long)u.bytes, (unsigned long long)u.own_bytes, u.own_files, (unsigned long long)ctl.max_bytes,
+      (unsigned long long)u.free_bytes, (unsigned long long)ctl.min_free_bytes, ctl.rotated);
+  if (o.at + 1 < o.len) o.at += budget_list_json(buf + o.at, o.len - o.at);
+  memcpy(buf + o.at, "]}\n", 4);
+  return o.at + 3;
+}
+
+static int64_t now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+// The request line, within one 2 s deadline for the whole of it.
+static void read_request(int fd, char* req, size_t len) {
+  size_t got = 0;
+  int64_t deadline = now_ms() + 2000;
+  while (got < len - 1 && !memchr(req, '\n', got)) {
+    int64_t left = deadline - now_ms();
+    struct pollfd p = {fd, POLLIN, 0};
+    if (left <= 0 || poll(&p, 1, (int)left) <= 0) break;
+    ssize_t r = read(fd, req + got, len - 1 - got);
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  req[got] = '\0';
+  req[strcspn(req, "\r\n")] = '\0';
+  for (char* c = req; *c; ++c)  // echoed in messages: plain words only
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '_')) *c = '?';
+}
+
+static void set_recording(int on, char* err, size_t errlen, int* ok) {
+  if (on && ctl.final_stop) {
+    snprintf(err, errlen, "%s stopped for good (%.160s); it cannot record again until the process restarts",
+             backend_name(), ctl.stopped_reason[0] ? ctl.stopped_reason : "stopped");
+    return;
+  }
+  if (on && budget_make_room(err, errlen) != 0) return;  // it would cross the budget at once
+  if (backend_set_recording(on, err, errlen) != 0) return;
+  *ok = 1;
+  if (ctl.recording != on) ctl_log("recording %s on request", on ? "started" : "stopped");
+  ctl.recording = on;
+  if (on) {
+    ctl.stopped_reason[0] = '\0';
+    budget_reset();
+  }
 }
 
 static void handle(int fd) {
   static char reply[16384];
-  char req[64] = {0};
-  size_t got = 0;
-  while (got < sizeof req - 1 && !memchr(req, '\n', got)) {
-    ssize_t r = read(fd, req + got, sizeof req - 1 - got);
-    if (r <= 0) break;
-    got += (size_t)r;
-  }
-  req[strcspn(req, "\r\n")] = '\0';
-  for (char* c = req; *c; ++c)  // echoed in the reply: nothing to escape
-    if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '_')) *c = '?';
-
+  char req[64] = "", err[256] = "", snap[256] = "";
+  int ok = 0;
+  // Who asks comes first: nothing is read from a peer that may not ask.
   struct ucred peer;
   socklen_t plen = sizeof peer;
-  char err[256] = "", snap[256] = "";
-  int ok = 0;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &plen) != 0) {
     snprintf(err, sizeof err, "cannot read the peer's credentials: %s", strerror(errno));
   } else if (peer.uid != geteuid() && peer.uid != 0) {
+    read_request(fd, req, sizeof req);
     snprintf(err, sizeof err, "permission denied: uid %u is neither the process's uid %u nor root",
              (unsigned)peer.uid, (unsigned)geteuid());
     ctl_log("refused a %s request from uid %u", req, (unsigned)peer.uid);
-  } else if (strcmp(req, "status") == 0) {
-    ok = 1;
-  } else if (strcmp(req, "start") == 0 || strcmp(req, "stop") == 0) {
-    int on = req[2] == 'a';
-    if (on && ctl.final_stop) {
-      snprintf(err, sizeof err, "%s stopped for good (%.160s); it cannot record again until the process restarts",
-               backend_name(), ctl.stopped_reason[0] ? ctl.stopped_reason : "stopped");
-    } else if (on && ctl.stopped_reason[0] && budget_make_room(err, sizeof err) != 0) {
-      // Stopped by the budget, still over it: starting would cross it again.
-    } else if (ctl.recording == on) {
-      ok = 1;
-    } else if (backend_set_recording(on, err, sizeof err) == 0) {
-      ok = 1;
-      ctl.recording = on;
-      if (on) {
-        ctl.stopped_reason[0] = '\0';
-        budget_reset();
-      }
-      ctl_log("recording %s on request", on ? "started" : "stopped");
-    }
-  } else if (strcmp(req, "snapshot") == 0) {
-    if (budget_make_room(err, sizeof err) == 0 &&
-        backend_snapshot(snap, sizeof snap, err, sizeof err) == 0) {
-      ok = 1;
-      ++ctl.snapshots_taken;
-    }
   } else {
-    snprintf(err, sizeof err, "unknown request '%.20s' (start, stop, snapshot or status)", req);
+    read_request(fd, req, sizeof req);
+    if (strcmp(req, "status") == 0) {
+      ok = 1;
+    } else if (strcmp(req, "start") == 0 || strcmp(req, "stop") == 0) {
+      set_recording(req[2] == 'a', err, sizeof err, &ok);
+    } else if (strcmp(req, "snapshot") == 0) {
+      if (budget_make_room(err, sizeof err) == 0 && backend_snapshot(snap, sizeof snap, err, sizeof err) == 0) {
+        ok = 1;
+        ++ctl.snapshots_taken;
+      }
+    } else {
+      snprintf(err, sizeof err, "unknown request '%.20s' (start, stop, snapshot or status)", req);
+    }
   }
-  size_t n = status_json(reply, sizeof reply, ok, err, snap);
+  size_t n = reply_json(reply, sizeof reply, ok, err, snap);
   for (size_t off = 0; off < n;) {
-    ssize_t w = write(fd, reply + off, n - off);
+    ssize_t w = send(fd, reply + off, n - off, MSG_NOSIGNAL);
     if (w <= 0) break;
     off += (size_t)w;
   }
+  // The client sees the end now, even when a child forked meanwhile holds a
+  // copy of this connection.
+  shutdown(fd, SHUT_RDWR);
 }
+
+// Whether the listening fd is still the socket this library made: an
+// application that closes every fd it did not open (daemons do) may reuse
+// the number for its own socket.
+static int socket_is_ours(void) {
+  struct stat st;
+  return listen_fd >= 0 && fstat(listen_fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == listen_ino;
+}
+
+static void stop_serving(const char* why) {
+  ctl_log("the control socket %s; start/stop/snapshot/status are no longer answered", why);
+  listen_fd = -1;  // not closed: the number may be the application's now
+}
+
+static void* serve_loop(void);
 
 static void* serve(void* arg) {
   (void)arg;
+  void* r = serve_loop();
+  __atomic_store_n(&thread_ended, 1, __ATOMIC_RELEASE);
+  return r;
+}
+
+static void* serve_loop(void) {
+  int64_t next_check = now_ms();
   for (;;) {
-    struct pollfd p = {listen_fd, POLLIN, 0};
-    // While recording, the budget is checked often: a trace can grow by tens
-    // of megabytes a second, jemalloc's own dumps more slowly (a check is
-    // one pass over the output directory, microseconds). Otherwise nothing
-    // grows and the thread sleeps until a request comes.
-    int timeout = !ctl.recording || !(ctl.max_bytes || ctl.min_free_bytes) ? -1 : ctl.backend == CTL_JEMALLOC ? 100 : 20;
-    int n = poll(&p, listen_fd >= 0 ? 1 : 0, timeout);
-    if (n < 0 && errno != EINTR) {
-      ctl_log("control socket: %s; requests are no longer answered", strerror(errno));
-      listen_fd = -1;
-      continue;
+    struct pollfd p[2] = {{wake_fd[0], POLLIN, 0}, {listen_fd, POLLIN, 0}};
+    // While recording, the budget is checked often; otherwise nothing grows
+    // and the thread sleeps until a request comes.
+    int timeout = -1;
+    if (ctl.recording && (ctl.max_bytes || ctl.min_free_bytes) && !ctl.cannot_stop) {
+      int64_t left = next_check - now_ms();
+      timeout = left > 0 ? (int)left : 0;
     }
-    if (n > 0 && (p.revents & POLLIN)) {
-      int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-      if (fd >= 0) {
-        // A client that never sends or never reads cannot hold the thread.
-        struct timeval tv = {2, 0};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-        handle(fd);
-        close(fd);
+    int n = poll(p, listen_fd >= 0 ? 2 : 1, timeout);
+    if (n < 0 && errno != EINTR) {
+      ctl_log("poll: %s; the control thread ends", strerror(errno));
+      return NULL;
+    }
+    if (n > 0 && p[0].revents) {
+      // stop_thread(), or the application closed this library's fds too.
+      if (p[0].revents & POLLNVAL) stop_serving("and the library's other fds were closed by the application");
+      return NULL;
+    }
+    if (n > 0 && listen_fd >= 0 && p[1].revents) {
+      if (p[1].revents & (POLLNVAL | POLLERR | POLLHUP)) {
+        stop_serving("was closed by the application");
+      } else if (!socket_is_ours()) {
+        stop_serving("fd was closed and reused by the application");
+      } else {
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0) {
+          handle(fd);
+          close(fd);
+        } else if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
+          // Out of fds (a leaking application): the pending connection keeps
+          // the socket readable; wait instead of spinning.
+          struct timespec pause = {0, 100 * 1000 * 1000};
+          nanosleep(&pause, NULL);
+        }
       }
     }
-    if (ctl.recording) budget_check();
+    if (ctl.recording && now_ms() >= next_check) {
+      budget_check();
+      next_check = now_ms() + budget_interval_ms();
+    }
   }
   return NULL;
 }
 
+static int start_thread(void) {
+  // The application's signals are never delivered to this thread, and it
+  // needs little stack.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  __atomic_store_n(&thread_ended, 0, __ATOMIC_RELEASE);
+  int rc = pthread_create(&thread, &attr, serve, NULL);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
+    ctl_log("cannot start the control thread: %s", strerror(rc));
+    return -1;
+  }
+  pthread_setname_np(thread, "memprofile-ctl");
+  thread_running = 1;
+  return 0;
+}
+
+// Ends the control thread (it finishes the request it is answering);
+// returns whether it was serving (and is to be started again).
+static int stop_thread(void) {
+  if (!thread_running) return 0;
+  struct stat st;
+  int ended = __atomic_load_n(&thread_ended, __ATOMIC_ACQUIRE);
+  if (ended) {
+    // It is gone already, for good: not to be restarted.
+  } else if (fstat(wake_fd[1], &st) == 0 && S_ISFIFO(st.st_mode) && st.st_ino == wake_ino) {
+    char one = 1;
+    ssize_t w = write(wake_fd[1], &one, 1);
+    (void)w;
+  } else {
+    // The application closed (and maybe reused) the pipe's fd: never write
+    // to it. poll is a cancellation point.
+    pthread_cancel(thread);
+  }
+  pthread_join(thread, NULL);
+  char drain[16];
+  if (fstat(wake_fd[0], &st) == 0 && S_ISFIFO(st.st_mode) && st.st_ino == wake_ino)
+    while (read(wake_fd[0], drain, sizeof drain) > 0) {
+    }
+  thread_running = 0;
+  return 1;
+}
+
+// unshare and setns into some namespaces (a user namespace, CLONE_FS) fail
+// with EINVAL in a process with more than one thread: a single-threaded
+// application that uses them (sandboxes, container tools) must not fail
+// because of this library. Its thread steps aside for the call.
+#define WITHOUT_THREAD(call)                                    \
+  do {                                                          \
+    int stopped = 0;                                            \
+    if (ctl.pid == getpid()) {                                  \
+      pthread_mutex_lock(&thread_lock);                         \
+      stopped = stop_thread();                                  \
+    }                                                           \
+    int rc = (call);                                            \
+    int saved = errno;                                          \
+    if (ctl.pid == getpid()) {                                  \
+      if (stopped) start_thread();                              \
+      pthread_mutex_unlock(&thread_lock);                       \
+    }                                                           \
+    errno = saved;                                              \
+    return rc;                                                  \
+  } while (0)
+
+__attribute__((visibility("default"))) int unshare(int flags) {
+  int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, "unshare");
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  WITHOUT_THREAD(real(flags));
+}
+
+__attribute__((visibility("default"))) int setns(int fd, int nstype) {
+  int (*real)(int, int) = (int (*)(int, int))dlsym(RTLD_NEXT, "setns");
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  WITHOUT_THREAD(real(fd, nstype));
+}
+
+// The socket appears with its final name and mode at once: bound under a
+// temporary name, restricted, then renamed.
 static int open_socket(void) {
+  char tmp[sizeof sock_path];
   int n = snprintf(sock_path, sizeof sock_path, "%s/memprofile-ctl.%d.sock", ctl.dir, (int)ctl.pid);
-  if (n < 0 || (size_t)n >= sizeof sock_path) {
+  int m = snprintf(tmp, sizeof tmp, "%s.new", sock_path);
+  if (n < 0 || m < 0 || (size_t)m >= sizeof tmp) {
     ctl_log("%s is too long a directory for a unix socket; start/stop/snapshot/status are not available", ctl.dir);
     sock_path[0] = '\0';
     return -1;
@@ -211,64 +438,75 @@ static int open_socket(void) {
   struct sockaddr_un a;
   memset(&a, 0, sizeof a);
   a.sun_family = AF_UNIX;
-  memcpy(a.sun_path, sock_path, (size_t)n + 1);
-  unlink(sock_path);  // left by an earlier process with this pid (PID 1 after a restart)
-  if (bind(fd, (struct sockaddr*)&a, sizeof a) != 0 || chmod(sock_path, 0600) != 0 || listen(fd, 8) != 0) {
+  memcpy(a.sun_path, tmp, (size_t)m + 1);
+  unlink(tmp);
+  if (bind(fd, (struct sockaddr*)&a, sizeof a) != 0 || chmod(tmp, 0600) != 0 || rename(tmp, sock_path) != 0 ||
+      listen(fd, 16) != 0) {
     ctl_log("cannot serve %s: %s; start/stop/snapshot/status are not available", sock_path, strerror(errno));
+    unlink(tmp);
     close(fd);
     sock_path[0] = '\0';
     return -1;
   }
+  fd = high_fd(fd);
+  struct stat st;
+  if (fstat(fd, &st) == 0) listen_ino = st.st_ino;
   return fd;
 }
 
-// After fork, in the child: it is not the process served.
+// After fork, in the child: it is not the process served. Only close and
+// the profiler's own switch run here (jemalloc's own child handler, which
+// makes its locks usable again, was registered first and has run).
 static void in_child(void) {
+  if (ctl.pid == 0) return;
   ctl.pid = 0;
-  ctl.recording = 0;
+  thread_running = 0;
   if (listen_fd >= 0) close(listen_fd);
-  listen_fd = -1;
+  if (wake_fd[0] >= 0) close(wake_fd[0]);
+  if (wake_fd[1] >= 0) close(wake_fd[1]);
+  listen_fd = wake_fd[0] = wake_fd[1] = -1;
+  if (ctl.recording) backend_child();
+  ctl.recording = 0;
 }
 
 __attribute__((constructor)) static void ctl_init(void) {
   const char* backend = getenv("MEMPROFILE_CTL_BACKEND");
   const char* dir = getenv("MEMPROFILE_CTL_DIR");
-  if (!backend || !dir || !*dir || !is_target()) return;
+  if (!backend || !dir || !*dir) return;
+  log_fd = fcntl(2, F_DUPFD_CLOEXEC, 200);  // -1 when fd 2 is closed: nothing is logged
+  if (log_fd < 0) log_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+  if (!is_target()) return;
   drop_self_from_preload();
   if (strcmp(backend, "jemalloc") == 0) ctl.backend = CTL_JEMALLOC;
   else if (strcmp(backend, "bytehound") == 0) ctl.backend = CTL_BYTEHOUND;
   else if (strcmp(backend, "heaptrack") == 0) ctl.backend = CTL_HEAPTRACK;
   else return;
-  if (strlen(dir) >= sizeof ctl.dir || strpbrk(dir, "\"\\")) {
-    ctl_log("output directory name not usable: %.200s", dir);
+  if (strlen(dir) >= sizeof ctl.dir) {
+    ctl_log("output directory name too long: %.200s", dir);
     return;
   }
   strcpy(ctl.dir, dir);
   ctl.pid = getpid();
+  ctl.start_time = time(NULL);
   ctl.recording = env_u64("MEMPROFILE_CTL_RECORDING", 1) != 0;
   ctl.max_bytes = env_u64("MEMPROFILE_CTL_MAX_BYTES", 0);
   ctl.min_free_bytes = env_u64("MEMPROFILE_CTL_MIN_FREE_BYTES", 0);
-  listen_fd = open_socket();
-  pthread_atfork(NULL, NULL, in_child);
-
-  // The application's signals are never delivered to this thread, and it
-  // needs little stack.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_t t;
-  int rc = pthread_create(&t, &attr, serve, NULL);
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) {
-    ctl_log("cannot start the control thread: %s", strerror(rc));
+  backend_init();
+  if (pipe2(wake_fd, O_CLOEXEC | O_NONBLOCK) != 0) {
+    ctl_log("pipe: %s; start/stop/snapshot/status are not available", strerror(errno));
+    ctl.pid = 0;
     return;
   }
-  pthread_setname_np(t, "memprofile-ctl");
+  wake_fd[0] = high_fd(wake_fd[0]);
+  wake_fd[1] = high_fd(wake_fd[1]);
+  struct stat st;
+  if (fstat(wake_fd[1], &st) == 0) wake_ino = st.st_ino;
+  listen_fd = open_socket();
+  // The allocator is set up before the fork handler is registered, so that
+  // its own child handler (registered at its first allocation) runs first.
+  free(malloc(1));
+  pthread_atfork(NULL, NULL, in_child);
+  start_thread();
 }
 
 __attribute__((destructor)) static void ctl_fini(void) {

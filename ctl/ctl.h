@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 enum ctl_backend { CTL_JEMALLOC, CTL_BYTEHOUND, CTL_HEAPTRACK };
 
@@ -28,20 +29,33 @@ struct ctl_state {
   unsigned snapshots_taken;  // by request
   unsigned long rotated;     // snapshots deleted to stay within the budget
   int final_stop;            // heaptrack after heaptrack_stop: cannot record again
+  int cannot_stop;           // stopping at the budget failed once: said, not retried
+  time_t start_time;         // files of this pid older than this are an earlier process's
+  uint64_t scan_ns;          // what the last look at the output directory took
 };
 extern struct ctl_state ctl;
 
-// One line on stderr, "memprofile-ctl[PID]: ...", written with one write(2).
+// One line on the stderr the process started with, "memprofile-ctl[PID]:
+// ...", written with one write(2) (to a copy of fd 2 taken at start: the
+// application may reuse fd 2 for its own files later).
 void ctl_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // backend.c. Each returns 0, or -1 with the reason in err.
+void backend_init(void);
 int backend_set_recording(int on, char* err, size_t errlen);
+// The profiler's own state where it can be read (jemalloc's prof.active):
+// 0 or 1, -1 when only memprofile's record of it is known.
+int backend_recording(void);
+// In a forked child, which has no control thread and is outside the budget:
+// recording off (jemalloc). Runs in the atfork child handler.
+void backend_child(void);
 int backend_snapshot(char* path, size_t pathlen, char* err, size_t errlen);
 const char* backend_name(void);
 
 // budget.c
 struct usage {
   uint64_t bytes;        // all of the backend's profiles in the directory
+  int transient;         // the directory could not be read for a passing reason (EMFILE...)
   uint64_t own_bytes;    // this process's
   unsigned own_files;
   uint64_t largest_own;  // the largest of this process's files
@@ -51,7 +65,8 @@ int budget_usage(struct usage* u);
 // Whether recording can go on until the next check (the next dump, and for
 // jemalloc the final one at exit): rotates this process's snapshots in the
 // middle (the first and newest stay) to make room. 0 when there is room, -1
-// with the reason in why.
+// with the reason in why; -2 (reason in why too) when the directory cannot
+// be read for a passing reason.
 int budget_make_room(char* why, size_t whylen);
 // The recording's periodic check: stops recording, with one log line and
 // the reason in ctl.stopped_reason, when the next write would cross the
@@ -64,3 +79,12 @@ size_t budget_list_json(char* buf, size_t len);
 // Whether NAME is one of the backend's profile files of process `pid`
 // (0: of any process).
 int is_backend_profile(const char* name, pid_t pid);
+// Whether a file of this pid, modified at `mtime`, is this process's (not an
+// earlier process's with the same pid: PID 1 after a container restart).
+int is_own_file(time_t mtime);
+// How long to sleep between budget checks while recording, in ms.
+int budget_interval_ms(void);
+
+// ctl.c: JSON string text for s (quotes added; control characters escaped),
+// truncated to fit len. Returns the bytes written (no NUL counted).
+size_t json_string(char* out, size_t len, const char* s);

@@ -15,7 +15,7 @@ HEAPTRACK="$(preload_dist heaptrack amd64)/libheaptrack_preload.so"
 vol="${SCRATCH}/vol"
 mkdir -p "${vol}"
 mount -t tmpfs -o size=16m memprofile-test "${vol}"
-trap 'stop_services; umount "${vol}" 2>/dev/null || true; rm -rf "${SCRATCH}"' EXIT
+trap 'stop_services; umount --lazy "${vol}" 2>/dev/null || true; rm -rf "${SCRATCH}"' EXIT
 echo "the application's data" > "${vol}/data"
 mkdir -p "${SCRATCH}/cwd"
 unchanged() {
@@ -30,7 +30,7 @@ in_use() { du -sb "${vol}/out" 2>/dev/null | cut -f1; }
 out="${vol}/out"
 (cd "${SCRATCH}/cwd" && MALLOC_CONF="prof:true,prof_active:true,lg_prof_sample:16,lg_prof_interval:20,prof_final:true,prof_prefix:${out}/jeprof" \
   start_service "${out}" "${SCRATCH}/je.log" --backend jemalloc --preload "${JEMALLOC}" --max-profile-mb 1 -- \
-  "${SCRATCH}/leaky" 8 65536 && echo "${SERVICE_PID}" > "${SCRATCH}/je.pid")
+  "${SCRATCH}/leaky" 8 131072 && echo "${SERVICE_PID}" > "${SCRATCH}/je.pid")
 pid="$(cat "${SCRATCH}/je.pid")"
 track "${pid}"
 peak=0

@@ -26,8 +26,16 @@ const char* kHeaptrack = "/usr/lib/heaptrack/libheaptrack_preload.so";
 std::string launcher() { return quote(testing::launcher_bin()); }
 
 // memprofile exec with the probe library, output in s/out.
+// The control library built beside the launcher under test (ctl/).
+std::string ctl_library() {
+  std::string l = testing::launcher_bin();
+  std::string build = l.substr(0, l.rfind('/', l.rfind('/') - 1));
+  return build + "/ctl/libmemprofile_ctl.so";
+}
+
 std::string exec_probe(const Scratch& s, const std::string& extra = "") {
-  return "PROBE_LOG=" + quote(s / "probe.log") + " " + launcher() + " exec --backend jemalloc --preload " +
+  return "PROBE_LOG=" + quote(s / "probe.log") + " MEMPROFILE_CTL_LIBRARY=" + quote(ctl_library()) + " " + launcher() +
+         " exec --backend jemalloc --preload " +
          quote(fixture("libprobe.so")) + " --output-dir " + quote(s / "out") + " " + extra + " -- ";
 }
 
@@ -175,6 +183,8 @@ TEST_CASE("exec: one structured JSON start line") {
   CHECK(j["library"] == fixture("libprobe.so"));
   CHECK(j["target"] == fixture("leak"));
   CHECK(j["output_dir"] == s / "out");
+  CHECK(j["control"] == true);
+  CHECK(j["dormant"] == false);
 }
 
 TEST_CASE("exec: a baked-in config file sets the defaults, flags override it") {

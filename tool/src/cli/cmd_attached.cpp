@@ -178,6 +178,18 @@ ExitCode run_attached(const AttachedOptions& o) {
     files.push_back({{"path", cfg.output_dir + "/" + name}, {"size", size}, {"grew", size - std::min(size, was)}});
   }
   bool attached = !mapped_as.empty() && linkage != "static" && linkage != "static-pie";
+  // Whether it records: the control library says so, when it is there (a
+  // dormant process is attached and records nothing until memprofile start).
+  json recording = nullptr, stopped = "";
+  std::string sock = cfg.output_dir + "/" + ctl_socket_name(o.pid);
+  if (struct stat st; stat(sock.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+    try {
+      json r = ask_control(sock, "status", 2.0);
+      recording = r.value("recording", false);
+      stopped = r.value("stopped_reason", std::string());
+    } catch (const Error&) {
+    }
+  }
 
   if (o.json) {
     std::cout << json_text(json{{"pid", o.pid},
@@ -191,6 +203,8 @@ ExitCode run_attached(const AttachedOptions& o) {
                       {"library", mapped_as.empty() ? json(nullptr) : json(mapped_as)},
                       {"profiles", files},
                       {"growing", growing},
+                      {"recording", recording},
+                      {"stopped_reason", stopped},
                       {"window_seconds", o.window},
                       {"attached", attached}})
               << "\n";
@@ -205,6 +219,13 @@ ExitCode run_attached(const AttachedOptions& o) {
       std::cout << "  profile: " << f["path"].get<std::string>() << " " << f["size"].get<uint64_t>() << " bytes, "
                 << (f["grew"].get<uint64_t>() ? "growing (+" + std::to_string(f["grew"].get<uint64_t>()) + " in the window)"
                                               : std::string("not growing in the window")) << "\n";
+    if (recording.is_boolean())
+      std::cout << "  recording: "
+                << (recording.get<bool>() ? std::string("on")
+                    : stopped.get<std::string>().empty()
+                        ? std::string("off (dormant or stopped: memprofile start turns it on)")
+                        : "off (stopped: " + stopped.get<std::string>() + ")")
+                << "\n";
     if (backend == Backend::Bytehound && attached && !growing)
       std::cout << "  note: bytehound flushes about every 30 s; a quiet window is normal\n";
     std::cout << (attached ? "ATTACHED" : "NOT ATTACHED") << "\n";

@@ -79,7 +79,16 @@ std::vector<long> socket_pids(const std::string& dir) {
 std::pair<std::string, long> find_socket(const ControlOptions& o, const std::string& dir) {
   std::string path = dir + "/" + ctl_socket_name(o.pid);
   struct stat st;
-  if (lstat(path.c_str(), &st) == 0) return {path, o.pid};
+  if (lstat(path.c_str(), &st) == 0) {
+    // In a shared directory, a socket of that name owned by someone else
+    // is not the process's.
+    struct stat proc;
+    if (S_ISSOCK(st.st_mode) && stat(("/proc/" + std::to_string(o.pid)).c_str(), &proc) == 0 &&
+        st.st_uid != proc.st_uid && st.st_uid != 0)
+      throw FileError(path, "owned by uid " + std::to_string(st.st_uid) + ", not by process " + std::to_string(o.pid) +
+                                "'s uid " + std::to_string(proc.st_uid) + ": not its control socket");
+    return {path, o.pid};
+  }
   auto pids = socket_pids(dir);
   if (!o.pid_given && pids.size() == 1) {
     std::cerr << "memprofile: process 1 has no control socket; using process " << pids[0] << "'s\n";
@@ -93,17 +102,26 @@ std::pair<std::string, long> find_socket(const ControlOptions& o, const std::str
                                             : " (sockets for: " + others + "; give that PID)"));
 }
 
+}  // namespace
+
 // One request, one JSON reply, within the timeout.
-json ask(const std::string& path, const std::string& request, double timeout) {
+json ask_control(const std::string& path, const std::string& request, double timeout) {
   UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) throw Error(std::string("socket: ") + strerror(errno));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) throw FileError(path, "too long for a unix socket path");
   memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  // A full backlog (the process stopped, or its control thread busy) must
+  // not block forever: Linux bounds a unix connect by the send timeout.
+  timeval tv{static_cast<time_t>(timeout), static_cast<suseconds_t>((timeout - static_cast<double>(static_cast<time_t>(timeout))) * 1e6)};
+  setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     int err = errno;
     if (err == ECONNREFUSED) throw FileError(path, "nobody answers: the process is gone (a stale socket)");
+    if (err == EAGAIN || err == EINPROGRESS || err == ETIMEDOUT)
+      throw FileError(path, "no answer within " + std::to_string(static_cast<int>(timeout)) +
+                                " s: the process is stopped or its control thread is busy (--timeout)");
     if (err == EACCES)
       throw FileError(path, "permission denied: run as the profiled process's user (uid " +
                                 std::to_string(getuid()) + " cannot connect)");
@@ -115,7 +133,9 @@ json ask(const std::string& path, const std::string& request, double timeout) {
   std::string reply;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
   char buf[4096];
-  while (reply.size() < (1u << 20)) {
+  // One line is the whole answer: a child forked meanwhile may hold the
+  // connection open after the process closed it.
+  while (reply.size() < (1u << 20) && reply.find('\n') == std::string::npos) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd p{fd.get(), POLLIN, 0};
     if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) == 0)
@@ -131,6 +151,8 @@ json ask(const std::string& path, const std::string& request, double timeout) {
   return j;
 }
 
+namespace {
+
 void print_status(const json& r) {
   auto str = [&](const char* k) { return r.value(k, std::string()); };
   auto num = [&](const char* k) { return r.value(k, uint64_t{0}); };
@@ -142,10 +164,11 @@ void print_status(const json& r) {
   std::vector<json> list(snaps.begin(), snaps.end());
   std::sort(list.begin(), list.end(),
             [](const json& a, const json& b) { return a.value("seq", uint64_t{0}) < b.value("seq", uint64_t{0}); });
-  std::cout << "profiles: " << list.size() << " of this process, " << mib(num("own_bytes")) << "; "
+  std::cout << "profiles: " << r.value("own_files", static_cast<unsigned>(list.size())) << " of this process, " << mib(num("own_bytes")) << "; "
             << mib(num("disk_bytes")) << " in " << str("output_dir") << " of a "
             << (num("max_bytes") ? mib(num("max_bytes")) : std::string("unlimited")) << " budget; "
             << mib(num("free_bytes")) << " free (floor " << mib(num("min_free_bytes")) << ")\n";
+  if (list.size() < r.value("own_files", 0u)) std::cout << "  (the " << list.size() << " listed; all are in " << str("output_dir") << ")\n";
   for (const auto& s : list)
     std::cout << "  " << s.value("path", std::string()) << "  " << mib(s.value("bytes", uint64_t{0})) << "\n";
 }
@@ -154,7 +177,7 @@ ExitCode run_control(const ControlOptions& o) {
   if (o.pid <= 0) throw Error("memprofile " + o.action + ": PID must be a positive number");
   std::string dir = control_dir(o);
   auto [path, pid] = find_socket(o, dir);
-  json r = ask(path, o.action, o.timeout);
+  json r = ask_control(path, o.action, o.timeout);
   bool ok = r.value("ok", false);
   if (o.json) {
     std::cout << json_text(r) << "\n";

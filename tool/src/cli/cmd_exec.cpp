@@ -6,7 +6,9 @@
 // processes are not injected. A failed check never takes the service down
 // unless --strict: the program runs unprofiled with one ERROR line.
 #include <errno.h>
+#include <sys/socket.h>
 #include <sys/statvfs.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -150,7 +152,9 @@ std::vector<Finding> check_everything(const HostTree& root, const std::string& t
 
 // The control library (ctl/ctl.h), when it can load into the target: ""
 // when it can, else why not.
-std::string ctl_library_problem(const HostTree& root, const std::string& path, uint16_t machine) {
+std::string ctl_library_problem(const HostTree& root, const std::string& path, const std::string& target,
+                                std::shared_ptr<const ElfInfo> target_elf, const std::string& cwd,
+                                const std::string& out_dir) {
   std::shared_ptr<const ElfInfo> elf;
   try {
     elf = root.elf(path);
@@ -158,7 +162,21 @@ std::string ctl_library_problem(const HostTree& root, const std::string& path, u
     return e.what();
   }
   if (!elf) return path + " does not exist or is not an ELF library";
-  if (elf->machine != machine) return path + " is for another architecture than the target";
+  if (elf->machine != target_elf->machine) return path + " is for another architecture than the target";
+  // What the loader would make of it in the target: as for the profiler's
+  // library, a GLIBC_ version the target's libc lacks stops the program.
+  FileReport rep =
+      Checker(root, root_checker_options(path, cwd, process_env("LD_LIBRARY_PATH"))).check(target, target_elf);
+  // (It defines no malloc: it is not the profiler.)
+  for (const auto& f : rep.findings)
+    if (f.severity == Severity::Error && f.code != "PRELOAD_NO_MALLOC") return f.code + ": " + f.message;
+  // Its socket, OUT/memprofile-ctl.PID.sock(.new), must fit a unix socket
+  // path, and the directory's name travels in JSON answers.
+  if (out_dir.size() + 32 > sizeof(sockaddr_un{}.sun_path))
+    return "the output directory " + out_dir + " is too long a path for its control socket (at most " +
+           std::to_string(sizeof(sockaddr_un{}.sun_path) - 32) + " characters)";
+  for (unsigned char c : out_dir)
+    if (c < 0x20) return "the output directory's name has a control character";
   return "";
 }
 
@@ -193,6 +211,9 @@ void log_not_profiling(Logger& log, bool strict, const std::string& program, con
 ExitCode run_exec(const ExecArgs& o) {
   Logger log(o.log_format);
   LaunchPlan plan = plan_launch(o, read_config(o.config), o.config, process_env);
+  // The output directory as an absolute path: the application may chdir,
+  // and the profiler and the control library resolve it after it does.
+  plan.cfg.output_dir = absolute(plan.cfg.output_dir, current_dir());
   const LauncherConfig& cfg = plan.cfg;
   const bool strict = plan.strict;
   // Without its command nothing can run: said with the code preflight gives it.
@@ -244,7 +265,8 @@ ExitCode run_exec(const ExecArgs& o) {
   // Dormant needs the control library: without it nothing could ever start
   // recording. Otherwise it only adds the budget and status.
   const std::string ctl_lib = absolute(cfg.ctl_library, cwd);
-  std::string ctl_problem = problems.empty() ? ctl_library_problem(root, ctl_lib, machine) : "";
+  std::string ctl_problem;
+  if (problems.empty()) ctl_problem = ctl_library_problem(root, ctl_lib, target_found->file.path, root.elf(target_found->file.path), cwd, cfg.output_dir);
   if (!ctl_problem.empty() && cfg.dormant)
     problems.push_back(make_finding("CTL_LIBRARY_MISSING", "dormant mode needs the control library: " + ctl_problem));
   if (!problems.empty()) {
@@ -259,7 +281,14 @@ ExitCode run_exec(const ExecArgs& o) {
   bool dispatcher = target != program;
   std::vector<std::string> added;
   for (const auto& [k, v] : backend_env(backend, cfg.output_dir, dispatcher, aarch64, cfg.dormant)) {
-    if (env_has(env, k)) continue;
+    // Dormant bytehound must start off and toggle on SIGUSR1, whatever the
+    // environment says: start/stop send that signal.
+    bool forced = cfg.dormant && (k == "MEMORY_PROFILER_DISABLE_BY_DEFAULT" || k == "MEMORY_PROFILER_REGISTER_SIGUSR1");
+    if (forced)
+      env.erase(std::remove_if(env.begin(), env.end(), [&](const std::string& e) { return e.rfind(k + "=", 0) == 0; }),
+                env.end());
+    else if (env_has(env, k))
+      continue;
     env.push_back(k + "=" + v);
     added.push_back(k);
   }
@@ -287,7 +316,12 @@ ExitCode run_exec(const ExecArgs& o) {
              {{"ctl_library", ctl_lib}});
   }
   if (env_has(env, "LD_PRELOAD")) {
-    log.warn("ld_preload_set", "LD_PRELOAD is already set in the environment; leaving it as it is", {});
+    // The user's own list stays; the control library goes after it.
+    log.warn("ld_preload_set", std::string("LD_PRELOAD is already set in the environment; leaving it as it is") +
+                                   (with_ctl ? ", with the control library added at its end" : ""), {});
+    if (with_ctl)
+      for (auto& e : env)
+        if (e.rfind("LD_PRELOAD=", 0) == 0) e += ":" + ctl_lib;
   } else {
     env.push_back("LD_PRELOAD=" + lib + (with_ctl ? ":" + ctl_lib : ""));
   }

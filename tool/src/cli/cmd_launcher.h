@@ -25,6 +25,9 @@ void setup_collect(CLI::App& app, ExitCode& exit_code);
 void setup_image_setup(CLI::App& app, ExitCode& exit_code);
 // start, stop, snapshot, status: the running process's control library.
 void setup_control(CLI::App& app, ExitCode& exit_code);
+// One request to a control socket (ctl/ctl.h) and its JSON answer; throws
+// FileError naming the socket when nobody answers within `timeout` seconds.
+nlohmann::json ask_control(const std::string& socket, const std::string& request, double timeout);
 
 // A process's environment as exec'd (`proc` is /proc/PID; unsetenv in the
 // process does not change it), bounded like the kernel's ARG_MAX.

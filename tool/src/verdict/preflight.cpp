@@ -469,6 +469,21 @@ void judge_target(Context& ctx) {
     } catch (const Error&) {
     }
   }
+  // Dormant: only the control library can ever start recording.
+  if (ctx.launcher && ctx.launcher->plan.cfg.dormant) {
+    const std::string& ctl = ctx.launcher->plan.cfg.ctl_library;
+    std::string problem;
+    try {
+      auto celf = ctx.tree.elf(ctl);
+      if (!celf) problem = ctl + " is not in the image (or not an ELF library)";
+      else if (celf->machine != elf->machine)
+        problem = ctl + " is " + machine_name(celf->machine) + " but " + path + " is " + machine_name(elf->machine);
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+    if (!problem.empty())
+      ctx.add(make_finding("CTL_LIBRARY_MISSING", "the launcher starts the profiler dormant, and " + problem));
+  }
   ctx.res.target = std::move(rep);
 }
 
