@@ -2,7 +2,8 @@
 # Is the profiler attached in a running pod? Runs `memprofile attached` in the
 # container (the static binary: an LD_PRELOAD in the pod env cannot reach it)
 # and says so in words: the library mapped into the process, the executable
-# dynamic, the profile files and whether they grow.
+# dynamic, the profile files and whether they grow, and whether it records
+# (a process started dormant is attached and records nothing until start.sh).
 #
 # usage: scripts/cluster/verify.sh -n NAMESPACE (POD | -l SELECTOR) [-c CONTAINER]
 #          [--pid 1] [--window SECONDS] [--json] [--context CTX] [--dry-run]
@@ -55,6 +56,9 @@ else
      else "  no \(.backend // "profiler") library is mapped into it" end),
     (if (.profiles | length) == 0 then "  no profile files yet"
      else (.profiles[] | "  profile \(.path): \(.size) bytes\(if .grew > 0 then ", growing (+\(.grew))" else "" end)") end),
+    (if .recording == true then "  recording: on"
+     elif .recording == false then "  recording: off\(if (.stopped_reason // "") != "" then " (stopped: \(.stopped_reason))" else " (dormant or stopped: scripts/cluster/start.sh turns it on)" end)"
+     else empty end),
     (if .attached and (.growing | not) and .backend == "bytehound" then "  (bytehound flushes about every 30 s: a quiet window is normal)" else empty end)
   ' <<<"${verdict}"
 fi

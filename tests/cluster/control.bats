@@ -88,3 +88,11 @@ setup() {
   run "${SCRIPTS}/start.sh" -n team "${POD}" --pid one
   assert_failure 2
 }
+
+@test "verify: a dormant process is attached, and says it records nothing yet" {
+  export STUB_PID1="${PID}"
+  run "${SCRIPTS}/verify.sh" -n team "${POD}" --window 0
+  assert_success
+  assert_line --partial "ATTACHED: pid ${PID}"
+  assert_line "  recording: off (dormant or stopped: scripts/cluster/start.sh turns it on)"
+}
