@@ -150,7 +150,7 @@ for platform in "${platforms[@]}"; do
 done
 if [[ "${ARTIFACTS}" == source ]]; then
   mkdir -p "${ctx}/src"
-  tar -C "${root}" -cf - CMakeLists.txt Makefile cmake tool preload scripts | tar -C "${ctx}/src" -xf -
+  tar -C "${root}" -cf - CMakeLists.txt Makefile cmake ctl tool preload scripts | tar -C "${ctx}/src" -xf -
 elif [[ "${ARTIFACTS}" != dist ]]; then
   die "ARTIFACTS must be dist or source, not '${ARTIFACTS}'"
 fi
