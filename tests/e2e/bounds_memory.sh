@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 
 # Under AddressSanitizer, its shadow memory and quarantine are not
 # memprofile's: the bounds hold for the real binary (77: skipped).
-if ldd "${MEMPROFILE}" 2>/dev/null | grep -q libasan; then
+if sanitized "${MEMPROFILE}"; then
   echo "skip: ${MEMPROFILE} is built with AddressSanitizer"
   exit 77
 fi

@@ -52,7 +52,7 @@ pass "the two snapshots differ by the growing site (leaky_function), and nothing
 # Memory: the same deterministic workload under plain jemalloc and under
 # dormant jemalloc with the control library: the peak RSS is the same but
 # for the control thread's stack.
-if ldd "${LAUNCHER}" 2>/dev/null | grep -q libasan; then
+if sanitized "${LAUNCHER}"; then
   pass "peak RSS not compared under AddressSanitizer (the launcher's shadow memory counts before it execs)"
   exit 0
 fi

@@ -67,7 +67,7 @@ quiet="${SCRATCH}/quiet" && mkdir "${quiet}"
   "${MEMPROFILE}" preflight --all-platforms docker-daemon:localhost/leaky:multi > /dev/null) ||
   fail "leaky:multi for the RSS"
 [[ -z "$(ls -A "${quiet}")" ]] || fail "preflight left files behind: $(ls -A "${quiet}")"
-if ldd "${MEMPROFILE}" 2>/dev/null | grep -q libasan; then
+if sanitized "${MEMPROFILE}"; then
   pass "peak RSS not bounded under AddressSanitizer ($(($(cat "${SCRATCH}/rss") / 1024)) MiB)"
 else
   (($(cat "${SCRATCH}/rss") < 64 * 1024)) || fail "peak RSS $(cat "${SCRATCH}/rss") KiB for two platforms"

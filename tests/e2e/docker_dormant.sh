@@ -27,7 +27,7 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 [[ -S "${out}/memprofile-ctl.1.sock" ]] || fail "no control socket for PID 1: $(docker logs "${ctr}" 2>&1)"
-docker logs "${ctr}" 2>&1 | grep -q "loaded dormant (recording off until memprofile start): /usr/local/bin/leaky" ||
+[[ "$(docker logs "${ctr}" 2>&1)" == *"loaded dormant (recording off until memprofile start): /usr/local/bin/leaky"* ]] ||
   fail "not dormant: $(docker logs "${ctr}" 2>&1)"
 
 in_pod() { docker exec "${ctr}" /usr/bin/memprofile "$@"; }
@@ -45,7 +45,7 @@ pass "docker exec memprofile start, two snapshots, stop: PID 1 served without a 
 
 docker stop --time 20 "${ctr}" > /dev/null
 [[ "$(docker wait "${ctr}")" == 0 ]] || fail "the container's exit code changed: $(docker logs "${ctr}" 2>&1 | tail -3)"
-docker logs "${ctr}" 2>&1 | grep -q "leaky: leaked" || fail "the service did not end cleanly"
+[[ "$(docker logs "${ctr}" 2>&1)" == *"leaky: leaked"* ]] || fail "the service did not end cleanly"
 "${MEMPROFILE}" report --image "${SCRATCH}/image/image.tar" --json "${out}/${first##*/}" "${out}/${second##*/}" \
   > "${SCRATCH}/growth.json" || fail "report"
 [[ "$(jq -r '.growth[0].site.function' "${SCRATCH}/growth.json")" == leaky_function ]] ||

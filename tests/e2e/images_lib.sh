@@ -170,12 +170,12 @@ dormant_round() {
   in_pod status > "${SCRATCH}/status0-${arch}" 2>&1 || fail "status: $(cat "${SCRATCH}/status0-${arch}")"
   grep -q "^pid ${pid}: jemalloc, recording off$" "${SCRATCH}/status0-${arch}" ||
     fail "status before start: $(cat "${SCRATCH}/status0-${arch}")"
-  in_pod start 2>/dev/null | grep -q "recording on" || fail "start"
+  [[ "$(in_pod start 2>/dev/null)" == *"recording on"* ]] || fail "start"
   sleep 2
   first="$(in_pod snapshot 2>/dev/null)" || fail "first snapshot"
   sleep 3
   second="$(in_pod snapshot 2>/dev/null)" || fail "second snapshot"
-  in_pod stop 2>/dev/null | grep -q "recording off" || fail "stop"
+  [[ "$(in_pod stop 2>/dev/null)" == *"recording off"* ]] || fail "stop"
   [[ "${first}" == /var/memprofile/jeprof."${pid}".*.m*.heap && "${second}" == /var/memprofile/jeprof."${pid}".*.m*.heap ]] ||
     fail "snapshot paths: ${first} ${second}"
   # The service is still the same process, and ends with its own exit code.

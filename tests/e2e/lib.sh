@@ -20,6 +20,15 @@ fail() {
 
 pass() { echo "ok: $*"; }
 
+# sanitized BINARY: whether it is an AddressSanitizer build. Not `ldd | grep
+# -q`: grep leaves at the first match, ldd then dies of SIGPIPE, and under
+# pipefail the pipeline fails now and then.
+sanitized() {
+  local libs
+  libs="$(ldd "$1" 2>/dev/null || true)"
+  [[ "${libs}" == *libasan* ]]
+}
+
 # Built preload libraries are kept between runs, keyed by the recipe's content
 # (the key its manifest records, so a copy of it is checked the same way).
 preload_dist() {  # BACKEND ARCH -> directory with the built library

@@ -53,7 +53,7 @@ pass "platforms picked as for archives (--platform, by digest, the list when non
   "docker://${reg}/t/multi:v1" > /dev/null || fail "multi for the RSS"
 # Under AddressSanitizer its shadow memory and quarantine are not
 # memprofile's: the bound holds for the real binary.
-if ldd "${MEMPROFILE}" 2>/dev/null | grep -q libasan; then
+if sanitized "${MEMPROFILE}"; then
   pass "peak RSS not bounded under AddressSanitizer ($(($(cat "${SCRATCH}/rss") / 1024)) MiB)"
 else
   (($(cat "${SCRATCH}/rss") < 64 * 1024)) || fail "peak RSS $(cat "${SCRATCH}/rss") KiB for two platforms"

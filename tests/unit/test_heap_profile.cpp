@@ -193,3 +193,18 @@ TEST_CASE("heaptrack traces refused: old format, interpreted, malformed, undefin
   CHECK(cut.back().trigger == "cut");
   CHECK(cut.back().total_bytes == 0x10);
 }
+
+TEST_CASE("leak suspects: rose and never fell; flat intervals and a reallocation's dip do not clear one", "[profile]") {
+  auto site = [](std::vector<double> bytes) {
+    Site s;
+    s.bytes = std::move(bytes);
+    return s.leak_suspect();
+  };
+  CHECK(site({100, 200, 300, 400}));
+  CHECK(site({100, 200, 200, 400}));       // a flat interval: dumps at uneven times
+  CHECK(site({100, 3200, 3100, 6400}));    // a growing vector caught mid-reallocation
+  CHECK_FALSE(site({100, 3200, 1600, 6400}));  // half given back: not a leak's shape
+  CHECK_FALSE(site({100, 5000, 0, 100}));  // temporary work
+  CHECK_FALSE(site({500, 500, 500}));      // large and steady
+  CHECK_FALSE(site({400}));                // one snapshot says nothing of growth
+}

@@ -20,7 +20,8 @@ struct Site {
   std::vector<double> objects;  // in use, per snapshot
   double growth() const { return bytes.empty() ? 0 : bytes.back() - bytes.front(); }
   // Rose from the first snapshot to the last and never fell in between (a
-  // flat interval does not clear it: dumps can come at uneven times).
+  // flat interval does not clear it: dumps can come at uneven times; nor
+  // does a fall of less than 1/16, a reallocation caught mid-way).
   bool leak_suspect() const;
 };
 
