@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "ctl.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -357,11 +358,24 @@ static int start_thread(void) {
   return 0;
 }
 
+// The process's threads as the kernel counts them (0 when unknown).
+static int thread_count(void) {
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return 0;
+  int n = 0;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') ++n;
+  closedir(d);
+  return n;
+}
+
 // Ends the control thread (it finishes the request it is answering);
 // returns whether it was serving (and is to be started again).
 static int stop_thread(void) {
   if (!thread_running) return 0;
   struct stat st;
+  int before = thread_count();
   int ended = __atomic_load_n(&thread_ended, __ATOMIC_ACQUIRE);
   if (ended) {
     // It is gone already, for good: not to be restarted.
@@ -375,6 +389,12 @@ static int stop_thread(void) {
     pthread_cancel(thread);
   }
   pthread_join(thread, NULL);
+  // pthread_join returns when the thread's stack is free; the kernel may
+  // count the thread a moment longer, and unshare would still see two.
+  for (int i = 0; !ended && before > 0 && i < 200 && thread_count() >= before; ++i) {
+    struct timespec ms = {0, 1000 * 1000};
+    nanosleep(&ms, NULL);
+  }
   char drain[16];
   if (fstat(wake_fd[0], &st) == 0 && S_ISFIFO(st.st_mode) && st.st_ino == wake_ino)
     while (read(wake_fd[0], drain, sizeof drain) > 0) {
