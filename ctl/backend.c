@@ -87,17 +87,14 @@ static int jemalloc_active(int on, char* err, size_t errlen) {
 static int newest_manual_dump(char* path, size_t len) {
   DIR* d = opendir(ctl.dir);
   if (!d) return -1;
-  char pid_part[32];
-  snprintf(pid_part, sizeof pid_part, ".%d.", (int)ctl.pid);
   unsigned long long best = 0;
   int found = 0;
   struct dirent* e;
   while ((e = readdir(d)) != NULL) {
-    const char* at = strstr(e->d_name, pid_part);
-    if (!at || !is_backend_profile(e->d_name, ctl.pid)) continue;
-    unsigned long long seq = 0;
-    char kind = 0;
-    if (sscanf(at + strlen(pid_part), "%llu.%c", &seq, &kind) != 2 || kind != 'm') continue;
+    unsigned long long pid, seq;
+    char kind;
+    if (!jemalloc_dump_name(e->d_name, &pid, &seq, &kind) || pid != (unsigned long long)ctl.pid || kind != 'm')
+      continue;
     struct stat st;  // an earlier process with this pid left its own
     if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !is_own_file(st.st_mtime)) continue;
     if (!found || seq >= best) {

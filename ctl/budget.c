@@ -32,7 +32,7 @@ static int ends_with(const char* s, size_t n, const char* suffix) {
 
 // jemalloc: PREFIX.PID.SEQ.KIND[N].heap (KIND: i interval, m manual, f
 // final, u gdump). Its sequence orders the dumps of one process.
-static int jemalloc_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
+int jemalloc_dump_name(const char* name, unsigned long long* pid, unsigned long long* seq, char* kind) {
   size_t n = strlen(name);
   if (!ends_with(name, n, ".heap")) return 0;
   n -= 5;
@@ -49,6 +49,7 @@ static int jemalloc_name(const char* name, unsigned long long* pid, unsigned lon
   unsigned long long kindn;
   if (lens[2] < 1 || !strchr("imfu", fields[2][0]) || (lens[2] > 1 && !parse_digits(fields[2] + 1, lens[2] - 1, &kindn)))
     return 0;
+  *kind = fields[2][0];
   return parse_digits(fields[0], lens[0], pid) && parse_digits(fields[1], lens[1], seq);
 }
 
@@ -67,15 +68,11 @@ static int stream_name(const char* name, unsigned long long* pid) {
 
 static int profile_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
   *seq = 0;
-  return ctl.backend == CTL_JEMALLOC ? jemalloc_name(name, pid, seq) : stream_name(name, pid);
+  char kind;
+  return ctl.backend == CTL_JEMALLOC ? jemalloc_dump_name(name, pid, seq, &kind) : stream_name(name, pid);
 }
 
 int is_own_file(time_t mtime) { return mtime + 1 >= ctl.start_time; }
-
-int is_backend_profile(const char* name, pid_t pid) {
-  unsigned long long p, seq;
-  return profile_name(name, &p, &seq) && (pid == 0 || p == (unsigned long long)pid);
-}
 
 // One pass over the directory: usage, and this process's first, second and
 // newest snapshots by sequence (the second is the oldest in the middle).

@@ -76,9 +76,9 @@ void budget_check(void);
 void budget_reset(void);
 // This process's snapshots as JSON array items into buf (newest last).
 size_t budget_list_json(char* buf, size_t len);
-// Whether NAME is one of the backend's profile files of process `pid`
-// (0: of any process).
-int is_backend_profile(const char* name, pid_t pid);
+// A jemalloc dump's name, PREFIX.PID.SEQ.KIND[N].heap, read from its end
+// (the prefix may hold dots): 1 with its pid, sequence and kind (i, m, f, u).
+int jemalloc_dump_name(const char* name, unsigned long long* pid, unsigned long long* seq, char* kind);
 // Whether a file of this pid, modified at `mtime`, is this process's (not an
 // earlier process's with the same pid: PID 1 after a container restart).
 int is_own_file(time_t mtime);
