@@ -258,7 +258,10 @@ size_t budget_list_json(char* buf, size_t len) {
     struct stat st;
     if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || !is_own_file(st.st_mtime))
       continue;
-    char path[512], quoted[1100], item[1200];
+    // Control thread only (static: its stack is small). The launcher
+    // refuses directory names with control characters: quoting at most
+    // doubles a name.
+    static char path[sizeof ctl.dir + 256], quoted[2 * sizeof path + 3], item[sizeof quoted + 100];
     snprintf(path, sizeof path, "%s/%s", ctl.dir, e->d_name);
     json_string(quoted, sizeof quoted, path);
     int n = snprintf(item, sizeof item, "%s{\"path\":%s,\"bytes\":%llu,\"seq\":%llu}", at ? "," : "", quoted,

@@ -35,7 +35,7 @@ static int listen_fd = -1, log_fd = -1, wake_fd[2] = {-1, -1};
 static ino_t listen_ino;  // the socket's inode: an fd number the app reused is not ours
 static ino_t wake_ino;    // the wake pipe's, likewise
 static int thread_ended;  // the thread returned by itself (atomic)
-static char sock_path[sizeof(((struct sockaddr_un*)0)->sun_path)];
+static char sock_path[sizeof ctl.dir + 64];
 static pthread_t thread;
 static int thread_running;
 static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER;  // app threads only (unshare/setns)
@@ -228,8 +228,12 @@ static void set_recording(int on, char* err, size_t errlen, int* ok) {
 }
 
 static void handle(int fd) {
-  static char reply[16384];
-  char req[64] = "", err[256] = "", snap[256] = "";
+  // The control thread's own (static: its stack is small). The reply holds
+  // the longest directory name several times; the snapshots listed beyond
+  // it are counted, not named (budget_list_json).
+  static char reply[64 * 1024], snap[sizeof ctl.dir + 256];
+  char req[64] = "", err[256] = "";
+  snap[0] = '\0';
   int ok = 0;
   // Who asks comes first: nothing is read from a peer that may not ask.
   struct ucred peer;
@@ -442,25 +446,38 @@ __attribute__((visibility("default"))) int setns(int fd, int nstype) {
   WITHOUT_THREAD(real(fd, nstype));
 }
 
-// The socket appears with its final name and mode at once: bound under a
-// temporary name, restricted, then renamed.
-static int open_socket(void) {
-  char tmp[sizeof sock_path];
-  int n = snprintf(sock_path, sizeof sock_path, "%s/memprofile-ctl.%d.sock", ctl.dir, (int)ctl.pid);
-  int m = snprintf(tmp, sizeof tmp, "%s.new", sock_path);
-  if (n < 0 || m < 0 || (size_t)m >= sizeof tmp) {
-    ctl_log("%s is too long a directory for a unix socket; start/stop/snapshot/status are not available", ctl.dir);
-    sock_path[0] = '\0';
-    return -1;
-  }
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
+// bind(2) takes at most 107 bytes of path, and output directories (a test's
+// scratch dir, a deep volume mount) can be longer. Then the socket is bound
+// through /proc/self/fd/N/NAME: the kernel resolves the directory by its fd,
+// and the socket still lands at DIR/NAME, where the client finds it the
+// same way.
+static int bind_at(int fd, const char* dir, const char* name) {
   struct sockaddr_un a;
   memset(&a, 0, sizeof a);
   a.sun_family = AF_UNIX;
-  memcpy(a.sun_path, tmp, (size_t)m + 1);
+  int n = snprintf(a.sun_path, sizeof a.sun_path, "%s/%s", dir, name);
+  if (n >= 0 && (size_t)n < sizeof a.sun_path) return bind(fd, (struct sockaddr*)&a, sizeof a);
+  int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return -1;
+  n = snprintf(a.sun_path, sizeof a.sun_path, "/proc/self/fd/%d/%s", dfd, name);
+  int rc = n >= 0 && (size_t)n < sizeof a.sun_path ? bind(fd, (struct sockaddr*)&a, sizeof a) : (errno = ENAMETOOLONG, -1);
+  int saved = errno;
+  close(dfd);
+  errno = saved;
+  return rc;
+}
+
+// The socket appears with its final name and mode at once: bound under a
+// temporary name, restricted, then renamed.
+static int open_socket(void) {
+  char name[64], tmp[sizeof sock_path];
+  snprintf(name, sizeof name, "memprofile-ctl.%d.sock.new", (int)ctl.pid);
+  snprintf(sock_path, sizeof sock_path, "%s/memprofile-ctl.%d.sock", ctl.dir, (int)ctl.pid);
+  snprintf(tmp, sizeof tmp, "%s.new", sock_path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
   unlink(tmp);
-  if (bind(fd, (struct sockaddr*)&a, sizeof a) != 0 || chmod(tmp, 0600) != 0 || rename(tmp, sock_path) != 0 ||
+  if (bind_at(fd, ctl.dir, name) != 0 || chmod(tmp, 0600) != 0 || rename(tmp, sock_path) != 0 ||
       listen(fd, 16) != 0) {
     ctl_log("cannot serve %s: %s; start/stop/snapshot/status are not available", sock_path, strerror(errno));
     unlink(tmp);
@@ -502,7 +519,7 @@ __attribute__((constructor)) static void ctl_init(void) {
   else if (strcmp(backend, "heaptrack") == 0) ctl.backend = CTL_HEAPTRACK;
   else return;
   if (strlen(dir) >= sizeof ctl.dir) {
-    ctl_log("output directory name too long: %.200s", dir);
+    ctl_log("output directory name too long (%zu bytes): %.200s...", strlen(dir), dir);
     return;
   }
   strcpy(ctl.dir, dir);

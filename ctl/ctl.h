@@ -20,7 +20,7 @@ enum ctl_backend { CTL_JEMALLOC, CTL_BYTEHOUND, CTL_HEAPTRACK };
 // constructor has set it up; nothing here is touched from a signal handler.
 struct ctl_state {
   enum ctl_backend backend;
-  char dir[160];             // the output directory
+  char dir[4096];            // the output directory (PATH_MAX)
   pid_t pid;                 // the process served (0: none, e.g. a forked child)
   int recording;
   char stopped_reason[240];  // why recording stopped by itself ("" when it did not)

@@ -90,6 +90,23 @@ grep -q "^LD_PRELOAD=${JEMALLOC}$" "${kids}/exec-env" || fail "the children's LD
 [[ -z "$(find "${kids}" -name 'memprofile-ctl.*.sock')" ]] || fail "a socket was left behind"
 pass "exec'd children get no control library; forked ones no socket or thread (the service keeps its own)"
 
+# An output directory deeper than a unix socket path can name (107 bytes: a
+# volume mounted deep, a CI scratch dir) is still served, through the
+# directory's fd on both sides.
+deep="${SCRATCH}/$(printf 'a-deep-volume-mount-%02d/' $(seq 1 8))out"
+((${#deep} > 160)) || fail "the deep directory is only ${#deep} bytes"
+start_service "${deep}" "${SCRATCH}/deep.log" --dormant --backend jemalloc --preload "${JEMALLOC}" -- "${SCRATCH}/leaky" 20
+"${MEMPROFILE}" start "${SERVICE_PID}" --output-dir "${deep}" > /dev/null || fail "start under a deep directory"
+snap="$("${MEMPROFILE}" snapshot "${SERVICE_PID}" --output-dir "${deep}")" || fail "snapshot under a deep directory"
+[[ -s "${snap}" && "${snap}" == "${deep}"/* ]] || fail "the deep snapshot: '${snap}'"
+[[ "$("${MEMPROFILE}" status "${SERVICE_PID}" --output-dir "${deep}" | head -1)" == "pid ${SERVICE_PID}: jemalloc, recording on" ]] ||
+  fail "status under a deep directory"
+kill -TERM "${SERVICE_PID}"
+wait "${SERVICE_PID}" || fail "the deep service did not exit cleanly: $(cat "${SCRATCH}/deep.log")"
+complaints="$(grep "memprofile-ctl" "${SCRATCH}/deep.log" | grep -v "recording started on request" || true)"
+[[ -z "${complaints}" ]] || fail "the library complained: ${complaints}"
+pass "an output directory of ${#deep} bytes is served: start, snapshot and status, no complaint"
+
 # One line for a process that is not served.
 rc=0
 "${MEMPROFILE}" status 999999 --output-dir "${kids}" > "${SCRATCH}/none" 2>&1 || rc=$?

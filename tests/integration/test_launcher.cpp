@@ -173,6 +173,7 @@ TEST_CASE("exec: one structured JSON start line") {
   Scratch s;
   testing::make_dirs(s / "out");
   RunResult r = testing::run(exec_probe(s, "--log-format json") + quote(fixture("leak")));
+  INFO(r.err);
   REQUIRE(r.exit_code == 0);
   auto l = testing::lines(r.err);
   REQUIRE(l.size() == 1);

@@ -3,6 +3,7 @@
 // library's socket in the output directory (ctl/ctl.h). Run in the pod with
 // kubectl exec; PID 1 is the application when exec is the entrypoint.
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -110,8 +111,18 @@ json ask_control(const std::string& path, const std::string& request, double tim
   if (!fd) throw Error(std::string("socket: ") + strerror(errno));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) throw FileError(path, "too long for a unix socket path");
-  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  // A path longer than sun_path is reached through its directory's fd, the
+  // way the control library bound it (ctl.c, bind_at).
+  UniqueFd dir;
+  std::string address = path;
+  if (path.size() >= sizeof addr.sun_path) {
+    std::string parent = path.substr(0, path.rfind('/'));
+    dir = UniqueFd(open(parent.empty() ? "/" : parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!dir) throw FileError(parent, std::string("cannot open: ") + strerror(errno));
+    address = "/proc/self/fd/" + std::to_string(dir.get()) + path.substr(path.rfind('/'));
+    if (address.size() >= sizeof addr.sun_path) throw FileError(path, "too long for a unix socket path");
+  }
+  memcpy(addr.sun_path, address.c_str(), address.size() + 1);
   // A full backlog (the process stopped, or its control thread busy) must
   // not block forever: Linux bounds a unix connect by the send timeout.
   timeval tv{static_cast<time_t>(timeout), static_cast<suseconds_t>((timeout - static_cast<double>(static_cast<time_t>(timeout))) * 1e6)};
