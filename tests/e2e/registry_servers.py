@@ -1,11 +1,15 @@
 #!/usr/bin/python3
 """Local servers for the registry tests (tests/e2e/registry_*.sh), on loopback.
 
-  token PORT KEY CERT ISSUER USER PASSWORD
+  token PORT KEY CERT ISSUER USER PASSWORD REFRESH_TOKEN LOG
       A Docker token server: GET /token?service=S&scope=repository:R:pull,push
       with Basic USER:PASSWORD gets a JWT signed by KEY (x5c: CERT) granting
       the scope; anonymous requests get 401, except for repositories under
-      public/ (pull only).
+      public/ (pull only). The OAuth2 form of docs/spec/auth/oauth.md, a POST
+      of grant_type=refresh_token&refresh_token=REFRESH_TOKEN&service&scope,
+      gets an access_token for USER; another refresh token gets 400
+      invalid_grant. Each request is logged to LOG as "METHOD GRANT AUTH"
+      (GRANT: the grant_type or "-"; AUTH: "basic", "bearer" or "none").
   proxy PORT UPSTREAM BLOB_HOST_URL
       In front of a registry (UPSTREAM, http://127.0.0.1:N). The first
       component of the repository picks a fault, and is taken off before the
@@ -42,7 +46,7 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     allow_reuse_address = True
 
 
-def token_server(port, key_file, cert_file, issuer, user, password):
+def token_server(port, key_file, cert_file, issuer, user, password, refresh_token, log_file):
     import jwt
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
@@ -56,9 +60,32 @@ def token_server(port, key_file, cert_file, issuer, user, password):
         def log_message(self, *a):
             pass
 
+        def log_request_kind(self, grant):
+            auth = (self.headers.get("Authorization") or "none").split(" ")[0].lower()
+            with open(log_file, "a") as f:
+                f.write(f"{self.command} {grant} {auth}\n")
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            form = urllib.parse.parse_qs(self.rfile.read(min(length, 1 << 16)).decode())
+            grant = form.get("grant_type", ["-"])[0]
+            self.log_request_kind(grant)
+            if grant != "refresh_token" or form.get("refresh_token", [""])[0] != refresh_token:
+                body = b'{"error":"invalid_grant"}'
+                self.send_response(400)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            self.grant(form, True, oauth=True)
+
         def do_GET(self):
             q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
-            authed = self.headers.get("Authorization") == want
+            self.log_request_kind("-")
+            self.grant(q, self.headers.get("Authorization") == want)
+
+        def grant(self, q, authed, oauth=False):
             access = []
             for scope in q.get("scope", []):
                 parts = scope.split(":")
@@ -86,7 +113,10 @@ def token_server(port, key_file, cert_file, issuer, user, password):
                       "exp": now + 600, "nbf": now - 10, "iat": now, "jti": str(now) + str(id(self)),
                       "access": access}
             token = jwt.encode(claims, key, algorithm="RS256", headers={"x5c": x5c})
-            body = json.dumps({"token": token, "access_token": token, "expires_in": 600}).encode()
+            # OAuth2 answers carry access_token only, as real token servers do.
+            answer = {"access_token": token, "expires_in": 600} if oauth else \
+                {"token": token, "access_token": token, "expires_in": 600}
+            body = json.dumps(answer).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))

@@ -2,8 +2,10 @@
 # preflight docker:// through the Bearer token flow: Debian's docker-registry
 # with `auth: token` and a token server of the test's own (python3-jwt,
 # registry_servers.py). Anonymous tokens for public/ only; credentials go to
-# the token server; blobs redirected to a second server on another host name,
-# which must never see the registry's Authorization header.
+# the token server; an identity token (what `docker login` stores for token
+# servers that issue refresh tokens) goes as an OAuth2 refresh_token grant;
+# blobs redirected to a second server on another host name, which must never
+# see the registry's Authorization header.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/registry_lib.sh
@@ -13,7 +15,9 @@ source "$(dirname "$0")/registry_lib.sh"
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=memprofile token issuer" \
   -keyout "${SCRATCH}/token.key" -out "${SCRATCH}/token.crt" 2>/dev/null
 token_port="$(free_port)"
-start_server token token "${token_port}" "${SCRATCH}/token.key" "${SCRATCH}/token.crt" memprofile-issuer alice s3cret
+refresh="refresh-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+start_server token token "${token_port}" "${SCRATCH}/token.key" "${SCRATCH}/token.crt" memprofile-issuer alice s3cret \
+  "${refresh}" "${SCRATCH}/token-requests"
 port="$(free_port)"
 start_registry tokreg "${port}" "auth:
   token:
@@ -42,6 +46,31 @@ expect_error "the token server 127.0.0.1:${token_port} refused the credentials o
 same_verdicts "${IMAGES}/multi.oci.tar" "docker://${reg}/team/multi:v1" --tls-verify=false --creds alice:s3cret
 same_verdicts "${IMAGES}/ready.oci.tar" "docker://${reg}/public/ready:v1" --tls-verify=false
 pass "Bearer tokens: anonymous where the token server allows it, with credentials, refused without"
+
+# Identity tokens: from an auth file's "identitytoken", and from a credential
+# helper that answers Username "<token>". Both are traded with a POST
+# (grant_type=refresh_token), never sent as Basic; a wrong one is refused in
+# one line that says which.
+: > "${SCRATCH}/token-requests"
+printf '{"auths": {"%s": {"identitytoken": "%s"}}}\n' "${reg}" "${refresh}" > "${SCRATCH}/idt.json"
+same_verdicts "${IMAGES}/multi.oci.tar" "docker://${reg}/team/multi:v1" --tls-verify=false --authfile "${SCRATCH}/idt.json"
+grep -q "^POST refresh_token none$" "${SCRATCH}/token-requests" || fail "no refresh_token grant: $(cat "${SCRATCH}/token-requests")"
+if grep -q "basic" "${SCRATCH}/token-requests"; then fail "an identity token went as Basic: $(cat "${SCRATCH}/token-requests")"; fi
+mkdir -p "${HOME}/.docker" "${SCRATCH}/bin"
+cat > "${SCRATCH}/bin/docker-credential-idt" <<SH
+#!/bin/sh
+[ "\$1" = get ] || exit 1
+read -r server
+printf '{"ServerURL":"%s","Username":"<token>","Secret":"${refresh}"}\n' "\${server}"
+SH
+chmod +x "${SCRATCH}/bin/docker-credential-idt"
+printf '{"credHelpers": {"%s": "idt"}}\n' "${reg}" > "${HOME}/.docker/config.json"
+PATH="${SCRATCH}/bin:${PATH}" same_verdicts "${IMAGES}/multi.oci.tar" "docker://${reg}/team/multi:v1" --tls-verify=false
+rm "${HOME}/.docker/config.json"
+printf '{"auths": {"%s": {"identitytoken": "expired"}}}\n' "${reg}" > "${SCRATCH}/idt-bad.json"
+expect_error "the token server 127.0.0.1:${token_port} refused the identity token from ${SCRATCH}/idt-bad.json \(400 Bad Request\)" \
+  --tls-verify=false --authfile "${SCRATCH}/idt-bad.json" "docker://${reg}/team/multi:v1"
+pass "identity tokens, from an auth file and from a credential helper, as OAuth2 refresh_token grants; a bad one refused"
 
 # Blobs redirected to another host: they come, without the Authorization header.
 start_redirect "${reg}" "${SCRATCH}/tokreg"

@@ -125,3 +125,24 @@ TEST_CASE("credentials: --creds, then --authfile, by registry and by namespace")
   o.authfile = s / "missing.json";
   CHECK_THROWS_WITH(find_credentials(ref, o), Catch::Contains("--authfile"));
 }
+
+TEST_CASE("credentials: an entry's identitytoken comes before its auth, and is never a user") {
+  Scratch s;
+  RegistryRef ref = parse_registry_ref("127.0.0.1:5000/team/app:v1");
+  RegistryOptions o;
+  std::ofstream(s / "auth.json") << R"({"auths": {"127.0.0.1:5000": {"auth": ")" << base64_encode("alice:pw")
+                                 << R"(", "identitytoken": "refresh-1"}}})";
+  o.authfile = s / "auth.json";
+  Credentials c = find_credentials(ref, o);
+  CHECK(c.identity_token == "refresh-1");
+  CHECK(c.user.empty());
+  CHECK(c.password.empty());
+  CHECK_FALSE(c.empty());
+  CHECK(c.who() == "the identity token from " + s / "auth.json");
+  std::ofstream(s / "plain.json") << R"({"auths": {"127.0.0.1:5000": {"auth": ")" << base64_encode("alice:pw")
+                                  << R"(", "identitytoken": ""}}})";
+  o.authfile = s / "plain.json";
+  c = find_credentials(ref, o);
+  CHECK(c.identity_token.empty());
+  CHECK(c.who() == "the credentials of alice from " + s / "plain.json");
+}

@@ -259,7 +259,8 @@ struct HttpGet::Impl {
   }
 };
 
-HttpGet::HttpGet(HttpClient& client, const std::string& url, const std::vector<std::string>& headers)
+HttpGet::HttpGet(HttpClient& client, const std::string& url, const std::vector<std::string>& headers,
+                 const std::string* form)
     : d_(std::make_unique<Impl>()) {
   d_->client = &client;
   d_->url = url;
@@ -274,6 +275,10 @@ HttpGet::HttpGet(HttpClient& client, const std::string& url, const std::vector<s
   curl_easy_setopt(d_->easy, CURLOPT_HEADERDATA, d_.get());
   curl_easy_setopt(d_->easy, CURLOPT_WRITEFUNCTION, &Impl::on_body);
   curl_easy_setopt(d_->easy, CURLOPT_WRITEDATA, d_.get());
+  if (form) {
+    curl_easy_setopt(d_->easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(form->size()));
+    curl_easy_setopt(d_->easy, CURLOPT_COPYPOSTFIELDS, form->c_str());
+  }
   d_->multi = static_cast<CURLM*>(client.acquire_multi());
   curl_multi_add_handle(d_->multi, d_->easy);
 }

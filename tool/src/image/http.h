@@ -73,7 +73,10 @@ class HttpClient {
 class HttpGet : public Reader {
  public:
   static constexpr size_t kMaxBuffered = 1 << 20;
-  HttpGet(HttpClient& client, const std::string& url, const std::vector<std::string>& headers);
+  // With `form`, the request is a POST of that application/x-www-form-
+  // urlencoded body (the OAuth2 token request); otherwise a GET.
+  HttpGet(HttpClient& client, const std::string& url, const std::vector<std::string>& headers,
+          const std::string* form = nullptr);
   ~HttpGet() override;
   HttpGet(const HttpGet&) = delete;
   HttpGet& operator=(const HttpGet&) = delete;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -243,12 +244,12 @@ class Registry {
           if (creds_.empty())
             fail(host + " requires credentials for " + what + " (" + status_text(st) + ")" + tail + "; log in with `skopeo login " +
                  ref_.registry + "` or `docker login " + ref_.registry + "`, or pass --creds USER:PASSWORD or --authfile FILE");
-          fail(host + " refused the credentials of " + creds_.user + " from " + creds_.from + " for " + what + " (" +
+          fail(host + " refused " + creds_.who() + " for " + what + " (" +
                status_text(st) + ")" + tail);
         case 403:
           fail(host + " denies access to " + what + " (" + status_text(st) + ")" + tail +
                (creds_.empty() ? "; log in with `skopeo login " + ref_.registry + "` if the repository is private"
-                               : " for " + creds_.user + " from " + creds_.from));
+                               : " for " + creds_.who()));
         case 404:
           fail(host + " has no " + what + " (" + status_text(st) + ")" + tail);
         default:
@@ -333,7 +334,7 @@ class Registry {
         return auth_header_ != before;
       }
       if (c.scheme == "basic") {
-        if (creds_.empty()) return false;
+        if (creds_.user.empty() && creds_.password.empty()) return false;
         auth_header_ = "Basic " + base64_encode(creds_.user + ":" + creds_.password);
         return auth_header_ != before;
       }
@@ -341,21 +342,35 @@ class Registry {
     return false;
   }
 
+  // The token request of the distribution spec's token auth: a GET with the
+  // credentials as Basic, or, for an identity token, the OAuth2 POST of
+  // docs/spec/auth/oauth.md (grant_type=refresh_token).
   std::string fetch_token(const std::string& realm, const std::string& service, const std::string& scope) {
-    std::string url = realm + (realm.find('?') == std::string::npos ? "?" : "&") +
-                      (service.empty() ? "" : "service=" + url_escape(service) + "&") + "scope=" + url_escape(scope);
+    std::string url = realm;
     std::vector<std::string> headers;
-    if (!creds_.empty()) headers.push_back("Authorization: Basic " + base64_encode(creds_.user + ":" + creds_.password));
-    HttpGet r(http_, url, headers);
+    std::unique_ptr<HttpGet> req;
+    if (!creds_.identity_token.empty()) {
+      std::string form = "grant_type=refresh_token&refresh_token=" + url_escape(creds_.identity_token) +
+                         "&client_id=memprofile&scope=" + url_escape(scope) +
+                         (service.empty() ? "" : "&service=" + url_escape(service));
+      headers.push_back("Content-Type: application/x-www-form-urlencoded");
+      req = std::make_unique<HttpGet>(http_, url, headers, &form);
+    } else {
+      url += (realm.find('?') == std::string::npos ? "?" : "&") +
+             (service.empty() ? "" : "service=" + url_escape(service) + "&") + "scope=" + url_escape(scope);
+      if (!creds_.empty()) headers.push_back("Authorization: Basic " + base64_encode(creds_.user + ":" + creds_.password));
+      req = std::make_unique<HttpGet>(http_, url, headers);
+    }
+    HttpGet& r = *req;
     std::string what = "a token for " + ref_.repository + " from " + host_of(url);
     long st = status_of(r, what);
-    if (st == 401 || st == 403) {
+    // OAuth2 answers a bad refresh token with 400 invalid_grant.
+    if (st == 401 || st == 403 || (st == 400 && !creds_.identity_token.empty())) {
       if (creds_.empty())
         fail(host_of(url) + " gives no anonymous token for " + ref_.repository + " (" + status_text(st) +
              "); log in with `skopeo login " + ref_.registry + "` or `docker login " + ref_.registry +
              "`, or pass --creds USER:PASSWORD or --authfile FILE");
-      fail("the token server " + host_of(url) + " refused the credentials of " + creds_.user + " from " + creds_.from +
-           " (" + status_text(st) + ")");
+      fail("the token server " + host_of(url) + " refused " + creds_.who() + " (" + status_text(st) + ")");
     }
     if (st != 200) fail(what + ": " + status_text(st));
     std::string body;

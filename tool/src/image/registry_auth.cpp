@@ -97,6 +97,11 @@ bool run_helper(const std::string& helper, const std::string& server, Credential
     json j = json::parse(text);
     out.user = j.value("Username", "");
     out.password = j.value("Secret", "");
+    if (out.user == "<token>") {  // the helpers' convention for an identity token
+      out.identity_token = out.password;
+      out.user.clear();
+      out.password.clear();
+    }
   } catch (const json::exception&) {
     throw Error(prog + " get: its answer is not the credential helpers' JSON");
   }
@@ -133,6 +138,11 @@ bool from_file(const std::string& path, const RegistryRef& ref, Credentials& out
     }
   }
   if (!best) return false;
+  if (auto t = best->find("identitytoken"); t != best->end() && t->is_string() && !t->get<std::string>().empty()) {
+    out.identity_token = t->get<std::string>();
+    out.from = path;
+    return true;
+  }
   std::string auth = best->value("auth", "");
   if (auth.empty()) return false;
   std::string decoded = base64_decode(auth);
