@@ -470,7 +470,7 @@ static int bind_at(int fd, const char* dir, const char* name) {
 // The socket appears with its final name and mode at once: bound under a
 // temporary name, restricted, then renamed.
 static int open_socket(void) {
-  char name[64], tmp[sizeof sock_path];
+  char name[64], tmp[sizeof sock_path + 8];
   snprintf(name, sizeof name, "memprofile-ctl.%d.sock.new", (int)ctl.pid);
   snprintf(sock_path, sizeof sock_path, "%s/memprofile-ctl.%d.sock", ctl.dir, (int)ctl.pid);
   snprintf(tmp, sizeof tmp, "%s.new", sock_path);
