@@ -11,7 +11,10 @@ FIXTURES="${FIXTURES:-${BUILD_DIR}/fixtures}"
 MEMPROFILE="${MEMPROFILE:-${BUILD_DIR}/tool/memprofile}"
 export MEMPROFILE
 SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/memprofile-e2e.XXXXXX")"
-trap 'rm -rf "${SCRATCH}"' EXIT
+# MEMPROFILE_KEEP_SCRATCH=1 keeps it for a look after a failure (as for the
+# C++ tests' Scratch).
+cleanup_scratch() { [[ -n "${MEMPROFILE_KEEP_SCRATCH:-}" ]] || rm -rf "${SCRATCH}"; }
+trap cleanup_scratch EXIT
 
 fail() {
   echo "FAIL: $*" >&2
