@@ -40,8 +40,9 @@ packages=(
   build-essential cmake pkg-config clang
   libelf-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
   libzstd-dev zlib1g-dev libisal-dev libssl-dev
-  # preflight docker://: the registry source's HTTP client
-  libcurl4-openssl-dev
+  # preflight docker://: the registry source's HTTP client, and TOML for
+  # containers-registries.conf(5)
+  libcurl4-openssl-dev libtoml11-dev
   # memprofile report: symbols (elfutils' libdwfl), names (libiberty's demangler),
   # --pprof (pprof's profile.proto; its tests read it with protoc and go tool pprof)
   libdw-dev libiberty-dev libprotobuf-dev protobuf-compiler

@@ -218,6 +218,9 @@ void setup_preflight(CLI::App& app, ExitCode& exit_code) {
   cmd->add_option("--cert-dir", opts->cert_dir, "docker://: CAs (*.crt) and client certificate (*.cert, *.key) for TLS");
   cmd->add_option("--tls-verify", opts->tls_verify,
                   "docker://: verify the registry's certificate (default true); false also allows plain HTTP");
+  cmd->add_option("--registries-conf", opts->registries_conf,
+                  "docker://: the containers-registries.conf(5) file (else CONTAINERS_REGISTRIES_CONF, "
+                  "~/.config/containers/registries.conf, /etc/containers/registries.conf)");
   cmd->callback([opts, &exit_code] { exit_code = run_preflight(*opts); });
 }
 
@@ -251,7 +254,7 @@ ExitCode run_preflight(const PreflightCliOptions& opts) {
     lo.all_platforms = opts.all_platforms;
     lo.jobs = opts.jobs;
     lo.limits.max_tar_bytes = opts.max_layer_bytes;
-    lo.registry = {opts.creds, opts.authfile, opts.cert_dir, opts.tls_verify};
+    lo.registry = {opts.creds, opts.authfile, opts.cert_dir, opts.tls_verify, opts.registries_conf};
     images = load_images(opts.image, lo);
   }
   PreflightOptions po{opts.target, opts.preload};

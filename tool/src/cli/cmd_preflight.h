@@ -26,6 +26,7 @@ struct PreflightCliOptions {
   // docker://REF: --creds, --authfile, --cert-dir, --tls-verify (as skopeo's)
   std::string creds, authfile, cert_dir;
   bool tls_verify = true;
+  std::string registries_conf;
 };
 
 void setup_preflight(CLI::App& app, ExitCode& exit_code);

@@ -20,6 +20,7 @@
 #include "base/json_text.h"
 #include "base/unique_fd.h"
 #include "image/http.h"
+#include "image/registries_conf.h"
 #include "image/registry_auth.h"
 #include "image/store.h"
 
@@ -610,7 +611,35 @@ RegistryRef parse_registry_ref(const std::string& name) {
 
 std::unique_ptr<Store> open_registry(const std::string& source, const RegistryOptions& opts) {
   RegistryRef ref = parse_registry_ref(source.substr(std::strlen("docker://")));
-  return std::make_unique<RegistryStore>(source, ref, opts);
+  std::vector<PullSource> sources;
+  try {
+    sources = pull_sources(load_registries_conf(opts.registries_conf), ref);
+  } catch (const FileError& e) {
+    throw FileError(source, std::string("registries.conf: ") + e.what());
+  }
+  // Mirrors first, as skopeo: a mirror that fails passes to the next source,
+  // and the last one's failure is the answer, with the mirrors' reasons.
+  std::string mirrors_failed;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const PullSource& s = sources[i];
+    RegistryOptions o = opts;
+    if (s.insecure) o.tls_verify = false;
+    bool last = i + 1 == sources.size();
+    try {
+      return std::make_unique<RegistryStore>(source, s.ref, o);
+    } catch (const FileError& e) {
+      if (last && mirrors_failed.empty()) throw;
+      std::string why = e.what();
+      if (why.rfind(source + ": ", 0) == 0) why = why.substr(source.size() + 2);
+      if (!last) {
+        bool named = why.rfind(s.ref.registry, 0) == 0;  // most reasons start with the host
+        mirrors_failed += (mirrors_failed.empty() ? "" : "; ") + (named ? why : s.ref.registry + ": " + why);
+        continue;
+      }
+      throw FileError(source, why + " (mirrors also failed: " + mirrors_failed + ")");
+    }
+  }
+  throw FileError(source, "no source to pull from");  // pull_sources always gives one
 }
 
 }  // namespace memprofile

@@ -20,6 +20,9 @@ struct RegistryOptions {
   std::string authfile;  // "" = REGISTRY_AUTH_FILE, then the default files
   std::string cert_dir;  // "" = /etc/containers/certs.d/HOST, /etc/docker/certs.d/HOST
   bool tls_verify = true;  // false: plain HTTP, or HTTPS with any certificate
+  // containers-registries.conf(5): "" = CONTAINERS_REGISTRIES_CONF, else the
+  // user's or the system's file, with their drop-in directories.
+  std::string registries_conf;
 };
 
 // A normalised reference: what `docker.io/library/debian:latest` is to `debian`.
@@ -41,7 +44,9 @@ RegistryRef parse_registry_ref(const std::string& name);
 inline bool is_registry_source(const std::string& source) { return source.rfind("docker://", 0) == 0; }
 
 // Connects, resolves the reference to its manifest (or index) and returns
-// the image's blobs as a Store. Throws FileError naming `source`.
+// the image's blobs as a Store. registries.conf may block the reference,
+// move it (location) or put mirrors before it: the first source that
+// resolves the manifest serves every blob. Throws FileError naming `source`.
 std::unique_ptr<Store> open_registry(const std::string& source, const RegistryOptions& opts);
 
 }  // namespace memprofile
