@@ -33,7 +33,7 @@ fi
 
 layers() {  # the layer blobs of an OCI layout, in order
   local dir="$1" manifest
-  manifest="$(grep -o '"digest":"sha256:[0-9a-f]*"' "${dir}/index.json" | head -1 | cut -d: -f3 | tr -d '"')"
+  manifest="$(grep -o '"digest":"sha256:[0-9a-f]*"' "${dir}/index.json" | awk 'NR == 1' | cut -d: -f3 | tr -d '"')"
   grep -o '"digest":"sha256:[0-9a-f]*"' "${dir}/blobs/sha256/${manifest}" | tail -n +2 | cut -d: -f3 | tr -d '"' |
     sed "s|^|${dir}/blobs/sha256/|"
 }

@@ -28,8 +28,8 @@ reps="${2:-5}"
 export MEMPROFILE_CTL_LIBRARY="${MEMPROFILE_CTL_LIBRARY:-$(dirname "$(dirname "${launcher}")")/ctl/libmemprofile_ctl.so}"
 [[ -f "${MEMPROFILE_CTL_LIBRARY}" ]] || { echo "bench: ${MEMPROFILE_CTL_LIBRARY} missing (make build)" >&2; exit 2; }
 jemalloc="${here}/../dist/preload/jemalloc/amd64/libjemalloc.so.2"
-[[ -f "${jemalloc}" ]] || jemalloc="$(ldconfig -p | awk '$1 == "libjemalloc.so.2" { print $NF; exit }')"
-heaptrack="$(dpkg -L libheaptrack | grep '/libheaptrack_preload.so$' | head -1)"
+[[ -f "${jemalloc}" ]] || jemalloc="$(ldconfig -p | awk '$1 == "libjemalloc.so.2" && !n++ { print $NF }')"
+heaptrack="$(dpkg -L libheaptrack | awk '/\/libheaptrack_preload\.so$/ && !n++')"
 cc1plus="$(g++ -print-prog-name=cc1plus)"
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT

@@ -16,8 +16,8 @@ big_mb="${2:-1000}"
 here="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT
-jemalloc="$(ldconfig -p | awk '$1 == "libjemalloc.so.2" { print $NF; exit }')"
-heaptrack="$(dpkg -L libheaptrack | grep '/libheaptrack_preload.so$' | head -1)"
+jemalloc="$(ldconfig -p | awk '$1 == "libjemalloc.so.2" && !n++ { print $NF }')"
+heaptrack="$(dpkg -L libheaptrack | awk '/\/libheaptrack_preload\.so$/ && !n++')"
 for tool in jeprof heaptrack_print; do
   command -v "${tool}" >/dev/null || { echo "bench: ${tool} missing (scripts/install-deps.sh)" >&2; exit 2; }
 done

@@ -103,7 +103,7 @@ case "${backend}" in
     grep -Eq '^  1 .*leaky_function \([^)]*leaky\.c:[0-9]+\)' "${work}/top.txt" ||
       { echo "example: leaky_function is not the first site" >&2; exit 1; } ;;
   heaptrack)
-    raw="$(find "${work}/profile" -name 'heaptrack.*.raw' | head -1)"
+    raw="$(find "${work}/profile" -name 'heaptrack.*.raw' -print -quit)"
     [[ -s "${raw}" ]] || { echo "example: no trace was recorded" >&2; exit 1; }
     "${memprofile}" report --top 5 --image "${work}/image/image.tar" "${raw}" | tee "${work}/top.txt"
     grep -Eq '^  1 .*leaky_function \([^)]*leaky\.c:[0-9]+\)' "${work}/top.txt" ||

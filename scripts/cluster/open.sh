@@ -117,7 +117,7 @@ TEXT
       ;;
     jemalloc)
       [[ "${f}" == *.heap ]] || continue
-      program="$(sed -n '/^MAPPED_LIBRARIES:/,$p' "${p}" | awk '$6 ~ /^\// {print $6; exit}')"
+      program="$(sed -n '/^MAPPED_LIBRARIES:/,$p' "${p}" | awk '$6 ~ /^\// && !n++ {print $6}')"
       heap="${p}"
       if [[ -d "${root}" ]]; then
         "${reroot}" jemalloc "${root}" "${p}" "${p}.rooted"

@@ -43,7 +43,7 @@ docker run --rm -v "${SCRATCH}/out:/var/memprofile" "${image}" 1.5 > "${SCRATCH}
   { cat "${SCRATCH}/run.log" >&2; fail "docker run"; }
 grep -q "memprofile: info: profiling /usr/local/bin/leaky with jemalloc" "${SCRATCH}/run.log" || fail "no start line"
 grep -q "leaky: leaked" "${SCRATCH}/run.log" || fail "the app did not run to its end"
-heap="$(find "${SCRATCH}/out" -name 'jeprof.*.heap' | head -1)"
+heap="$(find "${SCRATCH}/out" -name 'jeprof.*.heap' -print -quit)"
 [[ -s "${heap}" ]] || fail "no jemalloc profile in the volume"
 [[ "$(stat -c %U "${heap}")" == nobody ]] || fail "the profile was not written by the app's user"
 root="$(image_root "${image}" "${SCRATCH}/root")"
@@ -75,7 +75,7 @@ mkdir -p "${SCRATCH}/out-ht"
 chmod 1777 "${SCRATCH}/out-ht"
 docker run --rm -v "${SCRATCH}/out-ht:/var/memprofile" localhost/leaky:heaptrack 1 > "${SCRATCH}/run-ht.log" 2>&1 ||
   { cat "${SCRATCH}/run-ht.log" >&2; fail "docker run (heaptrack)"; }
-raw="$(find "${SCRATCH}/out-ht" -name 'heaptrack.*.raw' | head -1)"
+raw="$(find "${SCRATCH}/out-ht" -name 'heaptrack.*.raw' -print -quit)"
 [[ -s "${raw}" ]] || fail "no heaptrack output"
 heaptrack_names leaky_function "$(image_root localhost/leaky:heaptrack "${SCRATCH}/root-ht")" "${raw}" ||
   fail "the heaptrack trace does not name leaky_function"

@@ -35,7 +35,7 @@ chmod 1777 "${SCRATCH}/out"
 docker run --rm --platform linux/arm64 -v "${SCRATCH}/out:/var/memprofile" "${image}" 1 1048576 > "${SCRATCH}/run.log" 2>&1 ||
   { cat "${SCRATCH}/run.log" >&2; fail "docker run (arm64)"; }
 grep -q "profiling /usr/local/bin/leaky with jemalloc" "${SCRATCH}/run.log" || fail "no start line: $(cat "${SCRATCH}/run.log")"
-heap="$(find "${SCRATCH}/out" -name 'jeprof.*.heap' | head -1)"
+heap="$(find "${SCRATCH}/out" -name 'jeprof.*.heap' -print -quit)"
 [[ -s "${heap}" ]] || fail "no jemalloc profile from the arm64 container"
 jeprof_names leaky_function "${root}" /usr/local/bin/leaky "${heap}" arm64 || fail "the arm64 profile does not name leaky_function"
 pass "docker run of the arm64 image (qemu) records a profile naming leaky_function"

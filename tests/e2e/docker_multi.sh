@@ -51,6 +51,6 @@ for platform in linux/amd64 linux/arm64; do
   chmod 1777 "${out}"
   docker run --rm --platform "${platform}" -v "${out}:/var/memprofile" localhost/leaky:pulled 1 > "${out}.log" 2>&1 ||
     { cat "${out}.log" >&2; fail "docker run --platform ${platform} of the pulled image"; }
-  [[ -s "$(find "${out}" -name 'jeprof.*.heap' | head -1)" ]] || fail "the pulled image recorded no profile on ${platform}"
+  [[ -s "$(find "${out}" -name 'jeprof.*.heap' -print -quit)" ]] || fail "the pulled image recorded no profile on ${platform}"
 done
 pass "the image pulled by digest runs under docker on both platforms and records a profile"

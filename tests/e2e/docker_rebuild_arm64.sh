@@ -38,7 +38,7 @@ chmod 1777 "${SCRATCH}/out"
 # and jemalloc samples about every 512 KiB.
 docker run --rm --platform linux/arm64 -v "${SCRATCH}/out:/var/memprofile" "${image}" 1 2097152 > "${SCRATCH}/run.log" 2>&1 ||
   { cat "${SCRATCH}/run.log" >&2; fail "docker run (arm64)"; }
-heap="$(find "${SCRATCH}/out" -name 'jeprof.*.heap' | head -1)"
+heap="$(find "${SCRATCH}/out" -name 'jeprof.*.heap' -print -quit)"
 [[ -s "${heap}" ]] || fail "no profile: $(cat "${SCRATCH}/run.log")"
 jeprof_names leaky_function "${root}" /usr/local/bin/leaky-rs "${heap}" arm64 || fail "the profile does not name leaky_function"
 pass "the rebuilt arm64 image records a profile naming leaky_function under docker run (qemu)"

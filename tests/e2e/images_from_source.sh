@@ -21,7 +21,7 @@ grep -q "preload: building heaptrack" "${SCRATCH}/build.log" || fail "heaptrack 
 pass "launcher and library built in the builder stage; READY"
 
 run_entrypoint localhost/leaky:from-source "${SCRATCH}/out" 1 > "${SCRATCH}/run.log" 2>&1 || { cat "${SCRATCH}/run.log" >&2; fail "run"; }
-raw="$(find "${SCRATCH}/out" -name 'heaptrack.*.raw' | head -1)"
+raw="$(find "${SCRATCH}/out" -name 'heaptrack.*.raw' -print -quit)"
 [[ -s "${raw}" ]] || fail "no heaptrack output"
 heaptrack_names leaky_function "$(image_root localhost/leaky:from-source)" "${raw}" || fail "the trace does not name leaky_function"
 pass "the image built from source records a trace naming leaky_function"

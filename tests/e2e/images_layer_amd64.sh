@@ -40,7 +40,7 @@ pass "entrypoint, user, labels; no LD_PRELOAD in the image ENV"
 run_entrypoint "${image}" "${SCRATCH}/out" 1.5 > "${SCRATCH}/run.log" 2>&1 || { cat "${SCRATCH}/run.log" >&2; fail "run"; }
 grep -q "memprofile: info: profiling /usr/local/bin/leaky with jemalloc" "${SCRATCH}/run.log" || fail "no start line"
 grep -q "leaky: leaked" "${SCRATCH}/run.log" || fail "the app did not run to its end"
-heap="$(find "${SCRATCH}/out" -name 'jeprof.*.heap' | head -1)"
+heap="$(find "${SCRATCH}/out" -name 'jeprof.*.heap' -print -quit)"
 [[ -s "${heap}" ]] || fail "no jemalloc profile in the output directory"
 [[ "$(stat -c %U "${heap}")" == nobody ]] || fail "the profile was not written by the app's user"
 jeprof_names leaky_function "$(image_root "${image}")" /usr/local/bin/leaky "${heap}" || fail "the jemalloc profile does not name leaky_function"
@@ -50,7 +50,7 @@ mk image-memprofile APP_IMAGE=localhost/leaky:amd64 BACKEND=heaptrack MEMPROFILE
   > "${SCRATCH}/build-heaptrack.log" 2>&1 || { cat "${SCRATCH}/build-heaptrack.log" >&2; fail "make image-memprofile (heaptrack)"; }
 run_entrypoint localhost/leaky:heaptrack "${SCRATCH}/out-ht" 1 > "${SCRATCH}/run-ht.log" 2>&1 ||
   { cat "${SCRATCH}/run-ht.log" >&2; fail "run (heaptrack)"; }
-raw="$(find "${SCRATCH}/out-ht" -name 'heaptrack.*.raw' | head -1)"
+raw="$(find "${SCRATCH}/out-ht" -name 'heaptrack.*.raw' -print -quit)"
 [[ -s "${raw}" ]] || fail "no heaptrack output"
 heaptrack_names leaky_function "$(image_root localhost/leaky:heaptrack)" "${raw}" ||
   fail "the heaptrack trace does not name leaky_function"

@@ -27,7 +27,7 @@ pass "arm64 image built, verified under qemu and READY"
 
 run_entrypoint "${image}" "${SCRATCH}/out" 1 > "${SCRATCH}/run.log" 2>&1 || { cat "${SCRATCH}/run.log" >&2; fail "run"; }
 grep -q "profiling /usr/local/bin/leaky with jemalloc" "${SCRATCH}/run.log" || fail "no start line: $(cat "${SCRATCH}/run.log")"
-heap="$(find "${SCRATCH}/out" -name 'jeprof.*.heap' | head -1)"
+heap="$(find "${SCRATCH}/out" -name 'jeprof.*.heap' -print -quit)"
 [[ -s "${heap}" ]] || fail "no jemalloc profile from the arm64 container"
 jeprof_names leaky_function "${root}" /usr/local/bin/leaky "${heap}" arm64 || fail "the arm64 profile does not name leaky_function"
 pass "the arm64 image records a profile naming leaky_function (under qemu)"

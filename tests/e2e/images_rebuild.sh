@@ -29,7 +29,7 @@ grep -q 'leaky-rs' "${root}/etc/memprofile/exec.conf" || fail "the launcher conf
 pass "the Rust app rebuilt dynamically, packaged and READY"
 
 run_entrypoint "${image}" "${SCRATCH}/out" 1 > "${SCRATCH}/run.log" 2>&1 || { cat "${SCRATCH}/run.log" >&2; fail "run"; }
-heap="$(find "${SCRATCH}/out" -name 'jeprof.*.heap' | head -1)"
+heap="$(find "${SCRATCH}/out" -name 'jeprof.*.heap' -print -quit)"
 [[ -s "${heap}" ]] || fail "no profile: $(cat "${SCRATCH}/run.log")"
 jeprof_names leaky_function "${root}" /usr/local/bin/leaky-rs "${heap}" || fail "the profile does not name leaky_function"
 pass "the rebuilt image records a profile naming leaky_function"

@@ -40,7 +40,7 @@ grep -q "aarch64 ELF64 LSB ET_DYN, dynamic, interpreter /lib/ld-linux-aarch64.so
 pass "the Rust app cross-compiled for arm64 on the build platform, packaged, verified and READY"
 
 run_entrypoint "${image}" "${SCRATCH}/out" 1 > "${SCRATCH}/run.log" 2>&1 || { cat "${SCRATCH}/run.log" >&2; fail "run"; }
-heap="$(find "${SCRATCH}/out" -name 'jeprof.*.heap' | head -1)"
+heap="$(find "${SCRATCH}/out" -name 'jeprof.*.heap' -print -quit)"
 [[ -s "${heap}" ]] || fail "no profile: $(cat "${SCRATCH}/run.log")"
 jeprof_names leaky_function "${root}" /usr/local/bin/leaky-rs "${heap}" arm64 ||
   fail "the arm64 profile does not name leaky_function"

@@ -14,7 +14,7 @@ grep -q '"source_pin": "sha256 576d83385cfbc255cb50d285ef756a0f76653f96d99ad8121
 pass "built and verified for amd64 and arm64"
 
 DUMP_HEAPTRACK_OUTPUT="${SCRATCH}/heaptrack.\$\$.raw" LD_PRELOAD="${amd64}/libheaptrack_preload.so" "${FIXTURES}/leak" leak 8
-raw=$(find "${SCRATCH}" -maxdepth 1 -name "heaptrack.*.raw" | head -1)
+raw=$(find "${SCRATCH}" -maxdepth 1 -name "heaptrack.*.raw" -print -quit)
 [[ -s "${raw}" ]] || fail "no heaptrack output"
 # The raw file is not for heaptrack_print: heaptrack_interpret turns it into one.
 /usr/lib/heaptrack/libexec/heaptrack_interpret < "${raw}" > "${SCRATCH}/trace"
