@@ -16,9 +16,9 @@
 source "$(dirname "$0")/lib.sh"
 
 src="${E2E_ROOT}/tests/fixtures/src"
-jemalloc="$(ldconfig -p | awk '$1 == "libjemalloc.so.2" { print $NF; exit }')"
+jemalloc="$(ldconfig -p | awk '$1 == "libjemalloc.so.2" && !n++ { print $NF }')"
 [[ -n "${jemalloc}" ]] || fail "Debian's libjemalloc2 is missing (scripts/install-deps.sh installs it)"
-heaptrack="$(dpkg -L libheaptrack | grep '/libheaptrack_preload.so$' | head -1)"
+heaptrack="$(dpkg -L libheaptrack | awk '/\/libheaptrack_preload\.so$/ && !n++')"
 [[ -n "${heaptrack}" ]] || fail "Debian's libheaptrack is missing (scripts/install-deps.sh installs it)"
 
 # record LANG BINARY: its jemalloc dumps in ${SCRATCH}/LANG (a dump every
@@ -58,7 +58,7 @@ judge() {
   (($(jq '.snapshots | length' "${out}") >= 3)) || fail "${lang}: fewer than 3 snapshots: $(jq -c '[.snapshots[] | .file]' "${out}")"
   jq -e --arg fn "${grow}" --arg file "${file}" --argjson line "$(line_of "${file}" grow_steadily)" \
     '.growth[0].site | .function == $fn and (.file | endswith("/" + $file)) and .line == $line' "${out}" > /dev/null ||
-    fail "${lang}: the first growth site is $(jq -c '.growth[0].site | {function, file, line}' "${out}"), not ${grow} at ${file}:$(line_of "${file}" grow_steadily)"
+    fail "${lang}: the first growth site is $(jq -c '.growth[0].site | {function, file, line}' "${out}"), not ${grow} at ${file}:$(line_of "${file}" grow_steadily) (notes: $(jq -c .notes "${out}"); bytes in use: $(jq -c '[.snapshots[].bytes_in_use]' "${out}"))"
   # (Other growing sites may be sampled too: the C++ Ledger's vector of
   # pointers grows with it. The large and the temporary ones never are.)
   jq -e '.growth[0].leak_suspect and .growth[0].bytes_in_use > 16000000' "${out}" > /dev/null ||
@@ -69,8 +69,13 @@ judge() {
     fail "${lang}: ${once} (8 MiB, steady) is not in the in-use view, or is a suspect"
   jq -e --arg fn "${once}" '[.growth[] | select(.site.function == $fn)] | length == 0' "${out}" > /dev/null ||
     fail "${lang}: ${once} is in the growth view"
-  jq -e --arg fn "${churn}" '[.growth[] | select(.site.function == $fn)] | length == 0' "${out}" > /dev/null ||
-    fail "${lang}: the churn is in the growth view"
+  # The churn's temporary block may be live at the last snapshot (heaptrack's
+  # are exact): then it shows a few of its 32 KiB blocks gained, never as a
+  # suspect.
+  jq -e --arg fn "${churn}" '[.growth[] | select(.site.function == $fn and (.leak_suspect or .growth > 1000000))]
+      | length == 0' "${out}" > /dev/null ||
+    fail "${lang}: the churn grows in the growth view: $(jq -c --arg fn "${churn}" '[.growth[] | select(.site.function == $fn)
+      | {growth, leak_suspect, b: .bytes_per_snapshot}]' "${out}")"
   jq -e --arg fn "${churn}" '[.in_use[] | select(.site.function == $fn and .bytes_in_use > 1000000)] | length == 0' \
     "${out}" > /dev/null || fail "${lang}: the churn holds memory in the in-use view"
   pass "${lang}: ${grow} (${file}:$(line_of "${file}" grow_steadily)) grows first, a leak suspect;" \
@@ -131,7 +136,7 @@ browser --screenshot="${SCRATCH}/trend.png" --window-size=1000,460 "file://${SCR
 file "${SCRATCH}/flame.png" | grep -q "PNG image data, 1200 x 400" || fail "no flame graph screenshot: $(file "${SCRATCH}/flame.png")"
 file "${SCRATCH}/trend.png" | grep -q "PNG image data, 1000 x 460" || fail "no trend screenshot: $(file "${SCRATCH}/trend.png")"
 (($(stat -c %s "${SCRATCH}/flame.png") > 5000)) || fail "the flame graph screenshot is blank"
-state() { browser --dump-dom "file://${SCRATCH}/$1" | grep -o 'data-state="[^"]*"' | head -1 | cut -d'"' -f2; }
+state() { browser --dump-dom "file://${SCRATCH}/$1" | grep -o 'data-state="[^"]*"' | awk 'NR == 1' | cut -d'"' -f2; }
 [[ "$(state flame.svg)" == ready ]] || fail "the flame graph's script did not run: $(state flame.svg)"
 searched="$(state 'flame.svg#search=grow_steadily')"
 [[ "${searched}" =~ ^search:1:(7[0-9]|8[0-9])\. ]] || fail "search for grow_steadily: ${searched} (expected ~75%)"

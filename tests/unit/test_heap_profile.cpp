@@ -174,6 +174,38 @@ TEST_CASE("heaptrack raw traces: live blocks per call path, snapshots at the tim
   for (const auto& m : last.maps) CHECK(m.path != "linux-vdso.so.1");
 }
 
+TEST_CASE("heaptrack raw traces: what comes after the last timestamp is in the last snapshot", "[profile]") {
+  testing::Scratch dir;
+  // The timer's last tick fell while a temporary block was live; the
+  // program freed it before it exited, within the same millisecond.
+  std::string path = write_trace(dir, "heaptrack.1.raw",
+                                 "v 10400 3\n"
+                                 "x 8 /app/bin\n"
+                                 "m 1 -\n"
+                                 "m 1 x 555500000000 0 7a8 1000 35d\n"
+                                 "t 555500001100 0\n"
+                                 "t 555500001200 1\n"
+                                 "+ 400 1 aa0\n"
+                                 "c 10\n"
+                                 "+ 100 2 bb0\n"
+                                 "c 80\n"
+                                 "- bb0\n"
+                                 "+ 400 1 cc0\n");
+  std::vector<HeapSnapshot> snaps = read_heaptrack_trace(path);
+  // The tick's snapshot at 0x80 (0x500, with the temporary) is replaced by
+  // the state at the end, which has no later timestamp of its own.
+  REQUIRE(snaps.size() == 2);
+  CHECK(snaps[0].total_bytes == 0x400);
+  CHECK(snaps.back().time_ms == 0x80);
+  CHECK(snaps.back().total_bytes == 0x800);  // the temporary gone, the growth in
+  // A last tick at the same millisecond as the end changes nothing.
+  std::string same = write_trace(dir, "heaptrack.2.raw",
+                                 "v 10400 3\nx 8 /app/bin\nm 1 -\nm 1 x 555500000000 0 7a8 1000 35d\n"
+                                 "t 555500001100 0\n+ 400 1 aa0\nc 10\n+ 100 1 bb0\nc 80\n");
+  CHECK(read_heaptrack_trace(same).size() == 2);
+  CHECK(read_heaptrack_trace(same).back().total_bytes == 0x500);
+}
+
 TEST_CASE("heaptrack traces refused: old format, interpreted, malformed, undefined traces", "[profile]") {
   testing::Scratch dir;
   CHECK_THROWS_WITH(read_heaptrack_trace(write_trace(dir, "a", "v 10200 2\n")), Catch::Contains("file format 2"));
@@ -207,4 +239,7 @@ TEST_CASE("leak suspects: rose and never fell; flat intervals and a reallocation
   CHECK_FALSE(site({100, 5000, 0, 100}));  // temporary work
   CHECK_FALSE(site({500, 500, 500}));      // large and steady
   CHECK_FALSE(site({400}));                // one snapshot says nothing of growth
+  CHECK_FALSE(site({0, 0, 0, 0, 32768}));  // a temporary block live at the last snapshot
+  CHECK(site({0, 0, 0, 100, 200}));        // a leak that began late, seen twice
+  CHECK(site({100, 400}));                 // --base and one profile: one interval is all there is
 }

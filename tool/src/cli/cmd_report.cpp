@@ -115,16 +115,27 @@ void refuse_other_backends(const std::string& where, const std::string& file, co
 // (its prof_final dump, .f.heap): with other dumps to compare, it is left
 // out. heaptrack's last timestamp looks the same at exit and in a trace
 // copied while the process runs, so there the end is left out only when it
-// holds less than half the peak (a teardown), and the report says so.
+// holds less than half the peak (a teardown), and the report says so. A
+// teardown can span a timestamp (one every 10 ms): the snapshots under half
+// the peak within its last second all go.
 void drop_exit_snapshot(std::vector<HeapSnapshot>& snaps, std::vector<std::string>& notes) {
   if (snaps.size() < 2) return;
   const HeapSnapshot& last = snaps.back();
   if (last.backend == "heaptrack") {
     double peak = 0;
-    for (size_t i = 0; i + 1 < snaps.size(); ++i) peak = std::max(peak, snaps[i].total_bytes);
-    if (last.total_bytes >= peak / 2) return;
-    notes.push_back("the trace's end is left out: it holds " + human_bytes(last.total_bytes) + ", under half the peak (" +
-                    human_bytes(peak) + "), as a program tearing down does");
+    for (const auto& s : snaps) peak = std::max(peak, s.total_bytes);
+    const uint64_t end_ms = last.time_ms;
+    const double held = last.total_bytes;
+    size_t dropped = 0;
+    while (snaps.size() >= 2 && snaps.back().total_bytes < peak / 2 && end_ms - snaps.back().time_ms <= 1000) {
+      snaps.pop_back();
+      ++dropped;
+    }
+    if (dropped)
+      notes.push_back("the trace's end is left out (" + std::to_string(dropped) +
+                      (dropped == 1 ? " snapshot" : " snapshots") + "): it holds " + human_bytes(held) +
+                      ", under half the peak (" + human_bytes(peak) + "), as a program tearing down does");
+    return;
   } else {
     if (snaps.size() <= 2 || last.trigger != "f") return;
     notes.push_back("the exit dump " + basename_of(last.file) +

@@ -154,6 +154,7 @@ std::vector<HeapSnapshot> read_heaptrack_trace(Reader& raw, const std::string& p
   std::unordered_map<uint64_t, Block> live;
   uint64_t page_size = 4096, now_ms = 0, interval = 50, next_at = 0;
   std::vector<Moment> moments;
+  bool changed = false;  // allocations or frees since the last snapshot
   auto hold = [&](uint32_t trace, int64_t size, int64_t count) {
     if (trace >= bytes.size()) {
       bytes.resize(trace + 1, 0);
@@ -161,6 +162,7 @@ std::vector<HeapSnapshot> read_heaptrack_trace(Reader& raw, const std::string& p
       alloc_bytes.resize(trace + 1, 0);
       alloc_count.resize(trace + 1, 0);
     }
+    changed = true;
     bytes[trace] += size;
     blocks[trace] += count;
     if (size > 0) {
@@ -169,6 +171,7 @@ std::vector<HeapSnapshot> read_heaptrack_trace(Reader& raw, const std::string& p
     }
   };
   auto snapshot = [&] {
+    changed = false;
     Moment m;
     m.ms = now_ms;
     for (uint32_t t = 0; t < bytes.size(); ++t)
@@ -271,8 +274,14 @@ std::vector<HeapSnapshot> read_heaptrack_trace(Reader& raw, const std::string& p
     }
   }
   if (nodes.empty() && live.empty()) throw FileError(path, "holds no allocation");
-  // The state at the end is the last snapshot, whatever the spacing.
-  if (moments.empty() || moments.back().ms != now_ms || !complete) snapshot();
+  // The state at the end is the last snapshot, whatever the spacing: the
+  // records after the last timestamp count (a timestamp comes every 10 ms,
+  // the last one may fall in the middle of the program's last round). At
+  // the same millisecond it replaces the snapshot taken there.
+  if (moments.empty() || changed || !complete) {
+    if (moments.size() > 1 && moments.back().ms == now_ms) moments.pop_back();
+    snapshot();
+  }
 
   // Every module's segments as mappings at their load address: the reader
   // finds an address's module by range (a module unloaded and another loaded

@@ -21,7 +21,9 @@ struct Site {
   double growth() const { return bytes.empty() ? 0 : bytes.back() - bytes.front(); }
   // Rose from the first snapshot to the last and never fell in between (a
   // flat interval does not clear it: dumps can come at uneven times; nor
-  // does a fall of less than 1/16, a reallocation caught mid-way).
+  // does a fall of less than 1/16, a reallocation caught mid-way), rising
+  // in two intervals at least when there are two (one step at the end is
+  // a temporary block's shape too).
   bool leak_suspect() const;
 };
 
