@@ -148,11 +148,45 @@ TEST_CASE("registries.conf: what upstream refuses is one line naming the file") 
   std::string dotted = "a";
   for (int i = 0; i < 100000; ++i) dotted += ".a";
   refuse(dotted + " = 1\n", "a key of more than 32 parts");
+  // A multi-line string may end in one or two extra quotes: the scanner
+  // must not lose track of what follows (the parser would recurse).
+  refuse("a = [\"\"\"x\"\"\"\", " + std::string(10000, '[') + std::string(10000, ']') + " ]\n", "nested deeper than 32");
+  refuse("a = ['''x'''', " + std::string(10000, '{') + "\n", "nested deeper than 32");
+  // The parser's time grows with the square of a line's values.
+  std::string wide = "a = [";
+  for (int i = 0; i < 10000; ++i) wide += "1,";
+  refuse(wide + "]\n", "line 1: longer than 8 KiB");
+  refuse("x = 1\ny = \"" + std::string(9000, 'a') + "\"", "line 2: longer than 8 KiB");
+  // Shapes upstream refuses as type mismatches, and conflicting entries.
+  refuse("registries = 5\n", "\"registries\" must be a table");
+  refuse("[registries]\nblock = [\"a.io\"]\n", "\"block\" must be a table");
+  refuse("[[registry]]\nlocation = \"a.io\"\n[[registry]]\nprefix = \"b.io\"\nlocation = \"a.io\"\ninsecure = true\n",
+         "conflicting 'insecure'");
+  refuse("[[registry]]\nlocation = \"a.io\"\n[[registry]]\nprefix = \"b.io\"\nlocation = \"a.io\"\nblocked = true\n",
+         "conflicting 'blocked'");
   // Strings and comments may hold any brackets and dots.
   CHECK(parse_registries_conf("# [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[ ....................................\n"
                               "[[registry]]\nlocation = \"a.io/" + std::string(100, '[') + "\" # {{{\n",
                               "ok.conf", false)
             .registries.size() == 1);
+}
+
+TEST_CASE("registries.conf: ports, host case, and rewrites that are not canonical names") {
+  // A prefix without a port covers the host's ports too (upstream's rule);
+  // the port goes along to the location.
+  CHECK(where("[[registry]]\nprefix = \"a.io\"\nlocation = \"b.io\"\n", "a.io:5000/x") ==
+        std::vector<std::string>{"b.io:5000/x:latest"});
+  CHECK(where("[[registry]]\nlocation = \"localhost\"\ninsecure = true\n", "localhost:5000/x") ==
+        std::vector<std::string>{"localhost:5000/x:latest insecure"});
+  // Hosts compare in lower case.
+  CHECK(where("[[registry]]\nprefix = \"A.IO\"\nlocation = \"b.io\"\n", "A.IO/x") ==
+        std::vector<std::string>{"b.io/x:latest"});
+  // docker.io as a location would need library/: upstream refuses, rather
+  // than pull another image.
+  CHECK_THROWS_WITH(where("[[registry]]\nprefix = \"a.io\"\nlocation = \"docker.io\"\n", "a.io/x"),
+                    Catch::Contains("not a canonical image reference") && Catch::Contains("docker.io/library/x"));
+  CHECK_THROWS_WITH(where("[[registry]]\nprefix = \"a.io/x\"\nlocation = \"a.io\"\n", "a.io/x"),
+                    Catch::Contains("not a canonical image reference"));
 }
 
 TEST_CASE("registries.conf: the files, and drop-ins replacing entries by prefix") {
@@ -179,6 +213,9 @@ TEST_CASE("registries.conf: the files, and drop-ins replacing entries by prefix"
   CHECK(pull_sources(load_registries_conf(""), parse_registry_ref("b.io/x")).at(0).ref.registry == "user.local");
   // A file named on the command line must exist; a drop-in in the old format is refused.
   CHECK_THROWS_WITH(load_registries_conf(s / "missing.conf"), Catch::Contains("missing.conf: does not exist"));
+  // Only regular files: a FIFO would block the open.
+  REQUIRE(mkfifo((s / "fifo.conf").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(load_registries_conf(s / "fifo.conf"), Catch::Contains("fifo.conf: not a regular file"));
   std::ofstream(s / ".config/containers/registries.conf.d/30-v1.conf") << "[registries.insecure]\nregistries = ['x.io']\n";
   CHECK_THROWS_WITH(load_registries_conf(""), Catch::Contains("30-v1.conf") && Catch::Contains("version 2"));
 }

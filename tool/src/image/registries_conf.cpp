@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <unordered_map>
 #include <sstream>
 #include <toml.hpp>
 
@@ -24,6 +25,11 @@ constexpr size_t kMaxDropIns = 256;
 // frees its tree recursively: a crafted file must not reach the stack's end.
 // A registries.conf nests three levels.
 constexpr int kMaxNesting = 32;
+// Its time also grows with the square of a line's values: a registries.conf
+// line is short.
+constexpr size_t kMaxLine = 8 << 10;
+// Entries in all the files together (a real one has a handful).
+constexpr size_t kMaxEntries = 10000;
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
@@ -39,10 +45,18 @@ bool exists(const std::string& path) {
 // deep the parser will go, checked before it runs.
 void check_nesting(const std::string& text, const std::string& path) {
   int depth = 0, dots = 0, line = 1;
+  size_t line_start = 0;
+  auto new_line = [&](size_t at) {
+    if (at - line_start > kMaxLine)
+      throw FileError(path, "line " + std::to_string(line) + ": longer than " + std::to_string(kMaxLine >> 10) +
+                                " KiB; not a registries.conf");
+    ++line;
+    line_start = at + 1;
+  };
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     if (c == '\n') {
-      ++line;
+      new_line(i);
       dots = 0;
     } else if (c == '#') {
       while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
@@ -50,19 +64,25 @@ void check_nesting(const std::string& text, const std::string& path) {
       bool triple = text.compare(i, 3, std::string(3, c)) == 0;
       size_t j = i + (triple ? 3 : 1);
       for (; j < text.size(); ++j) {
-        if (c == '"' && text[j] == '\\') {
-          ++j;
+        if (c == '"' && text[j] == '\\' && j + 1 < text.size() && text[j + 1] != '\n') {
+          ++j;  // an escaped character (a line-ending backslash is a newline below)
           continue;
         }
         if (text[j] == '\n') {
-          ++line;
-          if (!triple) break;  // the parser reports the unterminated string
+          if (!triple) break;  // the outer loop counts it; the parser reports the unterminated string
+          new_line(j);
         }
         if (text[j] == c && (!triple || text.compare(j, 3, std::string(3, c)) == 0)) {
-          if (triple) j += 2;
+          if (triple) {
+            j += 2;
+            // TOML: one or two more quotes before the delimiter belong to
+            // the string (""""x"""" is "x\"" and a quote).
+            for (int extra = 0; extra < 2 && j + 1 < text.size() && text[j + 1] == c; ++extra) ++j;
+          }
           break;
         }
       }
+      if (j < text.size() && text[j] == '\n') --j;  // a one-line string cut by the newline: counted outside
       i = j;
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxNesting)
@@ -75,6 +95,7 @@ void check_nesting(const std::string& text, const std::string& path) {
                                 " parts; not a registries.conf");
     }
   }
+  new_line(text.size());  // the last line, without its newline
 }
 
 // One line from toml11's multi-line report: its first line, and where.
@@ -138,6 +159,12 @@ class Table {
     }
     return out;
   }
+  // A table under `key` (nullptr when absent); anything else is refused.
+  const toml::value* table(const char* key) const {
+    const toml::value* x = find(key);
+    if (x && !x->is_table()) bad(key, "a table");
+    return x;
+  }
   const toml::value* find(const char* key) const {
     if (!v_.is_table()) return nullptr;
     const auto& t = v_.as_table();
@@ -162,6 +189,11 @@ RegistryEndpoint endpoint(const Table& t, const std::string& path) {
 }
 
 // postProcessRegistries upstream: prefixes, and what may not be combined.
+std::string lower_host(std::string s) {
+  for (size_t i = 0; i < s.size() && s[i] != '/'; ++i) s[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(s[i])));
+  return s;
+}
+
 void post_process(RegistryEntry& r, const std::string& path) {
   if (r.prefix.empty()) {
     if (r.primary.location.empty()) throw FileError(path, "invalid condition: both location and prefix are unset");
@@ -175,6 +207,8 @@ void post_process(RegistryEntry& r, const std::string& path) {
       throw FileError(path, "wildcarded prefix should be in the format *.example.com; \"" + r.prefix +
                                 "\" is incorrectly formatted");
   }
+  // References are matched with their host in lower case (DNS names are).
+  r.prefix = lower_host(r.prefix);
   if (!r.primary.pull_from_mirror.empty())
     throw FileError(path, "pull-from-mirror must not be set for a non-mirror registry \"" + r.prefix + "\"");
   for (auto& m : r.mirrors) {
@@ -208,15 +242,25 @@ long matching_prefix(const std::string& ref, const std::string& prefix) {
 }
 
 void merge(RegistriesConf& into, RegistriesConf&& from) {
+  std::unordered_map<std::string, size_t> at;
+  for (size_t i = 0; i < into.registries.size(); ++i) at[into.registries[i].prefix] = i;
   for (auto& r : from.registries) {
-    auto same = std::find_if(into.registries.begin(), into.registries.end(),
-                             [&](const RegistryEntry& e) { return e.prefix == r.prefix; });
-    if (same != into.registries.end()) *same = std::move(r);
-    else into.registries.push_back(std::move(r));
+    auto same = at.find(r.prefix);
+    if (same != at.end()) {
+      into.registries[same->second] = std::move(r);
+    } else {
+      if (into.registries.size() >= kMaxEntries)
+        throw FileError(r.file, "more than " + std::to_string(kMaxEntries) + " [[registry]] entries in all the files");
+      at[r.prefix] = into.registries.size();
+      into.registries.push_back(std::move(r));
+    }
   }
 }
 
 RegistriesConf load_file(const std::string& path, bool drop_in) {
+  // A FIFO would block the open: only a regular file is read.
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) throw FileError(path, "not a regular file");
   std::string text;
   if (!read_small_file(path, text, kMaxConfFile, "larger than 1 MiB; not a registries.conf"))
     throw FileError(path, "does not exist");
@@ -265,6 +309,7 @@ RegistriesConf parse_registries_conf(const std::string& text, const std::string&
     // Version 1: lists of hosts under [registries.insecure] and [registries.block].
     if (drop_in) throw FileError(path, "a drop-in file must be in the version 2 format ([[registry]]), not version 1");
     if (v2) throw FileError(path, "mixing the version 1 ([registries.*]) and version 2 ([[registry]]) formats is not supported");
+    if (!v1->is_table()) throw FileError(path, "\"registries\" must be a table ([registries.insecure] ...)");
     Table t1(*v1, "[registries]", path);
     std::map<std::string, RegistryEntry> by_host;
     std::vector<std::string> order;
@@ -279,7 +324,7 @@ RegistriesConf parse_registries_conf(const std::string& text, const std::string&
       return by_host[loc];
     };
     for (const char* list : {"block", "insecure"}) {
-      const toml::value* sub = t1.find(list);
+      const toml::value* sub = t1.table(list);
       if (!sub) continue;
       for (const auto& host : Table(*sub, std::string("[registries.") + list + "]", path).strings("registries")) {
         if (std::strcmp(list, "block") == 0) entry(host).blocked = true;
@@ -290,7 +335,14 @@ RegistriesConf parse_registries_conf(const std::string& text, const std::string&
     return conf;
   }
   size_t n = 0;
-  for (const auto& rv : top.tables("registry")) {
+  std::unordered_map<std::string, size_t> by_prefix;
+  // Upstream: one location (or wildcard prefix) named twice must agree on
+  // insecure and blocked.
+  std::unordered_map<std::string, std::pair<bool, bool>> settings;
+  std::vector<toml::value> tables = top.tables("registry");
+  if (tables.size() > kMaxEntries)
+    throw FileError(path, "more than " + std::to_string(kMaxEntries) + " [[registry]] entries");
+  for (const auto& rv : tables) {
     std::string where = "[[registry]] " + std::to_string(++n);
     Table t(rv, where, path);
     RegistryEntry r;
@@ -301,10 +353,14 @@ RegistriesConf parse_registries_conf(const std::string& text, const std::string&
     r.mirror_by_digest_only = t.boolean("mirror-by-digest-only");
     for (const auto& mv : t.tables("mirror")) r.mirrors.push_back(endpoint(Table(mv, where + " mirror", path), path));
     post_process(r, path);
+    std::string key = r.primary.location.empty() ? r.prefix : r.primary.location;
+    auto [it, fresh] = settings.emplace(key, std::make_pair(r.primary.insecure, r.blocked));
+    if (!fresh && it->second.first != r.primary.insecure)
+      throw FileError(path, "registry '" + key + "' is defined multiple times with conflicting 'insecure' setting");
+    if (!fresh && it->second.second != r.blocked)
+      throw FileError(path, "registry '" + key + "' is defined multiple times with conflicting 'blocked' setting");
     // The first of the same prefix wins within a file.
-    if (std::none_of(conf.registries.begin(), conf.registries.end(),
-                     [&](const RegistryEntry& e) { return e.prefix == r.prefix; }))
-      conf.registries.push_back(std::move(r));
+    if (by_prefix.emplace(r.prefix, conf.registries.size()).second) conf.registries.push_back(std::move(r));
   }
   return conf;
 }
@@ -373,13 +429,13 @@ std::vector<PullSource> pull_sources(const RegistriesConf& conf, const RegistryR
         throw FileError(best->file, "the location \"" + ep->location + "\" makes " + rewritten +
                                         " of " + full + ", not an image reference");
       }
-      // Upstream parses the result as a canonical name: its first component
-      // must be the host the location names.
-      std::string host = ep->location.substr(0, ep->location.find('/'));
-      for (auto& ch : host) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      if (host == "index.docker.io" || host == "registry-1.docker.io") host = "docker.io";
-      if (s.ref.registry != host)
-        throw FileError(best->file, "the location \"" + ep->location + "\" does not start with a registry host (HOST.DOMAIN, HOST:PORT or localhost)");
+      // Upstream parses the result as a canonical name: written out again,
+      // it must be what the rewrite made (no docker.io/library/ added, no
+      // first component that is not a host).
+      std::string canonical = s.ref.str(), made = lower_host(rewritten);
+      if (canonical != made)
+        throw FileError(best->file, "the location \"" + ep->location + "\" makes " + rewritten + " of " + full +
+                                        ", not a canonical image reference (it would be " + canonical + ")");
     }
     out.push_back(std::move(s));
   }
