@@ -355,6 +355,27 @@ def config_seeds():
     return out
 
 
+def registries_conf_seeds():
+    q3 = b'"' * 3
+    out = {
+        "mirrors.conf": b'[[registry]]\nprefix = "example.com/foo"\nlocation = "internal.example.net/bar"\n'
+                        b'[[registry.mirror]]\nlocation = "m.local/foo"\ninsecure = true\npull-from-mirror = "digest-only"\n'
+                        b'[[registry]]\nprefix = "*.corp.example"\nblocked = true\n',
+        "v1.conf": b"[registries.search]\nregistries = ['a.io']\n[registries.insecure]\nregistries = ['b.io']\n"
+                   b"[registries.block]\nregistries = ['c.io']\n",
+        # What an adversarial pass found: a string closed by extra quotes
+        # hiding the nesting after it, a long line of values, dotted keys.
+        "extra-quotes.conf": b"a = [" + q3 + b"x" + q3 + b'", ' + b"[" * 20_000 + b"]" * 20_000 + b" ]\n",
+        "long-line.conf": b"a = [" + b"1," * 100_000 + b"]\n",
+        "dotted.conf": b"a" + b".a" * 50_000 + b" = 1\n",
+        "inline-tables.conf": b"registry = [" + b",".join(b'{location="r%d.io"}' % i for i in range(5000)) + b"]\n",
+        # toml11 3.7 read past its buffer on this (an unterminated literal
+        # string of invalid UTF-8): refused before it parses now.
+        "invalid-utf8.conf": b"[registries.search]\nregistries = ['a.i" + b"\xde" * 200,
+    }
+    return out
+
+
 # ---- image archives -------------------------------------------------------------------
 
 
@@ -517,6 +538,7 @@ def main():
         "config": config_seeds(),
         "archive": archive_seeds(elves),
         "profile": profile_seeds(),
+        "registries_conf": registries_conf_seeds(),
     }
     # Image archives are tars too, and hostile layers make hostile archives.
     deep_layer = tars["deep-gnu-long-name.tar"]

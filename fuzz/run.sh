@@ -8,7 +8,9 @@
 #   SEED_DIR...   real files (ELF binaries, a root filesystem with etc/ld.so.cache)
 # environment:
 #   TAR_SEEDS, CONFIG_SEEDS, ARCHIVE_SEEDS  more seed directories for those targets
-#   FUZZ_TARGETS      targets to run (default: all six)
+#   REGISTRIES_CONF_SEEDS  more seeds for fuzz_registries_conf (this machine's
+#                     /etc/containers is always one)
+#   FUZZ_TARGETS      targets to run (default: all seven)
 #   FUZZ_TIMEOUT=1    seconds one input may take
 #   FUZZ_RSS_MB=256   MiB the process may use (also the largest single malloc)
 #   FUZZ_KEEP_GOING=1 keep fuzzing after a failure (libFuzzer -fork=1 -ignore_*),
@@ -34,7 +36,7 @@ hostile="${work}/hostile-seeds"
 artifacts="${work}/artifacts"
 timeout_s="${FUZZ_TIMEOUT:-1}"
 rss_mb="${FUZZ_RSS_MB:-256}"
-targets="${FUZZ_TARGETS:-fuzz_elf fuzz_ld_cache fuzz_tar fuzz_config fuzz_archive fuzz_profile}"
+targets="${FUZZ_TARGETS:-fuzz_elf fuzz_ld_cache fuzz_tar fuzz_config fuzz_archive fuzz_profile fuzz_registries_conf}"
 mkdir -p "${work}" "${artifacts}"
 
 limits=(-timeout="${timeout_s}" -rss_limit_mb="${rss_mb}" -malloc_limit_mb="${rss_mb}")
@@ -216,6 +218,7 @@ for target in ${targets}; do
     fuzz_config) run_target fuzz_config config "${CONFIG_SEEDS:-}" ;;
     fuzz_archive) run_target fuzz_archive archive "${ARCHIVE_SEEDS:-}" "${TAR_SEEDS:-}" ;;
     fuzz_profile) run_target fuzz_profile profile "${PROFILE_SEEDS:-}" ;;
+    fuzz_registries_conf) run_target fuzz_registries_conf registries_conf /etc/containers "${REGISTRIES_CONF_SEEDS:-}" ;;
     *) echo "fuzz: unknown target ${target}" >&2; exit 2 ;;
   esac
 done

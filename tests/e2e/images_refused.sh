@@ -46,7 +46,7 @@ expect_fail "${SCRATCH}/wrong-arch.log" "PRELOAD_WRONG_ARCH" "a wrong-arch prelo
 grep -q 'preflight --rootfs / --trace-loader' "${SCRATCH}/wrong-arch.log" || fail "not the verify step that failed"
 
 # bytehound: the Dockerfile path up to the network fetch.
-vendored="$(find "${CACHE}/preload/sources" -maxdepth 1 -name "bytehound-*-vendored.tar.gz" 2>/dev/null -print -quit || true)"
+vendored="$(find "${CACHE}/preload/sources" -maxdepth 1 -name "bytehound-*-vendored.tar.gz" -print -quit 2>/dev/null || true)"
 if [[ -z "${vendored}" ]]; then
   rm -rf "${DIST}/preload/bytehound"
   expect_fail "${SCRATCH}/bytehound.log" "cannot fetch bytehound 0.11.0: download" \

@@ -157,6 +157,12 @@ TEST_CASE("registries.conf: what upstream refuses is one line naming the file") 
   for (int i = 0; i < 10000; ++i) wide += "1,";
   refuse(wide + "]\n", "line 1: longer than 8 KiB");
   refuse("x = 1\ny = \"" + std::string(9000, 'a') + "\"", "line 2: longer than 8 KiB");
+  // TOML is UTF-8; toml11 read past its buffer on an unterminated literal
+  // string of invalid bytes (fuzz_registries_conf found it).
+  refuse("[registries.search]\nregistries = ['a.i" + std::string(200, '\xde'), "line 2: not UTF-8");
+  refuse("x = \"\xed\xa0\x80\"\n", "not UTF-8");  // a surrogate
+  CHECK(parse_registries_conf("# caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x90\xb3\n[[registry]]\nlocation = \"a.io\"\n", "ok.conf", false)
+            .registries.size() == 1);
   // Shapes upstream refuses as type mismatches, and conflicting entries.
   refuse("registries = 5\n", "\"registries\" must be a table");
   refuse("[registries]\nblock = [\"a.io\"]\n", "\"block\" must be a table");

@@ -41,6 +41,30 @@ bool exists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
+// A TOML file is UTF-8 (the spec), and toml11 3.7 reads past the end of
+// its buffer on some invalid sequences (found by fuzz_registries_conf): the
+// bytes are checked first.
+void check_utf8(const std::string& text, const std::string& path) {
+  size_t line = 1;
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') ++line;
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = n != 0 && i + n <= text.size() && !(n == 2 && c < 0xc2) && !(n == 4 && c > 0xf4);
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    if (ok && n == 3) {  // no overlong forms, no surrogates
+      unsigned char d = static_cast<unsigned char>(text[i + 1]);
+      ok = !(c == 0xe0 && d < 0xa0) && !(c == 0xed && d >= 0xa0);
+    }
+    if (ok && n == 4) {
+      unsigned char d = static_cast<unsigned char>(text[i + 1]);
+      ok = !(c == 0xf0 && d < 0x90) && !(c == 0xf4 && d >= 0x90);
+    }
+    if (!ok) throw FileError(path, "line " + std::to_string(line) + ": not UTF-8 (a TOML file is)");
+    i += n;
+  }
+}
+
 // Brackets and dots outside strings and comments, in one pass: a bound on how
 // deep the parser will go, checked before it runs.
 void check_nesting(const std::string& text, const std::string& path) {
@@ -291,6 +315,7 @@ std::vector<std::string> drop_ins(const std::string& dir) {
 }  // namespace
 
 RegistriesConf parse_registries_conf(const std::string& text, const std::string& path, bool drop_in) {
+  check_utf8(text, path);
   check_nesting(text, path);
   toml::value data;
   try {
