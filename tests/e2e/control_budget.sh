@@ -61,7 +61,7 @@ rm -rf "${out}"
   --min-free-mb 12 --max-profile-mb 100 -- "${SCRATCH}/churn" 30000000 && echo "${SERVICE_PID}" > "${SCRATCH}/ht.pid")
 pid="$(cat "${SCRATCH}/ht.pid")"
 track "${pid}"
-for _ in $(seq 1 100); do
+for _ in $(seq 1 600); do
   grep -q "recording stopped" "${SCRATCH}/ht.log" && break
   sleep 0.1
 done

@@ -139,7 +139,7 @@ for mode in refuse cut; do
   timeout 300 /usr/bin/python3 "${SCRATCH}/fake.py" "${SCRATCH}/${mode}.sock" "${mode}" "${SCRATCH}/leaky-amd64.tar" &
   at_exit "kill $! 2>/dev/null"
 done
-for _ in $(seq 50); do [[ -S "${SCRATCH}/refuse.sock" && -S "${SCRATCH}/cut.sock" ]] && break; sleep 0.1; done
+for _ in $(seq 300); do [[ -S "${SCRATCH}/refuse.sock" && -S "${SCRATCH}/cut.sock" ]] && break; sleep 0.1; done
 DOCKER_HOST="unix://${SCRATCH}/refuse.sock" expect_error \
   "the Docker daemon at unix://.*refused to export x:latest \(HTTP 500\): export refused: content digest sha256:abc not found" docker-daemon:x
 DOCKER_HOST="unix://${SCRATCH}/cut.sock" expect_error "docker-daemon:x: .*(broke off|truncated|end)" docker-daemon:x

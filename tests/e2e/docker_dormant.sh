@@ -22,7 +22,7 @@ mkdir -p "${out}"
 chmod 1777 "${out}"
 ctr="$(docker run -d -v "${out}:/var/memprofile" "${image}" 60 131072)"
 at_exit "docker rm --force ${ctr} >/dev/null 2>&1"
-for _ in $(seq 1 100); do
+for _ in $(seq 1 600); do
   [[ -S "${out}/memprofile-ctl.1.sock" ]] && break
   sleep 0.1
 done

@@ -58,7 +58,7 @@ chmod 1777 "${SCRATCH}/out-collect"
 ctr="$(docker run -d -v "${SCRATCH}/out-collect:/var/memprofile" --entrypoint /bin/sh "${image}" \
   -c '/usr/bin/memprofile exec --from-config -- 1; exec sleep 120')"
 at_exit "docker rm --force ${ctr} >/dev/null 2>&1"
-for _ in $(seq 100); do
+for _ in $(seq 600); do
   [[ -z "$(find "${SCRATCH}/out-collect" -name 'jeprof.*.heap')" ]] || break
   sleep 0.1
 done

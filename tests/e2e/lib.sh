@@ -121,7 +121,8 @@ YAML
   timeout 1800 docker-registry serve "${SCRATCH}/registry.yml" > "${SCRATCH}/registry.log" 2>&1 &
   # shellcheck disable=SC2034 # for the test that started it
   REGISTRY_PID=$!
-  for _ in $(seq 50); do curl -fsS "http://127.0.0.1:${port}/v2/" >/dev/null 2>&1 && break; sleep 0.2; done
+  # Up to 60 s: a loaded CI machine has made a Go server take over 10 s.
+  for _ in $(seq 300); do curl -fsS --max-time 5 "http://127.0.0.1:${port}/v2/" >/dev/null 2>&1 && break; sleep 0.2; done
   curl -fsS "http://127.0.0.1:${port}/v2/" >/dev/null || fail "the registry did not start: $(cat "${SCRATCH}/registry.log")"
   # shellcheck disable=SC2034 # for the test that started it
   REGISTRY="127.0.0.1:${port}"

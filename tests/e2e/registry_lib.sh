@@ -18,12 +18,14 @@ stop_servers() {
 }
 trap stop_servers EXIT
 
-# wait_http URL [curl args]: until it answers at all (any status).
+# wait_http URL [curl args]: until it answers at all (any status), for up to
+# 60 s: a Go registry or a python server starting on a loaded CI machine
+# (the ASan stage runs beside other tests) has taken more than 10 s.
 wait_http() {
   local url="$1"
   shift
-  for _ in $(seq 100); do
-    curl -s -o /dev/null "$@" "${url}" && return 0
+  for _ in $(seq 600); do
+    curl -s -o /dev/null --max-time 5 "$@" "${url}" && return 0
     sleep 0.1
   done
   return 1
