@@ -53,12 +53,11 @@ same_as_skopeo() {  # ARCHIVE REF [preflight args]
 
 # A name that exists nowhere, moved to the registry (location), which speaks
 # plain HTTP (insecure: no --tls-verify=false needed).
-cat > "${conf}" <<TOML
-[[registry]]
-prefix = "registry.example.invalid/apps"
-location = "${main}/team"
-insecure = true
-TOML
+apps="[[registry]]
+prefix = \"registry.example.invalid/apps\"
+location = \"${main}/team\"
+insecure = true"
+echo "${apps}" > "${conf}"
 same_as_skopeo "${IMAGES}/multi.oci.tar" registry.example.invalid/apps/multi:v1
 same_as_skopeo "${IMAGES}/ready.oci.tar" "registry.example.invalid/apps/ready@${digest}"
 pass "location: registry.example.invalid/apps is read from ${main}/team over plain HTTP (insecure = true)"
@@ -108,12 +107,7 @@ pass "mirror-by-digest-only: the mirror serves a digest, not a tag; blocked = tr
 # malformed drop-in is one line naming it.
 unset CONTAINERS_REGISTRIES_CONF
 mkdir -p "${HOME}/.config/containers/registries.conf.d"
-cat > "${HOME}/.config/containers/registries.conf.d/50-apps.conf" <<TOML
-[[registry]]
-prefix = "registry.example.invalid/apps"
-location = "${main}/team"
-insecure = true
-TOML
+echo "${apps}" > "${HOME}/.config/containers/registries.conf.d/50-apps.conf"
 same_as_skopeo "${IMAGES}/multi.oci.tar" registry.example.invalid/apps/multi:v1
 printf '[[registry]\nlocation = "x.io"\n' > "${HOME}/.config/containers/registries.conf.d/60-broken.conf"
 expect_error "registries.conf: ${HOME}/.config/containers/registries.conf.d/60-broken.conf: malformed TOML: line 1" \
