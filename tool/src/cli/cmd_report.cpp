@@ -136,11 +136,10 @@ void drop_exit_snapshot(std::vector<HeapSnapshot>& snaps, std::vector<std::strin
                       (dropped == 1 ? " snapshot" : " snapshots") + "): it holds " + human_bytes(held) +
                       ", under half the peak (" + human_bytes(peak) + "), as a program tearing down does");
     return;
-  } else {
-    if (snaps.size() <= 2 || last.trigger != "f") return;
-    notes.push_back("the exit dump " + basename_of(last.file) +
-                    " is left out: it is taken after the program's teardown (name it alone to see it)");
   }
+  if (snaps.size() <= 2 || last.trigger != "f") return;
+  notes.push_back("the exit dump " + basename_of(last.file) +
+                  " is left out: it is taken after the program's teardown (name it alone to see it)");
   snaps.pop_back();
 }
 

@@ -438,16 +438,17 @@ std::vector<PullSource> pull_sources(const RegistriesConf& conf, const RegistryR
   }
   endpoints.push_back({&best->primary, false});
   std::string full = ref.str();
-  long covered = matching_prefix(full, best->prefix);
+  // The prefix matched the name, so it matches the name with its tag or digest.
+  size_t covered = static_cast<size_t>(matching_prefix(full, best->prefix));
   std::vector<PullSource> out;
   for (const auto& [ep, mirror] : endpoints) {
     PullSource s;
     s.insecure = ep->insecure;
     s.mirror = mirror;
-    if (ep->location.empty() || covered < 0) {
+    if (ep->location.empty()) {
       s.ref = ref;  // a *.example.com entry without a location: the host itself
     } else {
-      std::string rewritten = ep->location + full.substr(static_cast<size_t>(covered));
+      std::string rewritten = ep->location + full.substr(covered);
       try {
         s.ref = parse_registry_ref(rewritten);
       } catch (const Error& e) {

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -349,20 +350,17 @@ class Registry {
   std::string fetch_token(const std::string& realm, const std::string& service, const std::string& scope) {
     std::string url = realm;
     std::vector<std::string> headers;
-    std::unique_ptr<HttpGet> req;
+    std::optional<std::string> form;
     if (!creds_.identity_token.empty()) {
-      std::string form = "grant_type=refresh_token&refresh_token=" + url_escape(creds_.identity_token) +
-                         "&client_id=memprofile&scope=" + url_escape(scope) +
-                         (service.empty() ? "" : "&service=" + url_escape(service));
+      form = "grant_type=refresh_token&refresh_token=" + url_escape(creds_.identity_token) +
+             "&client_id=memprofile&scope=" + url_escape(scope) + (service.empty() ? "" : "&service=" + url_escape(service));
       headers.push_back("Content-Type: application/x-www-form-urlencoded");
-      req = std::make_unique<HttpGet>(http_, url, headers, &form);
     } else {
       url += (realm.find('?') == std::string::npos ? "?" : "&") +
              (service.empty() ? "" : "service=" + url_escape(service) + "&") + "scope=" + url_escape(scope);
       if (!creds_.empty()) headers.push_back("Authorization: Basic " + base64_encode(creds_.user + ":" + creds_.password));
-      req = std::make_unique<HttpGet>(http_, url, headers);
     }
-    HttpGet& r = *req;
+    HttpGet r(http_, url, headers, form ? &*form : nullptr);
     std::string what = "a token for " + ref_.repository + " from " + host_of(url);
     long st = status_of(r, what);
     // OAuth2 answers a bad refresh token with 400 invalid_grant.
@@ -629,8 +627,7 @@ std::unique_ptr<Store> open_registry(const std::string& source, const RegistryOp
       return std::make_unique<RegistryStore>(source, s.ref, o);
     } catch (const FileError& e) {
       if (last && mirrors_failed.empty()) throw;
-      std::string why = e.what();
-      if (why.rfind(source + ": ", 0) == 0) why = why.substr(source.size() + 2);
+      std::string why = std::string(e.what()).substr(e.path().size() + 2);  // what follows "PATH: "
       if (!last) {
         bool named = why.rfind(s.ref.registry, 0) == 0;  // most reasons start with the host
         mirrors_failed += (mirrors_failed.empty() ? "" : "; ") + (named ? why : s.ref.registry + ": " + why);
