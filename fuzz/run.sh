@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # Runs each fuzz target for a bounded time, from a corpus of real files and of
 # hostile inputs written by fuzz/make-seeds.py, under the issue's bounds: an
-# input that takes longer than FUZZ_TIMEOUT seconds or makes the process use
-# more than FUZZ_RSS_MB MiB is a failure, like a crash.
+# input that takes more CPU time than its bound or makes the process use more
+# than FUZZ_RSS_MB MiB is a failure, like a crash.
+#
+# Time is CPU time, never wall time: another job on the cores makes a unit
+# wait longer, not work longer. An input's bound is the larger of
+# FUZZ_TIMEOUT CPU seconds and FUZZ_SLOW_RATIO times the target's baseline,
+# the CPU time that the same binary takes, in this run, over the target's
+# benign seeds; so a slower machine gets a proportionally larger bound, and a
+# busy one the same. libFuzzer's own -timeout (wall time) is only the hang
+# guard, FUZZ_HANG_SECONDS; units it finds slow (-report_slow_units) or
+# timed out are replayed alone and judged by their CPU time.
 #
 # usage: fuzz/run.sh BUILD_DIR SECONDS_PER_TARGET SEED_DIR...
 #   SEED_DIR...   real files (ELF binaries, a root filesystem with etc/ld.so.cache)
@@ -11,7 +20,9 @@
 #   REGISTRIES_CONF_SEEDS  more seeds for fuzz_registries_conf (this machine's
 #                     /etc/containers is always one)
 #   FUZZ_TARGETS      targets to run (default: all seven)
-#   FUZZ_TIMEOUT=1    seconds one input may take
+#   FUZZ_TIMEOUT=1    CPU seconds one input may take at least (see above)
+#   FUZZ_SLOW_RATIO=20  times the target's benign baseline one input may take
+#   FUZZ_HANG_SECONDS=60  wall seconds after which libFuzzer calls a unit hung
 #   FUZZ_RSS_MB=256   MiB the process may use (also the largest single malloc)
 #   FUZZ_KEEP_GOING=1 keep fuzzing after a failure (libFuzzer -fork=1 -ignore_*),
 #                     collecting every reproducer; for long runs
@@ -35,11 +46,16 @@ work="${build}/fuzz-work"
 hostile="${work}/hostile-seeds"
 artifacts="${work}/artifacts"
 timeout_s="${FUZZ_TIMEOUT:-1}"
+slow_ratio="${FUZZ_SLOW_RATIO:-20}"
+hang_s="${FUZZ_HANG_SECONDS:-60}"
 rss_mb="${FUZZ_RSS_MB:-256}"
 targets="${FUZZ_TARGETS:-fuzz_elf fuzz_ld_cache fuzz_tar fuzz_config fuzz_archive fuzz_profile fuzz_registries_conf}"
 mkdir -p "${work}" "${artifacts}"
 
-limits=(-timeout="${timeout_s}" -rss_limit_mb="${rss_mb}" -malloc_limit_mb="${rss_mb}")
+limits=(-timeout="${hang_s}" -rss_limit_mb="${rss_mb}" -malloc_limit_mb="${rss_mb}")
+# The CPU seconds one input of the current target may take (set per target
+# by calibrate).
+cpu_bound="${timeout_s}"
 # ASan's quarantine holds freed memory (256 MiB by default) and counts in the
 # RSS: keep it small so that the RSS limit measures the code, not ASan.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-quarantine_size_mb=16:malloc_context_size=20:detect_leaks=1}"
@@ -75,24 +91,59 @@ stack_top() {
     cut -c1-220 || true
 }
 
-# Runs one input alone: prints the exit status and the peak RSS in MiB (a
-# spike shorter than libFuzzer's once-a-second RSS check still counts).
+# Runs one input (or a directory of inputs) alone: prints the exit status,
+# the peak RSS in MiB (a spike shorter than libFuzzer's once-a-second RSS
+# check still counts) and the CPU seconds (user + system) it took. The CPU
+# limit (RLIMIT_CPU, SIGXCPU) ends a unit far past its bound whatever the
+# load; the wall-clock kill after 600 s only ends one blocked for good.
+#   replay_one LOG BIN ARG...   (ARG: the input, or -runs=0 and a directory)
 replay_one() {
-  local log="$1" input="$2" bin="$3"
+  local log="$1" bin="$2" cpu_limit
+  shift 2
+  cpu_limit=$(( ${cpu_bound%.*} * 4 + 10 ))
   python3 -c 'import resource, subprocess, sys
+limit = int(sys.argv[2])
+def cap():
+    resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5))
 with open(sys.argv[1], "wb") as log:
-    rc = subprocess.run(sys.argv[2:], stdout=log, stderr=subprocess.STDOUT).returncode
-print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)' \
-    "${log}" timeout -s KILL 300 "${bin}" "${limits[@]}" "${input}"
+    rc = subprocess.run(sys.argv[3:], stdout=log, stderr=subprocess.STDOUT, preexec_fn=cap).returncode
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(rc, u.ru_maxrss // 1024, "%.3f" % (u.ru_utime + u.ru_stime))' \
+    "${log}" "${cpu_limit}" timeout -s KILL 600 "${bin}" "${limits[@]}" "$@"
 }
 
 # What went wrong with one replayed input, or "" when nothing did.
 replay_verdict() {
-  local log="$1" rc="$2" peak="$3"
-  if [[ ${rc} -eq 137 ]]; then echo "killed after 300 s"
+  local log="$1" rc="$2" peak="$3" cpu="$4"
+  if [[ ${rc} -eq 137 ]]; then echo "killed after 600 s"
+  elif [[ ${rc} -eq 152 || ${rc} -eq -24 ]] || grep -q 'CPU time limit' "${log}"; then
+    echo "CPU limit: far over its ${cpu_bound} s bound"
   elif [[ ${rc} -ne 0 ]]; then echo "$(failure_kind "${log}") (peak RSS ${peak} MiB)"
   elif [[ ${peak} -gt ${rss_mb} ]]; then echo "peak RSS ${peak} MiB > ${rss_mb} MiB"
+  elif awk -v c="${cpu}" -v b="${cpu_bound}" 'BEGIN { exit !(c > b) }'; then
+    echo "slow: ${cpu} s of CPU > its ${cpu_bound} s bound (peak RSS ${peak} MiB)"
   fi
+}
+
+# The target's CPU bound for one input: the larger of FUZZ_TIMEOUT and
+# FUZZ_SLOW_RATIO times what the binary takes, measured now, on this
+# machine, over the largest of the target's benign seeds (real files),
+# process start included.
+calibrate() {
+  local target="$1" benign="$2" bin="${build}/fuzz/$1" rc peak cpu largest
+  cpu_bound="${timeout_s}"
+  largest="$(find "${benign}" -maxdepth 1 -type f -printf '%s %p\n' | sort -n | tail -n 1 | cut -d' ' -f2-)"
+  [[ -n "${largest}" ]] || return 0
+  read -r rc peak cpu < <(replay_one "${work}/${target}.baseline.log" "${bin}" "${largest}")
+  if [[ ${rc} -ne 0 ]]; then
+    echo "fuzz: ${target}: the benign seed ${largest} fails (exit ${rc}); see ${work}/${target}.baseline.log" >&2
+    failures+=("${target}: the benign seed ${largest} fails (exit ${rc})")
+    return 0
+  fi
+  cpu_bound="$(awk -v t="${timeout_s}" -v r="${slow_ratio}" -v c="${cpu}" \
+    'BEGIN { b = r * c; printf "%.2f", (b > t ? b : t) }')"
+  echo "fuzz: ${target}: baseline ${cpu} s of CPU for $(basename "${largest}") ($(stat -c %s "${largest}") bytes);" \
+    "one input may take ${cpu_bound} s of CPU" >&2
 }
 
 # Replays each hostile seed of `kind` on its own; copies the passing ones
@@ -101,14 +152,30 @@ replay() {
   local target="$1" kind="$2" corpus="$3" bin="${build}/fuzz/$1"
   local dir="${work}/replay/${target}"
   mkdir -p "${dir}"
-  local seed name log rc peak what
+  local seed name log rc peak cpu what target_bound twin
   for seed in "${hostile}/${kind}"/*; do
     [[ -f "${seed}" ]] || continue
     name="$(basename "${seed}")"
     log="${dir}/${name}.log"
-    read -r rc peak < <(replay_one "${log}" "${seed}" "${bin}")
-    what="$(replay_verdict "${log}" "${rc}" "${peak}")"
-    if [[ -z "${what}" ]]; then
+    # A seed large by design is judged against its benign twin of the same
+    # size (make-seeds.py's TWINS), measured now.
+    target_bound="${cpu_bound}"
+    twin="${hostile}/${kind}.benign/${name}"
+    if [[ -f "${twin}" ]]; then
+      read -r rc peak cpu < <(replay_one "${log}.twin" "${bin}" "${twin}")
+      cpu_bound="$(awk -v t="${cpu_bound}" -v r="${slow_ratio}" -v c="${cpu}" \
+        'BEGIN { b = r * c; printf "%.2f", (b > t ? b : t) }')"
+      echo "fuzz: ${target}: ${name}: its benign twin takes ${cpu} s of CPU; it may take ${cpu_bound} s" >&2
+    fi
+    read -r rc peak cpu < <(replay_one "${log}" "${bin}" "${seed}")
+    what="$(replay_verdict "${log}" "${rc}" "${peak}" "${cpu}")"
+    cpu_bound="${target_bound}"
+    if [[ -z "${what}" && -f "${twin}" ]]; then
+      # Large by design: replayed as a regression check, not fuzzed from (its
+      # mutations would cost as much and be judged against the target's
+      # bound).
+      :
+    elif [[ -z "${what}" ]]; then
       cp "${seed}" "${corpus}/"
     else
       failures+=("${target}: seed ${seed}: ${what} (log ${log})")
@@ -130,15 +197,19 @@ run_target() {
     find "${dir}" -maxdepth 3 -type f -size -256k -print0 2>/dev/null | head -z -n 200 |
       xargs -0 -r cp -t "${corpus}" 2>/dev/null || true
   done
+  calibrate "${target}" "${corpus}"
   replay "${target}" "${kind}" "${corpus}"
 
   local mode=()
   [[ "${FUZZ_KEEP_GOING:-0}" == 1 ]] && mode=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
-  echo "fuzz: ${target} for ${seconds}s (timeout ${timeout_s}s, ${rss_mb} MiB)" >&2
+  echo "fuzz: ${target} for ${seconds}s (${cpu_bound} s of CPU an input, ${rss_mb} MiB)" >&2
   local start end rc=0 stamp="${work}/${target}.stamp"
   touch "${stamp}"
   start="${EPOCHREALTIME}"
+  # -report_slow_units: a unit over FUZZ_TIMEOUT wall seconds is written
+  # out (slow-unit-*) and replayed below, where its CPU time decides.
   "${bin}" "${mode[@]}" -max_total_time="${seconds}" "${limits[@]}" -max_len=262144 -print_final_stats=1 \
+    -report_slow_units="$(( ${timeout_s%.*} > 0 ? ${timeout_s%.*} : 1 ))" \
     -artifact_prefix="${artifacts}/${target}-" "${corpus}" > "${log}" 2>&1 || rc=$?
   end="${EPOCHREALTIME}"
 
@@ -155,12 +226,12 @@ run_target() {
 
   # Reproducers written by this run, each replayed alone for its kind and
   # stack (in fork mode the reports stay in libFuzzer's temporary logs).
-  local found=() a alog what arc apeak top sig n=0
+  local found=() a alog what arc apeak acpu top sig n=0 kind
   local -A count=() example=()
   local -a order=()
+  local load_slow=0 failed_before=${#failures[@]}
   mapfile -t found < <(find "${artifacts}" -maxdepth 1 -type f -name "${target}-*" -newer "${stamp}" | sort)
   if [[ ${#found[@]} -gt 0 ]]; then
-    line+=", FAILED: ${#found[@]} reproducer(s)"
     # The same bug found again and again is reported once, with a count.
     for a in "${found[@]}"; do
       if (( ++n > ${FUZZ_MAX_REPLAYS:-40} )); then
@@ -168,14 +239,17 @@ run_target() {
         break
       fi
       alog="${work}/replay/${target}/$(basename "${a}").log"
-      read -r arc apeak < <(replay_one "${alog}" "${a}" "${bin}")
-      what="$(replay_verdict "${alog}" "${arc}" "${apeak}")"
-      # A timeout whose input runs within the bound when replayed alone was
-      # the machine being busy (another job on the cores), not the input:
-      # said, not failed. Any other kind that does not reproduce still fails.
-      if [[ -z "${what}" && "$(basename "${a}")" == "${target}-timeout-"* ]]; then
-        echo "fuzz: ${target}: ${a} timed out under load but runs within ${timeout_s} s alone; not a failure" >&2
-        ((${#found[@]} > 1)) || line="${line%, FAILED: *}, 1 load timeout (not reproduced)"
+      read -r arc apeak acpu < <(replay_one "${alog}" "${bin}" "${a}")
+      what="$(replay_verdict "${alog}" "${arc}" "${apeak}" "${acpu}")"
+      # A unit libFuzzer found slow or timed out, in wall time, that runs
+      # within its CPU bound alone was the machine being busy (another job
+      # on the cores), not the input: said, not failed. Any other kind that
+      # does not reproduce still fails.
+      kind="$(basename "${a}")"
+      kind="${kind#"${target}"-}"
+      if [[ -z "${what}" && ( "${kind}" == timeout-* || "${kind}" == slow-unit-* ) ]]; then
+        echo "fuzz: ${target}: ${a} was slow in wall time but takes ${acpu} s of CPU alone (bound ${cpu_bound} s); not a failure" >&2
+        (( ++load_slow ))
         continue
       fi
       [[ -n "${what}" ]] || what="does not reproduce alone (peak RSS ${apeak} MiB)"
@@ -193,6 +267,10 @@ run_target() {
     for sig in "${order[@]}"; do
       failures+=("${target}: ${count[${sig}]} reproducer(s): ${sig}, e.g. ${example[${sig}]}")
     done
+    if (( ${#failures[@]} > failed_before )); then line+=", FAILED: ${#found[@]} reproducer(s)"
+    else line+=", ok"
+    fi
+    (( load_slow == 0 )) || line+=" (${load_slow} unit(s) slow only in wall time: within their CPU bound alone)"
   elif [[ ${rc} -ne 0 ]]; then
     line+=", FAILED (exit ${rc}, $(failure_kind "${log}"))"
     failures+=("${target}: exit ${rc} without a reproducer (log ${log})")

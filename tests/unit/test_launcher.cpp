@@ -50,11 +50,13 @@ TEST_CASE("image-setup: bakes the app's command from build args into the launche
 TEST_CASE("collect: a tar whose manifest verifies, even while the profiler writes") {
   Scratch s;
   testing::make_dirs(s / "out");
-  // A stand-in for bytehound's writer: appends while collect runs.
-  std::string writer = "(for i in $(seq 1 60); do head -c 4096 /dev/urandom >> " +
+  // A stand-in for bytehound's writer: appends until collect has ended
+  // (however slow a busy machine makes either), at most 6000 times.
+  std::string writer = "(for i in $(seq 1 6000); do [ -e " + quote(s / "done") + " ] && break; head -c 4096 /dev/urandom >> " +
                        quote(s / "out/memory-profiling_app_1_1.dat") + "; sleep 0.05; done) & ";
   RunResult r = testing::run(writer + "sleep 0.2; " + launcher() + " collect --backend bytehound --output-dir " +
-                             quote(s / "out") + " --settle 5 --timeout 1 --out " + quote(s / "prof.tar") + "; rc=$?; wait; exit $rc");
+                             quote(s / "out") + " --settle 5 --timeout 1 --out " + quote(s / "prof.tar") +
+                             "; rc=$?; touch " + quote(s / "done") + "; wait; exit $rc");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.err, Catch::Contains("still growing"));
