@@ -47,11 +47,7 @@ int backend_recording(void) {
   return mallctl_ptr("prof.active", &active, &len, NULL, 0) == 0 ? active : -1;
 }
 
-void backend_child(void) {
-  if (ctl.backend != CTL_JEMALLOC || !mallctl_ptr) return;
-  bool off = false;
-  mallctl_ptr("prof.active", NULL, NULL, &off, sizeof off);
-}
+int backend_records_children(void) { return ctl.backend == CTL_JEMALLOC && mallctl_ptr; }
 
 // Whether SIGUSR1 is bytehound's toggle here: its handler is in the
 // bytehound library. Otherwise the signal would kill the process, or fire

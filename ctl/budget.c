@@ -66,6 +66,8 @@ static int stream_name(const char* name, unsigned long long* pid) {
   return us > 17 && parse_digits(name + us, end - us, pid);
 }
 
+int stream_file_pid(const char* name, unsigned long long* pid) { return stream_name(name, pid); }
+
 static int profile_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
   *seq = 0;
   char kind;

@@ -3,11 +3,27 @@
 // Only the process `memprofile exec` profiles serves: the launcher names it
 // in MEMPROFILE_CTL_TARGET. In a dispatcher that is not it, the library does
 // nothing and stays in LD_PRELOAD, so the target it execs gets it. In the
-// target it removes itself from LD_PRELOAD, so no child ever gets it; a
-// forked child has no control thread (POSIX copies only the forking thread),
-// closes its copies of the library's fds and stops recording (it is outside
-// the budget). Every fd of the library is close-on-exec and kept high,
-// clear of the small numbers applications close and reuse.
+// target it removes itself from LD_PRELOAD, so no child that execs another
+// program gets it.
+//
+// A process tree is the unit: a child the target forks (prefork workers, a
+// backend per connection) runs the app's code, and where the profiler
+// records in forked children (jemalloc keeps its profiling state across
+// fork and names dumps by pid) the child serves a socket of its own,
+// memprofile-ctl.PID.sock, from a control thread started in the atfork
+// child handler, and keeps the recording state it was forked with. Where
+// the profiler does not record a forked child (heaptrack, bytehound), the
+// child serves nothing, and memprofile status says so. Every fd of the
+// library is close-on-exec and kept high, clear of the small numbers
+// applications close and reuse.
+//
+// Fork safety: the parent may be multi-threaded. The control thread holds
+// `busy` whenever it may allocate or take a library's lock (a profiler
+// wraps malloc with its own lock: a fork while this thread held it would
+// leave the child's copy locked for ever, and the child's exit would hang).
+// The prepare handler takes `busy`, so no fork happens inside those
+// sections. The child handler only uses what glibc makes usable again in a
+// forked child (malloc, pthread_create, the loader's locks).
 #define _GNU_SOURCE
 #include "ctl.h"
 
@@ -39,6 +55,7 @@ static char sock_path[sizeof ctl.dir + 64];
 static pthread_t thread;
 static int thread_running;
 static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER;  // app threads only (unshare/setns)
+static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER;         // see above: no fork inside it
 
 void ctl_log(const char* fmt, ...) {
   if (log_fd < 0) return;
@@ -170,8 +187,17 @@ static size_t reply_json(char* buf, size_t len, int ok, const char* error, const
   int actual = backend_recording();
   if (actual >= 0) ctl.recording = actual;
   struct out o = {buf, len - 4, 0};  // room for "]}\n"
-  put(&o, "{\"ok\":%s,\"pid\":%d", ok ? "true" : "false", (int)ctl.pid);
+  put(&o, "{\"ok\":%s,\"pid\":%d,\"parent\":%d", ok ? "true" : "false", (int)ctl.pid, (int)ctl.parent);
+  char exe[1024];
+  ssize_t en = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[en > 0 ? en : 0] = '\0';
+  put_str(&o, "program", exe);
   put_str(&o, "backend", backend_name());
+  // What the profiler does in a child forked without exec: said, never left
+  // for the user to find out.
+  put(&o, ",\"forked_children\":\"%s\",\"snapshot_every_ms\":%llu,\"snapshots_scheduled\":%u",
+      backend_records_children() ? "recorded" : "not recorded", (unsigned long long)ctl.snapshot_every_ms,
+      ctl.snapshots_scheduled);
   put(&o, ",\"recording\":%s", ctl.recording ? "true" : "false");
   put_str(&o, "stopped_reason", ctl.stopped_reason);
   put_str(&o, "error", error);
@@ -247,6 +273,11 @@ static void handle(int fd) {
     ctl_log("refused a %s request from uid %u", req, (unsigned)peer.uid);
   } else {
     read_request(fd, req, sizeof req);
+    if (!req[0]) {  // a probe (connect and close, reap_stale_sockets): nothing to answer
+      shutdown(fd, SHUT_RDWR);
+      return;
+    }
+    pthread_mutex_lock(&busy);
     if (strcmp(req, "status") == 0) {
       ok = 1;
     } else if (strcmp(req, "start") == 0 || strcmp(req, "stop") == 0) {
@@ -259,8 +290,11 @@ static void handle(int fd) {
     } else {
       snprintf(err, sizeof err, "unknown request '%.20s' (start, stop, snapshot or status)", req);
     }
+    pthread_mutex_unlock(&busy);
   }
+  pthread_mutex_lock(&busy);
   size_t n = reply_json(reply, sizeof reply, ok, err, snap);
+  pthread_mutex_unlock(&busy);
   for (size_t off = 0; off < n;) {
     ssize_t w = send(fd, reply + off, n - off, MSG_NOSIGNAL);
     if (w <= 0) break;
@@ -285,6 +319,7 @@ static void stop_serving(const char* why) {
 }
 
 static void* serve_loop(void);
+static int connect_at(int fd, const char* dir, const char* name);
 
 static void* serve(void* arg) {
   (void)arg;
@@ -293,16 +328,85 @@ static void* serve(void* arg) {
   return r;
 }
 
+// Scheduled snapshots (--snapshot-every): a process that records writes one
+// on that schedule, within the budget, so a slow leak in a long-lived worker
+// shows growth without anyone running a command, and a worker that ends
+// with _exit (no exit dump) leaves its last one.
+static void scheduled_snapshot(void) {
+  char err[256], snap[sizeof ctl.dir + 256];
+  if (budget_make_room(err, sizeof err) != 0) {
+    if (!ctl.schedule_said++) ctl_log("scheduled snapshot skipped: %s", err);
+    return;
+  }
+  if (backend_snapshot(snap, sizeof snap, err, sizeof err) != 0) {
+    if (!ctl.schedule_said++) ctl_log("scheduled snapshot failed: %s", err);
+    return;
+  }
+  ++ctl.snapshots_scheduled;
+}
+
+// Sockets in the directory that nobody serves any more: a child that ended
+// with _exit or was killed (its destructor never ran), or exec'd another
+// program (its fds closed on exec). A socket is stale when a connect is
+// refused; the name is only ever made while listening (open_socket). A
+// stale process's record goes with it unless it left profiles, which the
+// record names. The first process of the tree does this, on the budget's
+// schedule; at most kReap of each per pass.
+enum { kReap = 1024 };
+static void reap_stale_sockets(void) {
+  static int stale[kReap], profiled[kReap];  // control thread or exit only
+  int nstale = 0, nprofiled = 0;
+  DIR* d = opendir(ctl.dir);
+  if (!d) return;
+  int dfd = dirfd(d);
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    int pid = 0, end = 0;
+    unsigned long long dump_pid, seq;
+    char kind;
+    if (jemalloc_dump_name(e->d_name, &dump_pid, &seq, &kind) || stream_file_pid(e->d_name, &dump_pid)) {
+      if (nprofiled < kReap) profiled[nprofiled++] = (int)dump_pid;
+      continue;
+    }
+    if (sscanf(e->d_name, "memprofile-ctl.%d.sock%n", &pid, &end) != 1 || e->d_name[end] != '\0' ||
+        pid == (int)ctl.pid || nstale >= kReap)
+      continue;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) break;
+    int rc = connect_at(fd, ctl.dir, e->d_name);
+    int err = errno;
+    close(fd);
+    struct stat st;
+    if (rc != 0 && err == ECONNREFUSED && fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISSOCK(st.st_mode) && st.st_uid == geteuid() && unlinkat(dfd, e->d_name, 0) == 0)
+      stale[nstale++] = pid;
+  }
+  for (int i = 0; i < nstale; ++i) {
+    int keep = 0;
+    for (int k = 0; k < nprofiled && !keep; ++k) keep = profiled[k] == stale[i];
+    char name[64];
+    snprintf(name, sizeof name, "memprofile-proc.%d.json", stale[i]);
+    if (!keep) unlinkat(dfd, name, 0);
+  }
+  closedir(d);
+}
+
 static void* serve_loop(void) {
-  int64_t next_check = now_ms();
+  int64_t next_check = now_ms(), next_snapshot = now_ms() + (int64_t)ctl.snapshot_every_ms, next_reap = now_ms();
   for (;;) {
     struct pollfd p[2] = {{wake_fd[0], POLLIN, 0}, {listen_fd, POLLIN, 0}};
-    // While recording, the budget is checked often; otherwise nothing grows
-    // and the thread sleeps until a request comes.
+    // While recording, the budget is checked often, and snapshots come on
+    // their schedule; the first process also clears stale sockets every
+    // second or so. Otherwise nothing grows and the thread sleeps until a
+    // request comes.
+    int64_t wake = -1;
+    if (ctl.recording && (ctl.max_bytes || ctl.min_free_bytes) && !ctl.cannot_stop) wake = next_check;
+    if (ctl.recording && ctl.snapshot_every_ms && (wake < 0 || next_snapshot < wake)) wake = next_snapshot;
+    if (!ctl.parent && (wake < 0 || next_reap < wake)) wake = next_reap;
     int timeout = -1;
-    if (ctl.recording && (ctl.max_bytes || ctl.min_free_bytes) && !ctl.cannot_stop) {
-      int64_t left = next_check - now_ms();
-      timeout = left > 0 ? (int)left : 0;
+    if (wake >= 0) {
+      int64_t left = wake - now_ms();
+      timeout = left > 0 ? (int)(left < 60000 ? left : 60000) : 0;
     }
     int n = poll(p, listen_fd >= 0 ? 2 : 1, timeout);
     if (n < 0 && errno != EINTR) {
@@ -332,10 +436,21 @@ static void* serve_loop(void) {
         }
       }
     }
-    if (ctl.recording && now_ms() >= next_check) {
+    int64_t now = now_ms();
+    pthread_mutex_lock(&busy);
+    if (ctl.recording && now >= next_check) {
       budget_check();
       next_check = now_ms() + budget_interval_ms();
     }
+    if (ctl.snapshot_every_ms && now >= next_snapshot) {
+      if (ctl.recording) scheduled_snapshot();
+      next_snapshot = now_ms() + (int64_t)ctl.snapshot_every_ms;
+    }
+    if (!ctl.parent && now >= next_reap) {
+      reap_stale_sockets();
+      next_reap = now_ms() + 1000 + budget_interval_ms();
+    }
+    pthread_mutex_unlock(&busy);
   }
   return NULL;
 }
@@ -450,22 +565,27 @@ __attribute__((visibility("default"))) int setns(int fd, int nstype) {
 // scratch dir, a deep volume mount) can be longer. Then the socket is bound
 // through /proc/self/fd/N/NAME: the kernel resolves the directory by its fd,
 // and the socket still lands at DIR/NAME, where the client finds it the
-// same way.
-static int bind_at(int fd, const char* dir, const char* name) {
+// same way. `op` is bind or connect.
+static int at_dir(int fd, const char* dir, const char* name, int (*op)(int, const struct sockaddr*, socklen_t)) {
   struct sockaddr_un a;
   memset(&a, 0, sizeof a);
   a.sun_family = AF_UNIX;
   int n = snprintf(a.sun_path, sizeof a.sun_path, "%s/%s", dir, name);
-  if (n >= 0 && (size_t)n < sizeof a.sun_path) return bind(fd, (struct sockaddr*)&a, sizeof a);
+  if (n >= 0 && (size_t)n < sizeof a.sun_path) return op(fd, (struct sockaddr*)&a, sizeof a);
   int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return -1;
   n = snprintf(a.sun_path, sizeof a.sun_path, "/proc/self/fd/%d/%s", dfd, name);
-  int rc = n >= 0 && (size_t)n < sizeof a.sun_path ? bind(fd, (struct sockaddr*)&a, sizeof a) : (errno = ENAMETOOLONG, -1);
+  int rc = n >= 0 && (size_t)n < sizeof a.sun_path ? op(fd, (struct sockaddr*)&a, sizeof a) : (errno = ENAMETOOLONG, -1);
   int saved = errno;
   close(dfd);
   errno = saved;
   return rc;
 }
+
+static int do_bind(int fd, const struct sockaddr* a, socklen_t len) { return bind(fd, a, len); }
+static int do_connect(int fd, const struct sockaddr* a, socklen_t len) { return connect(fd, a, len); }
+static int bind_at(int fd, const char* dir, const char* name) { return at_dir(fd, dir, name, do_bind); }
+static int connect_at(int fd, const char* dir, const char* name) { return at_dir(fd, dir, name, do_connect); }
 
 // The socket appears with its final name and mode at once: bound under a
 // temporary name, restricted, then renamed.
@@ -477,8 +597,10 @@ static int open_socket(void) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   unlink(tmp);
-  if (bind_at(fd, ctl.dir, name) != 0 || chmod(tmp, 0600) != 0 || rename(tmp, sock_path) != 0 ||
-      listen(fd, 16) != 0) {
+  // Listening before the rename: a socket under its final name always
+  // answers while its process lives (reap_stale_sockets relies on it).
+  if (bind_at(fd, ctl.dir, name) != 0 || listen(fd, 16) != 0 || chmod(tmp, 0600) != 0 ||
+      rename(tmp, sock_path) != 0) {
     ctl_log("cannot serve %s: %s; start/stop/snapshot/status are not available", sock_path, strerror(errno));
     unlink(tmp);
     close(fd);
@@ -491,19 +613,83 @@ static int open_socket(void) {
   return fd;
 }
 
-// After fork, in the child: it is not the process served. Only close and
-// the profiler's own switch run here (jemalloc's own child handler, which
-// makes its locks usable again, was registered first and has run).
+static void fork_prepare(void) { pthread_mutex_lock(&busy); }
+static void fork_parent(void) { pthread_mutex_unlock(&busy); }
+
+// The process's record beside its profiles, memprofile-proc.PID.json: who
+// it is in the tree (its parent, its program, when it started), which
+// memprofile collect carries and memprofile report reads to name the
+// processes whose dumps it has. Written to a name of its own, created
+// exclusively and never through a link, then renamed into place.
+static void write_process_record(void) {
+  char exe[1024], body[2048], quoted[2 * sizeof exe + 3], name[64], tmp[80];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  json_string(quoted, sizeof quoted, exe);
+  int len = snprintf(body, sizeof body,
+                     "{\"pid\":%d,\"parent\":%d,\"program\":%s,\"backend\":\"%s\",\"started\":%lld}\n",
+                     (int)ctl.pid, (int)ctl.parent, quoted, backend_name(), (long long)ctl.start_time);
+  snprintf(name, sizeof name, "memprofile-proc.%d.json", (int)ctl.pid);
+  snprintf(tmp, sizeof tmp, "%s.new", name);
+  int dfd = open(ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return;
+  unlinkat(dfd, tmp, 0);
+  int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    int ok = len > 0 && write(fd, body, (size_t)len) == len;
+    close(fd);
+    if (!ok || renameat(dfd, tmp, dfd, name) != 0) unlinkat(dfd, tmp, 0);
+  }
+  close(dfd);
+}
+
+// The wake pipe, the socket and the control thread of the process served.
+static int start_serving(void) {
+  write_process_record();
+  if (pipe2(wake_fd, O_CLOEXEC | O_NONBLOCK) != 0) {
+    ctl_log("pipe: %s; start/stop/snapshot/status are not available", strerror(errno));
+    wake_fd[0] = wake_fd[1] = -1;
+    return -1;
+  }
+  wake_fd[0] = high_fd(wake_fd[0]);
+  wake_fd[1] = high_fd(wake_fd[1]);
+  struct stat st;
+  if (fstat(wake_fd[1], &st) == 0) wake_ino = st.st_ino;
+  listen_fd = open_socket();
+  return start_thread();
+}
+
+// After fork, in the child (jemalloc's own child handler, which makes its
+// locks usable again, was registered first and has run). The parent's fds
+// are closed; the socket file stays the parent's. Where the profiler
+// records forked children, the child is served in its own right: it keeps
+// the recording state it was forked with, its files are those written from
+// now on under its pid, and the budget it answers to is the directory's,
+// shared with the whole tree.
 static void in_child(void) {
+  pthread_mutex_init(&busy, NULL);
+  pthread_mutex_init(&thread_lock, NULL);
   if (ctl.pid == 0) return;
+  pid_t parent = ctl.pid;
   ctl.pid = 0;
   thread_running = 0;
   if (listen_fd >= 0) close(listen_fd);
   if (wake_fd[0] >= 0) close(wake_fd[0]);
   if (wake_fd[1] >= 0) close(wake_fd[1]);
   listen_fd = wake_fd[0] = wake_fd[1] = -1;
-  if (ctl.recording) backend_child();
-  ctl.recording = 0;
+  sock_path[0] = '\0';
+  if (!backend_records_children()) {
+    ctl.recording = 0;
+    return;
+  }
+  ctl.pid = getpid();
+  ctl.parent = parent;
+  ctl.start_time = time(NULL);
+  ctl.snapshots_taken = ctl.snapshots_scheduled = 0;
+  ctl.schedule_said = 0;
+  ctl.rotated = 0;
+  budget_reset();
+  if (start_serving() != 0) ctl.pid = 0;
 }
 
 __attribute__((constructor)) static void ctl_init(void) {
@@ -528,24 +714,21 @@ __attribute__((constructor)) static void ctl_init(void) {
   ctl.recording = env_u64("MEMPROFILE_CTL_RECORDING", 1) != 0;
   ctl.max_bytes = env_u64("MEMPROFILE_CTL_MAX_BYTES", 0);
   ctl.min_free_bytes = env_u64("MEMPROFILE_CTL_MIN_FREE_BYTES", 0);
+  ctl.snapshot_every_ms = env_u64("MEMPROFILE_CTL_SNAPSHOT_EVERY_MS", 0);
   backend_init();
-  if (pipe2(wake_fd, O_CLOEXEC | O_NONBLOCK) != 0) {
-    ctl_log("pipe: %s; start/stop/snapshot/status are not available", strerror(errno));
+  // The allocator is set up before the fork handlers are registered, so that
+  // its own child handler (registered at its first allocation) runs first.
+  free(malloc(1));
+  if (start_serving() != 0 && wake_fd[0] < 0) {
     ctl.pid = 0;
     return;
   }
-  wake_fd[0] = high_fd(wake_fd[0]);
-  wake_fd[1] = high_fd(wake_fd[1]);
-  struct stat st;
-  if (fstat(wake_fd[1], &st) == 0) wake_ino = st.st_ino;
-  listen_fd = open_socket();
-  // The allocator is set up before the fork handler is registered, so that
-  // its own child handler (registered at its first allocation) runs first.
-  free(malloc(1));
-  pthread_atfork(NULL, NULL, in_child);
-  start_thread();
+  pthread_atfork(fork_prepare, fork_parent, in_child);
 }
 
 __attribute__((destructor)) static void ctl_fini(void) {
-  if (ctl.pid == getpid() && sock_path[0]) unlink(sock_path);
+  if (ctl.pid != getpid()) return;
+  if (sock_path[0]) unlink(sock_path);
+  // The first process ends last in most trees: what its children left.
+  if (!ctl.parent) reap_stale_sockets();
 }

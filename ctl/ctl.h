@@ -21,12 +21,16 @@ enum ctl_backend { CTL_JEMALLOC, CTL_BYTEHOUND, CTL_HEAPTRACK };
 struct ctl_state {
   enum ctl_backend backend;
   char dir[4096];            // the output directory (PATH_MAX)
-  pid_t pid;                 // the process served (0: none, e.g. a forked child)
+  pid_t pid;                 // the process served (0: none, e.g. a child the profiler does not record)
+  pid_t parent;              // the served process it was forked from (0: the exec'd target itself)
   int recording;
   char stopped_reason[240];  // why recording stopped by itself ("" when it did not)
   uint64_t max_bytes;        // the profiles' disk budget (0: none)
   uint64_t min_free_bytes;   // the free-space floor of the output filesystem
   unsigned snapshots_taken;  // by request
+  unsigned snapshots_scheduled;  // by --snapshot-every
+  unsigned schedule_said;    // a scheduled snapshot failed (said once)
+  uint64_t snapshot_every_ms;  // --snapshot-every (0: none)
   unsigned long rotated;     // snapshots deleted to stay within the budget
   int final_stop;            // heaptrack after heaptrack_stop: cannot record again
   int cannot_stop;           // stopping at the budget failed once: said, not retried
@@ -46,9 +50,10 @@ int backend_set_recording(int on, char* err, size_t errlen);
 // The profiler's own state where it can be read (jemalloc's prof.active):
 // 0 or 1, -1 when only memprofile's record of it is known.
 int backend_recording(void);
-// In a forked child, which has no control thread and is outside the budget:
-// recording off (jemalloc). Runs in the atfork child handler.
-void backend_child(void);
+// Whether the profiler records in a child forked without exec (jemalloc:
+// yes, its state is copied and dumps are named by pid; heaptrack and
+// bytehound: no). Runs in the atfork child handler.
+int backend_records_children(void);
 int backend_snapshot(char* path, size_t pathlen, char* err, size_t errlen);
 const char* backend_name(void);
 
@@ -79,6 +84,9 @@ size_t budget_list_json(char* buf, size_t len);
 // A jemalloc dump's name, PREFIX.PID.SEQ.KIND[N].heap, read from its end
 // (the prefix may hold dots): 1 with its pid, sequence and kind (i, m, f, u).
 int jemalloc_dump_name(const char* name, unsigned long long* pid, unsigned long long* seq, char* kind);
+// heaptrack.PID.raw or bytehound's memory-profiling_..._PID.dat, for this
+// process's backend: 1 with the pid.
+int stream_file_pid(const char* name, unsigned long long* pid);
 // Whether a file of this pid, modified at `mtime`, is this process's (not an
 // earlier process's with the same pid: PID 1 after a container restart).
 int is_own_file(time_t mtime);

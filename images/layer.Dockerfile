@@ -61,6 +61,7 @@ ARG APP_USER=root
 ARG PROFILE_DIR=/var/memprofile
 ARG DORMANT=false
 ARG MAX_PROFILE_MB=
+ARG SNAPSHOT_EVERY=
 LABEL org.opencontainers.image.source="${SOURCE_URL}" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.base.name="${APP_IMAGE}" \

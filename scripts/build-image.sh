@@ -13,7 +13,7 @@
 # judged.
 #
 # Environment (set by the Makefile): ENGINE MEMPROFILE BACKEND IMAGE PLATFORMS
-#   MULTI APP_IMAGE APP_SRC APP_BIN APP_TARGET DORMANT MAX_PROFILE_MB CARGO_PROFILE BASE_IMAGE
+#   MULTI APP_IMAGE APP_SRC APP_BIN APP_TARGET DORMANT MAX_PROFILE_MB SNAPSHOT_EVERY CARGO_PROFILE BASE_IMAGE
 #   BUILDER_IMAGE RUST_BUILDER_IMAGE ARTIFACTS PULL_POLICY TLS_VERIFY PUSH
 #   SKIP_CLEAN WORK_DIR OUT_ARCHIVE REVISION SOURCE_URL ENGINE_BUILD_FLAGS
 set -o errexit -o nounset -o pipefail
@@ -87,6 +87,7 @@ build_args=("${extra_flags[@]}" --build-arg "BACKEND=${BACKEND}" --build-arg "AR
 [[ -z "${APP_TARGET}" ]] || build_args+=(--build-arg "APP_TARGET=${APP_TARGET}")
 [[ "${DORMANT:-false}" != true ]] || build_args+=(--build-arg "DORMANT=true")
 [[ -z "${MAX_PROFILE_MB:-}" ]] || build_args+=(--build-arg "MAX_PROFILE_MB=${MAX_PROFILE_MB}")
+[[ -z "${SNAPSHOT_EVERY:-}" ]] || build_args+=(--build-arg "SNAPSHOT_EVERY=${SNAPSHOT_EVERY}")
 [[ -z "${BUILDER_IMAGE:-}" ]] || build_args+=(--build-arg "BUILDER_IMAGE=${BUILDER_IMAGE}")
 
 # 1. What to build on, and the app's own command.

@@ -63,6 +63,9 @@ packages=(
   # preflight docker:// tests: TLS certificates, htpasswd (bcrypt) and a token
   # server of the tests' own (tests/e2e/registry_*.sh)
   openssl apache2-utils python3 python3-jwt
+  # real servers with real process trees: prefork workers (nginx), a backend
+  # per connection (PostgreSQL); the tests start their own, on loopback
+  nginx-light postgresql-15
   # lint and the bats tests run on Node.js tools (tools/node/package.json)
   shellcheck
 )
@@ -80,6 +83,14 @@ done
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
+  # Packaged servers (nginx, PostgreSQL) would start at install, listening on
+  # this machine's ports: no service starts during the install.
+  policy=/usr/sbin/policy-rc.d
+  if [[ ! -e "${policy}" ]]; then
+    printf '#!/bin/sh\nexit 101\n' > "${policy}"
+    chmod 0755 "${policy}"
+    trap 'rm -f "${policy}"' EXIT
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The control socket on real processes: it refuses a peer with another uid
 # (the socket's mode, then the library's own check of the peer's
-# credentials); a service that forks and execs children never gives them
-# the control library or its socket; a process that is gone, or was never
+# credentials); a child that execs another program never gets the control
+# library, and a forked one serves its own socket; a process that is gone, or was never
 # started with the library, gets one clear line.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -51,7 +51,8 @@ pass "a peer with another uid is refused (socket mode 0600, then the peer's cred
 
 # A forking service: python3, profiled, forks a child that stays in python
 # and execs others: the exec'd children never load the control library, and
-# the forked one has neither its socket nor its thread.
+# the forked one, which jemalloc records, serves its own socket from its own
+# thread; the socket it leaves at _exit is cleared.
 cat > "${SCRATCH}/forker.py" <<'PY'
 import os, subprocess, sys, time
 out = sys.argv[1]
@@ -83,12 +84,12 @@ start_service "${kids}" "${SCRATCH}/forker.log" --backend jemalloc --preload "${
 "${MEMPROFILE}" status "${SERVICE_PID}" --output-dir "${kids}" > /dev/null || fail "the python service is not served"
 wait "${SERVICE_PID}" || fail "the python service failed: $(cat "${SCRATCH}/forker.log")"
 [[ "$(cat "${kids}/parent")" == "2 1" ]] || fail "the service itself: threads and library: $(cat "${kids}/parent")"
-# A forked child is a copy of the service: the library is mapped, inert.
-[[ "$(cut -d' ' -f1,2 "${kids}/forked")" == "1 0" ]] || fail "the forked child: threads, sockets: $(cat "${kids}/forked")"
+# A forked child is a process of the service: its own control thread and socket.
+[[ "$(cut -d' ' -f1,2 "${kids}/forked")" == "2 1" ]] || fail "the forked child: threads, sockets: $(cat "${kids}/forked")"
 if grep -q libmemprofile_ctl "${kids}/exec-maps"; then fail "an exec'd child loaded the control library"; fi
 grep -q "^LD_PRELOAD=${JEMALLOC}$" "${kids}/exec-env" || fail "the children's LD_PRELOAD: $(grep LD_PRELOAD "${kids}/exec-env")"
 [[ -z "$(find "${kids}" -name 'memprofile-ctl.*.sock')" ]] || fail "a socket was left behind"
-pass "exec'd children get no control library; forked ones no socket or thread (the service keeps its own)"
+pass "exec'd children get no control library; a forked one serves its own socket, cleared after its _exit"
 
 # An output directory deeper than a unix socket path can name (107 bytes: a
 # volume mounted deep, a CI scratch dir) is still served, through the

@@ -37,13 +37,15 @@ struct AttachedOptions {
   bool json = false;
 };
 
-std::map<std::string, uint64_t> profile_sizes(Backend b, const std::string& dir) {
+// The process's own profile files: in a directory a whole tree shares,
+// its children's (and an earlier process's of another pid) are theirs.
+std::map<std::string, uint64_t> profile_sizes(Backend b, const std::string& dir, long pid) {
   std::map<std::string, uint64_t> out;
   std::unique_ptr<DIR, int (*)(DIR*)> d(opendir(dir.c_str()), closedir);
   if (!d) return out;
   while (struct dirent* e = readdir(d.get())) {
     std::string name = e->d_name;
-    if (!is_profile_file(b, name)) continue;
+    if (!is_profile_file(b, name) || profile_file_pid(b, name) != pid) continue;
     struct stat st;
     if (stat((dir + "/" + name).c_str(), &st) == 0 && S_ISREG(st.st_mode)) out[name] = static_cast<uint64_t>(st.st_size);
   }
@@ -167,9 +169,9 @@ ExitCode run_attached(const AttachedOptions& o) {
     }
   }
 
-  auto before = profile_sizes(backend, cfg.output_dir);
+  auto before = profile_sizes(backend, cfg.output_dir, o.pid);
   std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(o.window * 1000)));
-  auto after = profile_sizes(backend, cfg.output_dir);
+  auto after = profile_sizes(backend, cfg.output_dir, o.pid);
   json files = json::array();
   bool growing = false;
   for (const auto& [name, size] : after) {

@@ -1,7 +1,10 @@
-// `memprofile start|stop|snapshot|status [PID]`: drive a process that
-// `memprofile exec` started, without restarting it, through the control
-// library's socket in the output directory (ctl/ctl.h). Run in the pod with
-// kubectl exec; PID 1 is the application when exec is the entrypoint.
+// `memprofile start|stop|snapshot|status [PID] [--only]`: drive the processes
+// that `memprofile exec` started, without restarting them, through the
+// control library's sockets in the output directory (ctl/ctl.h). Run in the
+// pod with kubectl exec; PID 1 is the application when exec is the
+// entrypoint. A service is a tree of processes (prefork workers, a backend
+// per connection): the command acts on PID and every descendant that serves
+// a socket, and names in one line each descendant it cannot reach and why.
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -18,11 +21,13 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/error.h"
 #include "base/json_text.h"
 #include "base/unique_fd.h"
 #include "cli/cmd_launcher.h"
+#include "runtime/proc_tree.h"
 #include "verdict/profiler.h"
 
 namespace memprofile {
@@ -38,6 +43,7 @@ struct ControlOptions {
   std::string output_dir, config = kDefaultConfigPath;
   double timeout = 60;
   bool json = false;
+  bool only = false;  // PID alone, not its descendants
 };
 
 std::string mib(uint64_t bytes) {
@@ -171,6 +177,13 @@ void print_status(const json& r) {
             << (r.value("recording", false) ? "on" : "off");
   if (!str("stopped_reason").empty()) std::cout << " (stopped: " << str("stopped_reason") << ")";
   std::cout << "\n";
+  if (r.value("parent", 0) > 0 || !str("program").empty())
+    std::cout << "  " << (r.value("parent", 0) > 0 ? "forked from pid " + std::to_string(r.value("parent", 0)) + ", "
+                                                   : std::string())
+              << "program " << str("program") << "\n";
+  if (num("snapshot_every_ms"))
+    std::cout << "  a snapshot every " << num("snapshot_every_ms") / 1000.0 << " s while recording ("
+              << num("snapshots_scheduled") << " so far)\n";
   json snaps = r.value("snapshots", json::array());
   std::vector<json> list(snaps.begin(), snaps.end());
   std::sort(list.begin(), list.end(),
@@ -184,25 +197,178 @@ void print_status(const json& r) {
     std::cout << "  " << s.value("path", std::string()) << "  " << mib(s.value("bytes", uint64_t{0})) << "\n";
 }
 
+// One process of the tree: its answer, or why it has none.
+struct Member {
+  long pid = 0, parent = 0;
+  std::string comm;
+  std::string socket;  // "" when it serves none
+  json reply;          // its answer (null when none)
+  std::string why;     // why it is not reached, or the request's failure
+  std::string error;   // the connection's own error ("" when it answered, or has no socket)
+};
+
+// Why a process of the tree serves no socket, in words: it runs another
+// program (never profiled, by design), or the profiler does not record
+// forked children, or nothing is known.
+std::string unserved_reason(long pid, const std::string& served_program, const std::string& backend) {
+  std::string exe = process_exe(pid);
+  if (exe.empty()) return "not reachable: no control socket, and its program cannot be read (another user's?)";
+  if (!served_program.empty() && exe != served_program)
+    return "not profiled: it runs " + exe + ", not the profiled program (children that exec another program never "
+           "carry the profiler)";
+  if (!backend.empty() && backend != "jemalloc")
+    return "not profiled: a forked child; " + backend + " does not record a child forked without exec";
+  return "not reachable: no control socket (started before memprofile exec, or the control library could not "
+         "serve: see the service's log)";
+}
+
+// The processes to act on: PID alone (--only, or a PID with no tree), or
+// PID and its descendants. Without a PID, when 1 serves nothing (a
+// dispatcher's child is the profiled process), every tree in the
+// directory.
+std::vector<Member> members(const ControlOptions& o, const std::string& dir) {
+  std::vector<Member> out;
+  auto socket_for = [&](long pid) {
+    std::string path = dir + "/" + ctl_socket_name(pid);
+    struct stat st;
+    return lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) ? path : std::string();
+  };
+  if (o.only) {
+    auto [path, pid] = find_socket(o, dir);
+    Member m;
+    m.pid = pid;
+    m.socket = path;
+    out.push_back(std::move(m));
+    return out;
+  }
+  auto table = read_process_table();
+  std::vector<long> roots;
+  if (!socket_for(o.pid).empty() || o.pid_given || !table.count(o.pid)) {
+    roots.push_back(o.pid);
+  } else {
+    // The tops of the served trees: sockets whose parent serves none.
+    std::set<long> served;
+    for (long p : socket_pids(dir))
+      if (table.count(p)) served.insert(p);
+    for (long p : served)
+      if (!served.count(table[p].ppid)) roots.push_back(p);
+    if (roots.empty()) roots.push_back(o.pid);
+    else std::cerr << "memprofile: process 1 has no control socket; acting on the tree of process "
+                   << roots.front() << (roots.size() > 1 ? " and the others served" : "") << "\n";
+  }
+  std::set<long> seen;
+  for (long root : roots) {
+    std::vector<long> tree = process_tree(table, root);
+    if (tree.empty()) tree.push_back(root);  // gone, or another namespace: its socket decides
+    for (long pid : tree) {
+      if (!seen.insert(pid).second) continue;
+      Member m;
+      m.pid = pid;
+      if (auto it = table.find(pid); it != table.end()) {
+        m.parent = it->second.ppid;
+        m.comm = it->second.comm;
+      }
+      m.socket = socket_for(pid);
+      out.push_back(std::move(m));
+    }
+  }
+  // The root first must serve, as before: a PID that is not memprofile's is
+  // an error, not an empty tree.
+  if (out.empty() || (out.front().socket.empty() && out.size() == 1)) {
+    auto [path, pid] = find_socket(o, dir);
+    out.clear();
+    Member m;
+    m.pid = pid;
+    m.socket = path;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// Asks every member that serves; the others get their reason.
+void ask_all(std::vector<Member>& ms, const std::string& request, double timeout) {
+  std::string program, backend;
+  for (auto& m : ms) {
+    if (m.socket.empty()) continue;
+    try {
+      m.reply = ask_control(m.socket, request, timeout);
+      if (program.empty()) program = m.reply.value("program", std::string());
+      if (backend.empty()) backend = m.reply.value("backend", std::string());
+      if (!m.reply.value("ok", false)) m.why = m.reply.value("error", std::string("failed"));
+    } catch (const FileError& e) {
+      // A child that exec'd another program or ended leaves its socket
+      // until the first process clears it: not an error of the tree.
+      m.why = std::string("not reachable: ") + e.what();
+      m.error = e.what();
+      m.socket.clear();
+    }
+  }
+  for (auto& m : ms)
+    if (m.socket.empty() && m.why.empty()) m.why = unserved_reason(m.pid, program, backend);
+}
+
+json member_json(const Member& m) {
+  json j = m.reply.is_object() ? m.reply : json{{"ok", false}, {"pid", m.pid}};
+  if (!m.reply.is_object()) {
+    j["parent"] = m.parent;
+    j["served"] = false;
+    j["error"] = m.why;
+    if (!m.comm.empty()) j["comm"] = m.comm;
+  } else {
+    j["served"] = true;
+  }
+  return j;
+}
+
 ExitCode run_control(const ControlOptions& o) {
   if (o.pid <= 0) throw Error("memprofile " + o.action + ": PID must be a positive number");
   std::string dir = control_dir(o);
-  auto [path, pid] = find_socket(o, dir);
-  json r = ask_control(path, o.action, o.timeout);
-  bool ok = r.value("ok", false);
-  if (o.json) {
-    std::cout << json_text(r) << "\n";
-  } else if (!ok) {
-    std::cerr << "memprofile: " << o.action << " " << pid << ": " << r.value("error", std::string("failed")) << "\n";
-  } else if (o.action == "snapshot") {
-    std::cout << r.value("snapshot", std::string()) << "\n";
-  } else if (o.action == "status") {
-    print_status(r);
-  } else {
-    std::cout << "pid " << pid << ": " << r.value("backend", std::string()) << ", recording "
-              << (r.value("recording", false) ? "on" : "off") << "\n";
+  std::vector<Member> ms = members(o, dir);
+  ask_all(ms, o.action, o.timeout);
+  size_t served = 0, failed = 0;
+  for (const auto& m : ms) {
+    if (!m.reply.is_object()) continue;
+    ++served;
+    if (!m.reply.value("ok", false)) ++failed;
   }
-  return ok ? ExitCode::Ok : ExitCode::NotProfilable;
+  if (served == 0) {
+    // Nobody answered: the first member's reason is the error, as it was
+    // for one process.
+    if (!ms.front().error.empty()) throw Error(ms.front().error);
+    throw FileError(dir + "/" + ctl_socket_name(ms.front().pid), ms.front().why);
+  }
+  if (o.json) {
+    // The first process's answer, as for one process, with the whole tree.
+    json j = member_json(ms.front());
+    j["processes"] = json::array();
+    for (const auto& m : ms) j["processes"].push_back(member_json(m));
+    j["tree"] = {{"processes", ms.size()}, {"served", served}, {"failed", failed}};
+    std::cout << json_text(j) << "\n";
+    return failed ? ExitCode::NotProfilable : ExitCode::Ok;
+  }
+  for (const auto& m : ms) {
+    if (!m.reply.is_object()) {
+      std::cerr << "memprofile: " << o.action << ": pid " << m.pid << (m.comm.empty() ? "" : " (" + m.comm + ")")
+                << ": " << m.why << "\n";
+      continue;
+    }
+    const json& r = m.reply;
+    if (!r.value("ok", false)) {
+      std::cerr << "memprofile: " << o.action << " " << m.pid << ": " << m.why << "\n";
+    } else if (o.action == "snapshot") {
+      std::cout << r.value("snapshot", std::string()) << "\n";
+    } else if (o.action == "status") {
+      print_status(r);
+    } else {
+      std::cout << "pid " << m.pid << ": " << r.value("backend", std::string()) << ", recording "
+                << (r.value("recording", false) ? "on" : "off") << "\n";
+    }
+  }
+  if (ms.size() > 1 && o.action == "status")
+    std::cout << "tree of pid " << ms.front().pid << ": " << ms.size() << " processes, " << served << " served"
+              << (ms.size() > served ? ", " + std::to_string(ms.size() - served) + " not reached (said above)" : "")
+              << "\n";
+  return failed ? ExitCode::NotProfilable : ExitCode::Ok;
 }
 
 }  // namespace
@@ -221,13 +387,14 @@ void setup_control(CLI::App& app, ExitCode& exit_code) {
     auto o = std::make_shared<ControlOptions>();
     o->action = a.name;
     CLI::App* cmd = app.add_subcommand(a.name, a.help);
-    cmd->add_option("pid", o->pid, "the process (default 1, the container's entrypoint)")
+    cmd->add_option("pid", o->pid, "the process and its descendants (default 1, the container's entrypoint: the whole container)")
         ->each([o](const std::string&) { o->pid_given = true; });
     cmd->add_option("--output-dir", o->output_dir,
                     "where its control socket is (default: what exec told the process, else the config's)");
     cmd->add_option("--config", o->config, "launcher config file")->capture_default_str();
     cmd->add_option("--timeout", o->timeout, "seconds to wait for the answer")->capture_default_str();
-    cmd->add_flag("--json", o->json, "print the process's answer as JSON");
+    cmd->add_flag("--json", o->json, "print the answers as JSON (the first process's, with every process under \"processes\")");
+    cmd->add_flag("--only", o->only, "act on PID alone, not on the processes it forked");
     cmd->callback([o, &exit_code] { exit_code = run_control(*o); });
   }
 }

@@ -294,6 +294,12 @@ ExitCode run_exec(const ExecArgs& o) {
   std::string lib = absolute(plan.preload, cwd);
   const bool with_ctl = ctl_problem.empty();
   const uint64_t max_bytes = budget_bytes(cfg);
+  // What the backend does with the tree, said in the start line: a child
+  // forked without exec is recorded (jemalloc) or not (the others), and
+  // scheduled snapshots exist only where snapshots do.
+  const std::string children_note = forked_children_unrecorded(backend);
+  const bool can_schedule = backend == Backend::Jemalloc;
+  const uint64_t snapshot_every_ms = with_ctl && can_schedule ? cfg.snapshot_every_ms : 0;
   if (with_ctl) {
     // The control library's settings are memprofile's own: a value inherited
     // from an outer launcher never applies to this process.
@@ -306,7 +312,8 @@ ExitCode run_exec(const ExecArgs& o) {
              {"MEMPROFILE_CTL_TARGET", real_path(target)},
              {"MEMPROFILE_CTL_RECORDING", cfg.dormant ? "0" : "1"},
              {"MEMPROFILE_CTL_MAX_BYTES", std::to_string(max_bytes)},
-             {"MEMPROFILE_CTL_MIN_FREE_BYTES", std::to_string(cfg.min_free_mb * 1024 * 1024)}}) {
+             {"MEMPROFILE_CTL_MIN_FREE_BYTES", std::to_string(cfg.min_free_mb * 1024 * 1024)},
+             {"MEMPROFILE_CTL_SNAPSHOT_EVERY_MS", std::to_string(snapshot_every_ms)}}) {
       env.push_back(k + "=" + v);
       added.push_back(k);
     }
@@ -331,9 +338,16 @@ ExitCode run_exec(const ExecArgs& o) {
   std::string budget = with_ctl ? std::string(" (budget ") + budget_mib + " MiB, keeping " +
                                        std::to_string(cfg.min_free_mb) + " MiB free)"
                                  : "";
+  std::string tree = children_note.empty() ? "; forked children are recorded too, each reachable by memprofile "
+                                             "start/stop/snapshot/status"
+                                           : "; forked children are not recorded: " + children_note;
+  if (snapshot_every_ms) tree += "; a snapshot every " + std::to_string(snapshot_every_ms / 1000) + " s while recording";
+  else if (cfg.snapshot_every_ms && !can_schedule)
+    tree += std::string("; --snapshot-every ignored: ") + to_string(backend) + " writes one continuous file, not snapshots";
+  else if (cfg.snapshot_every_ms) tree += "; --snapshot-every ignored: it needs the control library";
   log.info("start",
            std::string(cfg.dormant ? "loaded dormant (recording off until memprofile start): " : "profiling ") +
-               target + " with " + to_string(backend) + " (" + lib + "), output in " + cfg.output_dir + budget,
+               target + " with " + to_string(backend) + " (" + lib + "), output in " + cfg.output_dir + budget + tree,
            {{"backend", to_string(backend)},
             {"library", lib},
             {"program", program},
@@ -342,6 +356,8 @@ ExitCode run_exec(const ExecArgs& o) {
             {"dormant", cfg.dormant},
             {"control", with_ctl},
             {"max_profile_bytes", with_ctl ? json(max_bytes) : json(nullptr)},
+            {"forked_children", children_note.empty() ? "recorded" : "not recorded"},
+            {"snapshot_every_seconds", snapshot_every_ms / 1000},
             {"settings", settings}});
   int err = try_exec(program, argv, env);
   if (err != E2BIG) exec_failed(program, err);

@@ -23,6 +23,7 @@ struct ImageSetupOptions {
   std::string root = "/", config = kDefaultConfigPath;
   std::string dormant = "false";  // DORMANT=true: recording off until memprofile start
   uint64_t max_profile_mb = 0;    // MAX_PROFILE_MB; 0: the launcher's default
+  std::string snapshot_every;     // SNAPSHOT_EVERY: scheduled snapshots in every process ("": none)
 };
 
 // An image config's Entrypoint/Cmd as JSON: an array of strings, null or empty.
@@ -49,6 +50,9 @@ ExitCode run_image_setup(const ImageSetupOptions& o) {
     throw Error("image-setup: --dormant (DORMANT) is '" + o.dormant + "', not true or false");
   const bool dormant = o.dormant == "true";
   if (dormant && !dormant_unsupported(backend).empty()) throw Error("image-setup: " + dormant_unsupported(backend));
+  if (!o.snapshot_every.empty() && !parse_duration_ms(o.snapshot_every))
+    throw Error("image-setup: --snapshot-every (SNAPSHOT_EVERY) '" + o.snapshot_every +
+                "' is not a duration of 1s to 7d (30s, 5m, 1h)");
   auto entrypoint = argv_of(o.entrypoint, "--entrypoint (APP_ENTRYPOINT)");
   auto cmd = argv_of(o.cmd, "--cmd (APP_CMD)");
   if (entrypoint.empty() && cmd.empty())
@@ -67,6 +71,7 @@ ExitCode run_image_setup(const ImageSetupOptions& o) {
   if (!o.target.empty()) out << "target = " << o.target << "\n";
   if (dormant) out << "dormant = 1\n";
   if (o.max_profile_mb) out << "max_profile_mb = " << o.max_profile_mb << "\n";
+  if (!o.snapshot_every.empty()) out << "snapshot_every = " << o.snapshot_every << "\n";
   out << "entrypoint = " << nlohmann::json(entrypoint).dump() << "\n"
       << "cmd = " << nlohmann::json(cmd).dump() << "\n";
   out.close();
@@ -98,6 +103,8 @@ void setup_image_setup(CLI::App& app, ExitCode& exit_code) {
       ->capture_default_str();
   cmd->add_option("--max-profile-mb", o->max_profile_mb, "the profiles' disk budget (default: the launcher's)")
       ->envname("MAX_PROFILE_MB");
+  cmd->add_option("--snapshot-every", o->snapshot_every, "a snapshot in every process of the tree this often (30s, 5m)")
+      ->envname("SNAPSHOT_EVERY");
   cmd->add_option("--root", o->root, "the root to write into")->capture_default_str();
   cmd->add_option("--config", o->config, "the config path inside the root")->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run_image_setup(*o); });

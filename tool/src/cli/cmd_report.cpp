@@ -36,8 +36,10 @@
 #include "profile/collected.h"
 #include "profile/heaptrack_trace.h"
 #include "profile/pprof.h"
+#include "profile/processes.h"
 #include "profile/sites.h"
 #include "profile/symbolizer.h"
+#include "verdict/profiler.h"
 
 namespace memprofile {
 
@@ -54,7 +56,12 @@ struct ReportOptions {
   std::string trend;       // an SVG of bytes in use over the snapshots
   size_t top = 10;
   bool json = false;
+  uint64_t pid = 0;    // one process of several
+  bool merge = false;  // the processes of one program as one
 };
+
+// Most processes a report analyses one by one (the table lists them all).
+constexpr size_t kMaxViews = 8;
 
 // Most profile files one report reads (a day of dumps every minute).
 constexpr size_t kMaxProfiles = 4096;
@@ -83,7 +90,7 @@ void gather(const std::string& arg, std::vector<std::string>& out) {
   while (dirent* e = readdir(dir.get())) {
     std::string n = e->d_name;
     if (ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || n.rfind("memory-profiling_", 0) == 0 ||
-        ends_with(n, ".dat"))
+        ends_with(n, ".dat") || is_process_record(n))
       names.push_back(n);
     if (names.size() > kMaxProfiles)
       throw FileError(arg, "more than " + std::to_string(kMaxProfiles) + " profiles; name the ones to read");
@@ -162,11 +169,20 @@ struct Loaded {
   std::vector<HeapSnapshot> dumps;
   std::vector<std::vector<HeapSnapshot>> traces;
   std::vector<std::string> trace_names;
+  std::map<uint64_t, ProcessInfo> records;  // memprofile-proc.PID.json
 };
 
 // `name` in messages; `file` the file's own name (an archive entry's is
 // after the archive's).
 void load_one(const std::string& name, const std::string& file, Reader& bytes, Loaded& out) {
+  if (is_process_record(basename_of(file))) {
+    std::string text;
+    char buf[4096];
+    for (size_t r; (r = bytes.read(buf, sizeof buf)) > 0 && text.size() <= 64 * 1024;) text.append(buf, r);
+    ProcessInfo p = parse_process_record(text, name);
+    out.records[p.pid] = p;
+    return;
+  }
   if (is_heaptrack_file(file)) {
     out.traces.push_back(read_heaptrack_trace(bytes, name));
     out.trace_names.push_back(name);
@@ -196,7 +212,8 @@ void load_archive(const std::string& path, Loaded& out) {
   std::exception_ptr unreadable;
   CollectedArchive archive = read_collected(in, path, [&](const std::string& entry, Reader& bytes) {
     std::string base = basename_of(entry);
-    if (unreadable || !(ends_with(base, ".heap") || is_heaptrack_file(base) || base.rfind("memory-profiling_", 0) == 0))
+    if (unreadable || !(ends_with(base, ".heap") || is_heaptrack_file(base) || base.rfind("memory-profiling_", 0) == 0 ||
+                        is_process_record(base)))
       return;
     try {
       load_one(path + ":" + entry, entry, bytes, out);
@@ -211,7 +228,20 @@ void load_archive(const std::string& path, Loaded& out) {
   if (unreadable) std::rethrow_exception(unreadable);
 }
 
-std::vector<HeapSnapshot> load_snapshots(const ReportOptions& o, std::vector<std::string>& notes) {
+// heaptrack.PID.raw's pid (0 when the name has none).
+uint64_t trace_pid(const std::string& file) {
+  std::string name = basename_of(file);
+  size_t dot = name.find('.', 10);
+  std::string digits = name.substr(10, dot == std::string::npos ? std::string::npos : dot - 10);
+  return !digits.empty() && digits.size() <= 9 && digits.find_first_not_of("0123456789") == std::string::npos
+             ? std::stoull(digits)
+             : 0;
+}
+
+// The profiles the arguments name, as processes, each oldest first, its
+// exit snapshot dropped (drop_exit_snapshot); notes per pid.
+std::vector<ProcessSeries> load_processes(const ReportOptions& o, std::vector<std::string>& notes,
+                                          std::map<uint64_t, std::vector<std::string>>& process_notes) {
   std::vector<std::string> files;
   for (const auto& p : o.profiles) gather(p, files);
   if (files.size() > kMaxProfiles) throw Error("more than " + std::to_string(kMaxProfiles) + " profiles");
@@ -226,41 +256,42 @@ std::vector<HeapSnapshot> load_snapshots(const ReportOptions& o, std::vector<std
     FdReader in(fd.get(), f);
     load_one(f, f, in, loaded);
   }
-  // heaptrack: one trace holds the whole run, snapshots included.
+  std::vector<ProcessSeries> processes;
+  // heaptrack: one trace holds a whole process's run, snapshots included;
+  // several traces are several processes.
   if (!loaded.traces.empty()) {
-    if (loaded.traces.size() != 1 || !loaded.dumps.empty() || !o.base.empty())
-      throw Error(loaded.trace_names[0] + ": a heaptrack trace holds the whole run; report reads one trace alone (no "
-                  "--base, no other profiles): name one of " + std::to_string(loaded.traces.size()) + " trace(s)");
-    std::vector<HeapSnapshot> snaps = std::move(loaded.traces[0]);
-    drop_exit_snapshot(snaps, notes);
-    return snaps;
+    if (!loaded.dumps.empty() || !o.base.empty())
+      throw Error(loaded.trace_names[0] + ": a heaptrack trace holds the whole run; report reads traces alone (no "
+                  "--base, no jemalloc dumps beside them)");
+    for (size_t i = 0; i < loaded.traces.size(); ++i) {
+      ProcessSeries p;
+      p.info.pid = trace_pid(loaded.trace_names[i]);
+      if (auto it = loaded.records.find(p.info.pid); it != loaded.records.end()) p.info = it->second;
+      p.snaps = std::move(loaded.traces[i]);
+      drop_exit_snapshot(p.snaps, process_notes[p.info.pid]);
+      if (!p.snaps.empty()) processes.push_back(std::move(p));
+    }
+    return processes;
   }
   if (loaded.dumps.empty()) throw Error("no profile in " + o.profiles[0]);
-  std::vector<HeapSnapshot> all = std::move(loaded.dumps);
-  // One process: the one with the most dumps (a service's children dump too).
-  std::map<uint64_t, size_t> per_pid;
-  for (const auto& s : all) ++per_pid[s.pid];
-  uint64_t pid = std::max_element(per_pid.begin(), per_pid.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
-  if (per_pid.size() > 1) {
-    std::string others;
-    for (const auto& [p, count] : per_pid)
-      if (p != pid) others += (others.empty() ? "" : ", ") + std::to_string(p) + " (" + std::to_string(count) + ")";
-    notes.push_back("dumps of other processes left out: pid " + others + "; name their files alone to see them");
-  }
-  std::vector<HeapSnapshot> chosen;
-  for (auto& s : all)
-    if (s.pid == pid) chosen.push_back(std::move(s));
-  std::stable_sort(chosen.begin(), chosen.end(),
-                   [](const HeapSnapshot& a, const HeapSnapshot& b) { return a.sequence < b.sequence; });
-  drop_exit_snapshot(chosen, notes);
+  processes = group_by_process(std::move(loaded.dumps), loaded.records);
+  for (auto& p : processes) drop_exit_snapshot(p.snaps, process_notes[p.info.pid]);
   if (!o.base.empty()) {
     std::string text = read_profile(o.base);
     if (!is_jemalloc_heap(text.substr(0, 16))) refuse_other_backends(o.base, o.base, text.substr(0, 64));
-    chosen.insert(chosen.begin(), parse_jemalloc_heap(text, o.base));
+    HeapSnapshot base = parse_jemalloc_heap(text, o.base);
+    // The base belongs to its own process; one of another pid is still the
+    // start of the only process there is.
+    ProcessSeries* into = processes.size() == 1 ? &processes[0] : nullptr;
+    for (auto& p : processes)
+      if (p.info.pid == base.pid) into = &p;
+    if (!into) throw Error(o.base + ": --base is a dump of pid " + std::to_string(base.pid) + ", and the profiles hold no "
+                           "dumps of that process");
+    into->snaps.insert(into->snaps.begin(), std::move(base));
   }
-  return chosen;
+  (void)notes;
+  return processes;
 }
-
 
 std::string short_file(const std::string& f) {
   // The last two components say enough in a table; --json has the path.
@@ -277,7 +308,7 @@ std::string site_label(const Frame& f) {
     return std::string(b);
   }() : f.function;
   if (!f.file.empty()) s += " (" + short_file(f.file) + (f.line ? ":" + std::to_string(f.line) : "") + ")";
-  return s;
+  return escape_control(s);
 }
 
 nlohmann::json frame_json(const Frame& f) {
@@ -307,99 +338,164 @@ std::shared_ptr<FileTree> open_files(const ReportOptions& o, const std::vector<H
   return images[0].tree;
 }
 
-// --flamegraph and --trend.
-void write_pictures(const ReportOptions& o, const std::vector<HeapSnapshot>& snaps, const SiteTable& table,
-                    Symbolizer& symbolizer, std::vector<std::string>& notes) {
-  const HeapSnapshot& last = snaps.back();
+// One view of the report, folded into sites.
+struct Folded {
+  const ProcessView* view;
+  SiteTable table;
+  // The snapshots a single process's header names (the first member's).
+  const std::vector<HeapSnapshot>& snaps() const { return view->members.front()->snaps; }
+  size_t count() const { return table.totals.size(); }
+  bool over_time() const { return count() > 1; }
+};
+
+Folded fold_view(const ProcessView& v, Symbolizer& symbolizer) {
+  std::vector<SiteTable> tables;
+  for (const auto* m : v.members) tables.push_back(fold_sites(m->snaps, symbolizer));
+  return {&v, tables.size() == 1 ? std::move(tables[0]) : merge_site_tables(tables)};
+}
+
+// --pprof, --flamegraph and --trend.
+void write_pictures(const ReportOptions& o, const std::vector<ProcessSeries>& processes,
+                    const std::vector<Folded>& views, Symbolizer& symbolizer, std::vector<std::string>& notes) {
+  const Folded& top = views.front();
+  const HeapSnapshot& last = top.snaps().back();
+  if (!o.pprof.empty()) {
+    std::vector<LabeledSnapshot> snaps;
+    std::set<uint64_t> seen;
+    for (const auto& v : views)
+      for (const auto* m : v.view->members)
+        if (seen.insert(m->info.pid).second) snaps.push_back({&m->snaps.back(), m->info.pid});
+    write_pprof(snaps, symbolizer, o.pprof);
+    notes.push_back("pprof profile of the last " + std::string(last.backend == "heaptrack" ? "snapshot" : "dump") +
+                    (snaps.size() > 1 ? " of " + std::to_string(snaps.size()) + " processes, each sample labelled "
+                                        "with its pid," : std::string()) +
+                    " written to " + o.pprof + " (go tool pprof -top " + o.pprof + ")");
+  }
   const bool grown = !o.base.empty();
   if (!o.flamegraph.empty()) {
-    std::vector<FoldedStack> stacks = folded_stacks(last, symbolizer);
-    if (grown) stacks = grown_stacks(folded_stacks(snaps.front(), symbolizer), stacks);
-    std::string title = grown ? "Bytes gained since " + basename_of(snaps.front().file) : "Bytes in use";
-    std::string sub = last.backend + " " + basename_of(last.file) + (last.pid ? ", pid " + std::to_string(last.pid) : "") +
-                      ": click a frame to zoom, Ctrl-F to search";
+    std::vector<FoldedStack> stacks;
+    for (const auto* m : top.view->members) {
+      auto more = folded_stacks(m->snaps.back(), symbolizer);
+      if (grown) more = grown_stacks(folded_stacks(m->snaps.front(), symbolizer), more);
+      stacks.insert(stacks.end(), more.begin(), more.end());
+    }
+    std::string title = grown ? "Bytes gained since " + basename_of(top.snaps().front().file) : "Bytes in use";
+    std::string sub = last.backend + " " + (top.view->merged ? top.view->label : basename_of(last.file) +
+                      (last.pid ? ", pid " + std::to_string(last.pid) : "")) + ": click a frame to zoom, Ctrl-F to search";
     write_whole_file(o.flamegraph, flamegraph_svg(stacks, title, sub));
-    notes.push_back("flame graph of the " + std::string(grown ? "growth" : "bytes in use") + " written to " + o.flamegraph);
+    notes.push_back("flame graph of the " + std::string(grown ? "growth" : "bytes in use") + " of " + top.view->label +
+                    " written to " + o.flamegraph);
   }
   if (!o.trend.empty()) {
-    std::vector<const Site*> top;
-    for (const auto& s : table.sites) top.push_back(&s);
-    std::stable_sort(top.begin(), top.end(), [](const Site* a, const Site* b) { return a->bytes.back() > b->bytes.back(); });
-    if (top.size() > 8) top.resize(8);
+    // Several processes: one line per process (and all of them). One: the
+    // top sites.
+    const bool per_process = processes.size() > 1 && !o.pid;
+    SiteTable by_process = per_process ? process_trend_table(processes) : SiteTable();
+    const SiteTable& table = per_process ? by_process : top.table;
+    std::vector<const Site*> lines;
+    for (const auto& s : table.sites) lines.push_back(&s);
+    std::stable_sort(lines.begin(), lines.end(), [](const Site* a, const Site* b) { return a->bytes.back() > b->bytes.back(); });
+    if (lines.size() > 8) lines.resize(8);
     std::vector<std::string> labels;
-    for (const auto& s : snaps)
-      labels.push_back(s.backend == "heaptrack" ? std::to_string(s.time_ms) + " ms" : basename_of(s.file));
-    write_whole_file(o.trend, trend_svg(table, top, labels, "Bytes in use over " + std::to_string(snaps.size()) +
-                                                                " snapshots: all, and the top sites"));
-    notes.push_back("trend of the top sites written to " + o.trend);
+    if (per_process || top.view->merged) {
+      for (size_t i = 0; i < table.totals.size(); ++i)
+        labels.push_back("snapshot " + std::to_string(i + 1 - table.totals.size()));
+    } else {
+      for (const auto& s : top.snaps())
+        labels.push_back(s.backend == "heaptrack" ? std::to_string(s.time_ms) + " ms" : basename_of(s.file));
+    }
+    std::string title = per_process ? "Bytes in use per process over their last " + std::to_string(table.totals.size()) +
+                                          " snapshots: all, and the largest processes"
+                                    : "Bytes in use over " + std::to_string(table.totals.size()) +
+                                          " snapshots: all, and the top sites";
+    write_whole_file(o.trend, trend_svg(table, lines, labels, title));
+    notes.push_back(std::string(per_process ? "trend of the processes" : "trend of the top sites") + " written to " +
+                    o.trend);
   }
 }
 
-ExitCode run_report(const ReportOptions& o) {
-  if (o.rootfs.empty() == o.image.empty())
-    throw Error("report needs the image's files for symbols: --image IMAGE (an archive, an OCI layout, - , docker://REF "
-                "or docker-daemon:NAME, as for preflight) or --rootfs DIR (its root filesystem), one of them");
-  std::vector<std::string> notes;
-  std::vector<HeapSnapshot> snaps = load_snapshots(o, notes);
-  std::shared_ptr<FileTree> tree = open_files(o, snaps, notes);
-  Symbolizer symbolizer([tree](const std::string& path) -> int {
-    std::optional<Resolved> r;
-    try {
-      r = resolve(*tree, path);
-    } catch (const Error&) {
-      return -1;
-    }
-    if (!r || r->node.kind != FsNode::Kind::Regular) return -1;
-    return tree->open_data(r->path);
-  });
-  SiteTable table = fold_sites(snaps, symbolizer);
-  if (!o.pprof.empty()) {
-    write_pprof(snaps.back(), symbolizer, o.pprof);
-    notes.push_back("pprof profile of the last " + std::string(snaps.back().backend == "heaptrack" ? "snapshot" : "dump") +
-                    " written to " + o.pprof + " (go tool pprof -top " + o.pprof + ")");
-  }
-
-  write_pictures(o, snaps, table, symbolizer, notes);
-
+struct Ranked {
   std::vector<const Site*> by_use, by_growth;
-  for (const auto& s : table.sites) {
-    if (s.bytes.back() > 0) by_use.push_back(&s);
-    if (s.growth() > 0) by_growth.push_back(&s);
-  }
-  std::stable_sort(by_use.begin(), by_use.end(), [](const Site* a, const Site* b) { return a->bytes.back() > b->bytes.back(); });
-  std::stable_sort(by_growth.begin(), by_growth.end(), [](const Site* a, const Site* b) { return a->growth() > b->growth(); });
-  if (by_use.size() > o.top) by_use.resize(o.top);
-  if (by_growth.size() > o.top) by_growth.resize(o.top);
-  const bool over_time = snaps.size() > 1;
+};
 
-  if (o.json) {
-    nlohmann::json j;
-    j["backend"] = snaps.back().backend;
-    j["pid"] = snaps.back().pid;
-    j["snapshots"] = nlohmann::json::array();
-    for (size_t i = 0; i < snaps.size(); ++i)
-      j["snapshots"].push_back({{"file", snaps[i].file}, {"bytes_in_use", table.totals[i]},
-                                {"sample_period", snaps[i].sample_period}});
-    auto site_json = [&](const Site* s) {
-      nlohmann::json sj = {{"site", frame_json(s->frame)}, {"bytes_in_use", s->bytes.back()},
-                           {"objects_in_use", s->objects.back()}, {"growth", s->growth()},
-                           {"leak_suspect", over_time && s->leak_suspect()}, {"bytes_per_snapshot", s->bytes}};
-      sj["stack"] = nlohmann::json::array();
-      for (const auto& f : s->stack) sj["stack"].push_back(frame_json(f));
-      return sj;
-    };
-    j["in_use"] = nlohmann::json::array();
-    for (const Site* s : by_use) j["in_use"].push_back(site_json(s));
-    j["growth"] = nlohmann::json::array();
-    if (over_time)
-      for (const Site* s : by_growth) j["growth"].push_back(site_json(s));
-    j["warnings"] = table.warnings;
-    j["notes"] = notes;
-    std::cout << json_text(j) << "\n";
-    return ExitCode::Ok;
+Ranked rank(const Folded& f, size_t top) {
+  Ranked r;
+  for (const auto& s : f.table.sites) {
+    if (s.bytes.back() > 0) r.by_use.push_back(&s);
+    if (s.growth() > 0) r.by_growth.push_back(&s);
   }
+  std::stable_sort(r.by_use.begin(), r.by_use.end(), [](const Site* a, const Site* b) { return a->bytes.back() > b->bytes.back(); });
+  std::stable_sort(r.by_growth.begin(), r.by_growth.end(), [](const Site* a, const Site* b) { return a->growth() > b->growth(); });
+  if (r.by_use.size() > top) r.by_use.resize(top);
+  if (r.by_growth.size() > top) r.by_growth.resize(top);
+  return r;
+}
 
-  if (snaps.back().backend == "heaptrack") {
+nlohmann::json process_json(const ProcessSeries& p) {
+  return {{"pid", p.info.pid}, {"parent", p.info.parent}, {"program", p.info.program}, {"snapshots", p.snaps.size()},
+          {"bytes_in_use", p.last_bytes()}, {"growth", p.growth()}};
+}
+
+nlohmann::json view_json(const Folded& f, const ReportOptions& o, const std::vector<std::string>& notes) {
+  const auto& snaps = f.snaps();
+  const SiteTable& table = f.table;
+  Ranked r = rank(f, o.top);
+  nlohmann::json j;
+  j["backend"] = snaps.back().backend;
+  j["pid"] = snaps.back().pid;
+  j["view"] = f.view->label;
+  j["pids"] = nlohmann::json::array();
+  for (const auto* m : f.view->members) j["pids"].push_back(m->info.pid);
+  j["snapshots"] = nlohmann::json::array();
+  for (size_t i = 0; i < f.count(); ++i)
+    j["snapshots"].push_back({{"file", f.view->merged ? table.snapshots[i] : snaps[i].file},
+                              {"bytes_in_use", table.totals[i]},
+                              {"sample_period", snaps[std::min(i, snaps.size() - 1)].sample_period}});
+  auto site_json = [&](const Site* s) {
+    nlohmann::json sj = {{"site", frame_json(s->frame)}, {"bytes_in_use", s->bytes.back()},
+                         {"objects_in_use", s->objects.back()}, {"growth", s->growth()},
+                         {"leak_suspect", f.over_time() && s->leak_suspect()}, {"bytes_per_snapshot", s->bytes}};
+    sj["stack"] = nlohmann::json::array();
+    for (const auto& fr : s->stack) sj["stack"].push_back(frame_json(fr));
+    return sj;
+  };
+  j["in_use"] = nlohmann::json::array();
+  for (const Site* s : r.by_use) j["in_use"].push_back(site_json(s));
+  j["growth"] = nlohmann::json::array();
+  if (f.over_time())
+    for (const Site* s : r.by_growth) j["growth"].push_back(site_json(s));
+  j["warnings"] = table.warnings;
+  j["notes"] = notes;
+  return j;
+}
+
+void print_process_table(const std::vector<ProcessSeries>& processes) {
+  std::cout << "Processes (" << processes.size() << "), growth from each one's first dump to its last:\n";
+  std::cout << "      pid   parent  snapshots       in use       growth  program\n";
+  for (const auto& p : processes) {
+    char line[96];
+    std::snprintf(line, sizeof line, "  %7llu  %7s  %9zu  %11s  %11s  ", static_cast<unsigned long long>(p.info.pid),
+                  p.info.parent ? std::to_string(p.info.parent).c_str() : "-", p.snaps.size(),
+                  human_bytes(p.last_bytes()).c_str(),
+                  p.snaps.size() < 2 ? "-" : ((p.growth() >= 0 ? "+" : "") + human_bytes(p.growth())).c_str());
+    std::cout << line << escape_control(p.info.program) << "\n";
+  }
+}
+
+void print_view(const Folded& f, const ReportOptions& o, const std::vector<std::string>& notes) {
+  const auto& snaps = f.snaps();
+  const SiteTable& table = f.table;
+  Ranked r = rank(f, o.top);
+  if (f.view->merged) {
+    size_t dumps = 0;
+    std::string pids;
+    for (const auto* m : f.view->members) {
+      dumps += m->snaps.size();
+      pids += (pids.empty() ? "" : ", ") + std::to_string(m->info.pid);
+    }
+    std::cout << "memprofile report: " << escape_control(f.view->label) << " (pids " << pids << "), " << dumps << " "
+              << snaps.back().backend << " snapshots, summed per site over the last " << f.count() << "\n";
+  } else if (snaps.back().backend == "heaptrack") {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.1f", static_cast<double>(snaps.back().time_ms) / 1000);
     std::cout << "memprofile report: heaptrack trace " << basename_of(snaps.back().file) << ", " << snaps.size()
@@ -414,16 +510,16 @@ ExitCode run_report(const ReportOptions& o) {
   }
   const char* moment = snaps.back().backend == "heaptrack" ? "snapshot" : "dump";
   std::cout << "in use at the last " << moment << ": " << human_bytes(table.totals.back());
-  if (over_time) std::cout << " (" << (table.totals.back() >= table.totals.front() ? "+" : "")
-                           << human_bytes(table.totals.back() - table.totals.front()) << " since the first)";
+  if (f.over_time()) std::cout << " (" << (table.totals.back() >= table.totals.front() ? "+" : "")
+                               << human_bytes(table.totals.back() - table.totals.front()) << " since the first)";
   std::cout << "\n";
   for (const auto& n : notes) std::cout << "note: " << n << "\n";
   for (const auto& w : table.warnings) std::cout << "warning: " << w << "\n";
-  if (over_time) {
-    std::cout << "\nGrowth, first " << moment << " to last (" << snaps.size() << " " << moment << "s), by bytes gained:\n";
-    if (by_growth.empty()) std::cout << "  no site grew\n";
-    for (size_t i = 0; i < by_growth.size(); ++i) {
-      const Site* s = by_growth[i];
+  if (f.over_time()) {
+    std::cout << "\nGrowth, first " << moment << " to last (" << f.count() << " " << moment << "s), by bytes gained:\n";
+    if (r.by_growth.empty()) std::cout << "  no site grew\n";
+    for (size_t i = 0; i < r.by_growth.size(); ++i) {
+      const Site* s = r.by_growth[i];
       char line[64];
       std::snprintf(line, sizeof line, "%3zu  %11s  %11s  ", i + 1, ("+" + human_bytes(s->growth())).c_str(),
                     human_bytes(s->bytes.back()).c_str());
@@ -432,13 +528,76 @@ ExitCode run_report(const ReportOptions& o) {
     }
   }
   std::cout << "\nIn use at the last " << moment << ", by bytes:\n";
-  for (size_t i = 0; i < by_use.size(); ++i) {
-    const Site* s = by_use[i];
+  for (size_t i = 0; i < r.by_use.size(); ++i) {
+    const Site* s = r.by_use[i];
     char line[64];
     double share = table.totals.back() > 0 ? 100 * s->bytes.back() / table.totals.back() : 0;
     std::snprintf(line, sizeof line, "%3zu  %11s  %5.1f%%  ", i + 1, human_bytes(s->bytes.back()).c_str(), share);
     std::cout << line << site_label(s->frame) << "\n";
     for (size_t k = 1; k < s->stack.size() && k < 8; ++k) std::cout << "                          " << site_label(s->stack[k]) << "\n";
+  }
+}
+
+ExitCode run_report(const ReportOptions& o) {
+  if (o.rootfs.empty() == o.image.empty())
+    throw Error("report needs the image's files for symbols: --image IMAGE (an archive, an OCI layout, - , docker://REF "
+                "or docker-daemon:NAME, as for preflight) or --rootfs DIR (its root filesystem), one of them");
+  std::vector<std::string> notes;
+  std::map<uint64_t, std::vector<std::string>> process_notes;
+  std::vector<ProcessSeries> processes = load_processes(o, notes, process_notes);
+  if (processes.empty()) throw Error("no snapshot in " + o.profiles[0]);
+  uint64_t pid = o.pid;
+  if (!pid && !o.base.empty() && processes.size() > 1) pid = processes.front().info.pid;  // --base names one process
+  if (!o.base.empty())
+    for (const auto& p : processes)
+      if (p.snaps.front().file == o.base) pid = p.info.pid;
+  ViewChoice choice = choose_views(processes, pid, o.merge, kMaxViews);
+  for (const auto& n : choice.notes) notes.push_back(n);
+  std::vector<HeapSnapshot> all_snaps;  // for the files to keep from the image
+  for (const auto& p : processes) all_snaps.insert(all_snaps.end(), p.snaps.begin(), p.snaps.end());
+  std::shared_ptr<FileTree> tree = open_files(o, all_snaps, notes);
+  all_snaps.clear();
+  Symbolizer symbolizer([tree](const std::string& path) -> int {
+    std::optional<Resolved> r;
+    try {
+      r = resolve(*tree, path);
+    } catch (const Error&) {
+      return -1;
+    }
+    if (!r || r->node.kind != FsNode::Kind::Regular) return -1;
+    return tree->open_data(r->path);
+  });
+  std::vector<Folded> views;
+  for (const auto& v : choice.views) views.push_back(fold_view(v, symbolizer));
+  write_pictures(o, processes, views, symbolizer, notes);
+  // A view's notes: the report's, then its own processes'.
+  auto notes_of = [&](const Folded& f) {
+    std::vector<std::string> n = notes;
+    for (const auto* m : f.view->members)
+      for (const auto& pn : process_notes[m->info.pid]) n.push_back(f.view->members.size() > 1 ? "pid " + std::to_string(m->info.pid) + ": " + pn : pn);
+    return n;
+  };
+
+  if (o.json) {
+    nlohmann::json j = view_json(views.front(), o, notes_of(views.front()));
+    if (processes.size() > 1) {
+      j["processes"] = nlohmann::json::array();
+      for (const auto& p : processes) j["processes"].push_back(process_json(p));
+    }
+    if (views.size() > 1) {
+      j["views"] = nlohmann::json::array();
+      for (const auto& f : views) j["views"].push_back(view_json(f, o, notes_of(f)));
+    }
+    std::cout << json_text(j) << "\n";
+    return ExitCode::Ok;
+  }
+  if (processes.size() > 1) {
+    print_process_table(processes);
+    std::cout << "\n";
+  }
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (views.size() > 1) std::cout << (i ? "\n" : "") << "== " << escape_control(views[i].view->label) << "\n";
+    print_view(views[i], o, notes_of(views[i]));
   }
   return ExitCode::Ok;
 }
@@ -462,6 +621,8 @@ void setup_report(CLI::App& app, ExitCode& exit_code) {
   cmd->add_flag("--json", o->json, "the same content as JSON");
   cmd->add_option("--flamegraph", o->flamegraph, "also write a flame graph SVG of bytes in use (of growth, with --base)");
   cmd->add_option("--trend", o->trend, "also write an SVG of bytes in use over the snapshots for the top sites");
+  cmd->add_option("--pid", o->pid, "of the profiles of several processes, this one alone")->check(CLI::PositiveNumber);
+  cmd->add_flag("--merge", o->merge, "sum the processes of one program (prefork workers) into one view per program");
   cmd->add_option("--pprof", o->pprof, "also write the last snapshot as a gzipped pprof profile (go tool pprof, "
                                        "Pyroscope, Parca)");
   cmd->callback([o, &exit_code] { exit_code = run_report(*o); });

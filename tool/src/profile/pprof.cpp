@@ -54,13 +54,19 @@ std::string gzip(const std::string& data, const std::string& path) {
 }  // namespace
 
 void write_pprof(const HeapSnapshot& snap, Symbolizer& symbolizer, const std::string& path) {
+  write_pprof(std::vector<LabeledSnapshot>{{&snap, 0}}, symbolizer, path);
+}
+
+void write_pprof(const std::vector<LabeledSnapshot>& snaps, Symbolizer& symbolizer, const std::string& path) {
+  if (snaps.empty()) throw FileError(path, "no snapshot to write");
+  const HeapSnapshot& first = *snaps.front().snap;
   pb::Profile p;
   Strings str(p);
   auto value_type = [&](pb::ValueType* v, const char* type, const char* unit) {
     v->set_type(str.id(type));
     v->set_unit(str.id(unit));
   };
-  if (snap.has_allocated) {
+  if (first.has_allocated) {
     value_type(p.add_sample_type(), "alloc_objects", "count");
     value_type(p.add_sample_type(), "alloc_space", "bytes");
   }
@@ -68,16 +74,20 @@ void write_pprof(const HeapSnapshot& snap, Symbolizer& symbolizer, const std::st
   value_type(p.add_sample_type(), "inuse_space", "bytes");
   p.set_default_sample_type(str.id("inuse_space"));
   value_type(p.mutable_period_type(), "space", "bytes");
-  p.set_period(static_cast<int64_t>(snap.sample_period));
-  p.add_comment(str.id("memprofile report: " + snap.backend + " " + snap.file));
+  p.set_period(static_cast<int64_t>(first.sample_period));
+  for (const auto& ls : snaps) p.add_comment(str.id("memprofile report: " + ls.snap->backend + " " + ls.snap->file));
 
   // Mappings, the main binary first (pprof's convention): the file mapped
-  // lowest with an executable segment, else the first.
-  std::vector<const Mapping*> maps;
-  for (const auto& m : snap.maps) maps.push_back(&m);
-  std::sort(maps.begin(), maps.end(), [](const Mapping* a, const Mapping* b) { return a->start < b->start; });
+  // lowest with an executable segment, else the first. Processes forked
+  // from one another share their mappings: each is written once.
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t, std::string>, uint64_t> mapping_ids;
   std::map<const Mapping*, uint64_t> mapping_id;
   auto add_mapping = [&](const Mapping* m) {
+    auto key = std::make_tuple(m->start, m->end, m->offset, m->path);
+    if (auto it = mapping_ids.find(key); it != mapping_ids.end()) {
+      mapping_id[m] = it->second;
+      return;
+    }
     pb::Mapping* pm = p.add_mapping();
     pm->set_id(static_cast<uint64_t>(p.mapping_size()));
     pm->set_memory_start(m->start);
@@ -90,13 +100,21 @@ void write_pprof(const HeapSnapshot& snap, Symbolizer& symbolizer, const std::st
     pm->set_has_filenames(true);
     pm->set_has_line_numbers(true);
     pm->set_has_inline_frames(true);
-    mapping_id[m] = pm->id();
+    mapping_ids[key] = mapping_id[m] = pm->id();
   };
-  const std::string main_path = snap.maps.empty() ? "" : maps.front()->path;
-  for (const Mapping* m : maps)
-    if (m->path == main_path) add_mapping(m);
-  for (const Mapping* m : maps)
-    if (m->path != main_path) add_mapping(m);
+  std::vector<std::vector<const Mapping*>> sorted_per_snap;
+  for (const auto& ls : snaps) {
+    const HeapSnapshot& snap = *ls.snap;
+    std::vector<const Mapping*> maps;
+    for (const auto& m : snap.maps) maps.push_back(&m);
+    std::sort(maps.begin(), maps.end(), [](const Mapping* a, const Mapping* b) { return a->start < b->start; });
+    const std::string main_path = snap.maps.empty() ? "" : maps.front()->path;
+    for (const Mapping* m : maps)
+      if (m->path == main_path) add_mapping(m);
+    for (const Mapping* m : maps)
+      if (m->path != main_path) add_mapping(m);
+    sorted_per_snap.push_back(std::move(maps));
+  }
 
   std::map<std::tuple<std::string, std::string, std::string>, uint64_t> function_id;
   auto function = [&](const Frame& f) {
@@ -115,8 +133,12 @@ void write_pprof(const HeapSnapshot& snap, Symbolizer& symbolizer, const std::st
     pf->set_filename(str.id(f.file));
     return function_id[key] = pf->id();
   };
-  std::map<uint64_t, uint64_t> location_id;  // by address (one process, one map)
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> location_id;  // by mapping and address
+  const int64_t pid_key = snaps.size() > 1 ? str.id("pid") : 0;
 
+  for (size_t si = 0; si < snaps.size(); ++si) {
+  const HeapSnapshot& snap = *snaps[si].snap;
+  const std::vector<const Mapping*>& maps = sorted_per_snap[si];
   for (const auto& sample : snap.stacks) {
     std::vector<std::pair<uint64_t, std::vector<Frame>>> stack;  // per pc, its frames
     for (size_t i = 0; i < sample.pcs.size(); ++i) {
@@ -142,18 +164,20 @@ void write_pprof(const HeapSnapshot& snap, Symbolizer& symbolizer, const std::st
     pb::Sample* ps = p.add_sample();
     for (size_t i = first; i < stack.size(); ++i) {
       uint64_t pc = stack[i].first;
-      auto it = location_id.find(pc);
+      const Mapping* at = find_mapping(maps, pc);
+      auto lkey = std::make_pair(at ? mapping_id[at] : 0, pc);
+      auto it = location_id.find(lkey);
       if (it == location_id.end()) {
         pb::Location* loc = p.add_location();
         loc->set_id(static_cast<uint64_t>(p.location_size()));
         loc->set_address(pc);
-        if (const Mapping* m = find_mapping(maps, pc)) loc->set_mapping_id(mapping_id[m]);
+        if (at) loc->set_mapping_id(mapping_id[at]);
         for (const Frame& f : stack[i].second) {
           pb::Line* line = loc->add_line();
           line->set_function_id(function(f));
           line->set_line(f.line);
         }
-        it = location_id.emplace(pc, loc->id()).first;
+        it = location_id.emplace(lkey, loc->id()).first;
       }
       ps->add_location_id(it->second);
     }
@@ -163,6 +187,12 @@ void write_pprof(const HeapSnapshot& snap, Symbolizer& symbolizer, const std::st
     }
     ps->add_value(std::llround(sample.objects));
     ps->add_value(std::llround(sample.bytes));
+    if (pid_key) {
+      pb::Label* l = ps->add_label();
+      l->set_key(pid_key);
+      l->set_num(static_cast<int64_t>(snaps[si].pid));
+    }
+  }
   }
   std::string bytes;
   if (!p.SerializeToString(&bytes)) throw FileError(path, "cannot encode the profile");

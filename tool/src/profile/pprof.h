@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "profile/heap_profile.h"
 #include "profile/symbolizer.h"
@@ -16,5 +17,14 @@ namespace memprofile {
 // Writes `snap` to `path` (created or replaced). Throws FileError naming
 // `path` when it cannot be written.
 void write_pprof(const HeapSnapshot& snap, Symbolizer& symbolizer, const std::string& path);
+
+// Several processes' snapshots in one profile, each sample labelled with its
+// process ("pid", a number label: `go tool pprof -tagfocus pid=812`, or
+// -tags to see them side by side). One snapshot alone gets no label.
+struct LabeledSnapshot {
+  const HeapSnapshot* snap;
+  uint64_t pid;
+};
+void write_pprof(const std::vector<LabeledSnapshot>& snaps, Symbolizer& symbolizer, const std::string& path);
 
 }  // namespace memprofile

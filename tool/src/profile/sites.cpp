@@ -148,6 +148,10 @@ size_t site_frame(const std::vector<Frame>& frames) {
   return first == frames.size() ? 0 : first;
 }
 
+std::string site_key(const Frame& at) {
+  return at.function.empty() ? at.str() : at.function + "\n" + at.file + ":" + std::to_string(at.line);
+}
+
 SiteTable fold_sites(const std::vector<HeapSnapshot>& snapshots, Symbolizer& symbolizer) {
   SiteTable table;
   std::map<std::string, size_t> index;  // site key -> table.sites
@@ -164,7 +168,7 @@ SiteTable fold_sites(const std::vector<HeapSnapshot>& snapshots, Symbolizer& sym
       std::vector<Frame> frames = stack_frames(snap, sorted, sample, symbolizer, outside);
       size_t first = site_frame(frames);
       const Frame& at = frames[first];
-      std::string key = at.function.empty() ? at.str() : at.function + "\n" + at.file + ":" + std::to_string(at.line);
+      std::string key = site_key(at);
       auto [it, added] = index.emplace(key, table.sites.size());
       if (added) {
         Site site;

@@ -62,6 +62,10 @@ size_t site_frame(const std::vector<Frame>& frames);
 // snapshots (fold_sites does it first).
 void check_builds(const std::vector<HeapSnapshot>& snapshots, Symbolizer& symbolizer);
 
+// What sites are folded by: the function and line, or where nothing
+// resolved the module and offset.
+std::string site_key(const Frame& at);
+
 // Folds the snapshots (oldest first, all of one process) into sites.
 SiteTable fold_sites(const std::vector<HeapSnapshot>& snapshots, Symbolizer& symbolizer);
 

@@ -16,6 +16,8 @@ const std::vector<ExecOptionSpec>& exec_option_specs() {
       {"--min-free-mb", "N", "free space the output filesystem must keep, at start and while recording (default 256)"},
       {"--max-profile-mb", "N",
        "disk budget of the profiles while the process runs (default 10% of the output filesystem, at most 1024)"},
+      {"--snapshot-every", "DURATION",
+       "while recording, write a snapshot in every process of the tree this often (30s, 5m, 1h; jemalloc)"},
       {"--dormant", nullptr,
        "load the profiler with recording off; memprofile start/stop/snapshot drive it (or MEMPROFILE_DORMANT=1)"},
       {"--strict", nullptr, "exit 3 instead of running unprofiled when a check fails (or MEMPROFILE_STRICT=1)"},
@@ -92,6 +94,9 @@ ExecArgs parse_exec_args(const std::vector<std::string>& args) {
         fail("--max-profile-mb " + value + " is not a number of MiB");
       else
         out.max_profile_mb = std::stoull(value);
+    } else if (name == "--snapshot-every") {
+      if (auto ms = parse_duration_ms(value)) out.snapshot_every_ms = *ms;
+      else fail("--snapshot-every " + value + " is not a duration of 1s to 7d (30s, 5m, 1h, or seconds)");
     } else if (name == "--log-format") {
       if (value == "text" || value == "json") out.log_format = value;
       else fail("--log-format " + value + " is not text or json");
@@ -127,6 +132,7 @@ LaunchPlan plan_launch(const ExecArgs& args, const std::optional<std::string>& c
   if (args.min_free_mb) cfg.min_free_mb = *args.min_free_mb;
   if (args.max_profile_mb) cfg.max_profile_mb = *args.max_profile_mb;
   if (args.dormant) cfg.dormant = true;
+  if (args.snapshot_every_ms) cfg.snapshot_every_ms = *args.snapshot_every_ms;
   plan.strict = args.strict || cfg.strict || (env && env("MEMPROFILE_STRICT") == "1");
   plan.argv = args.from_config ? config_command(cfg, args.command) : args.command;
   std::string backend_error;

@@ -33,7 +33,7 @@ const std::vector<ExecOptionSpec>& exec_option_specs();
 struct ExecArgs {
   std::string config = kDefaultConfigPath;
   std::string backend, preload, output_dir, target;  // "" when not given
-  std::optional<uint64_t> min_free_mb, max_profile_mb;
+  std::optional<uint64_t> min_free_mb, max_profile_mb, snapshot_every_ms;
   bool strict = false, from_config = false, dormant = false;
   std::string log_format = "text";
   std::vector<std::string> command;  // PROGRAM [ARGS...], or with --from-config the ARGS

@@ -99,6 +99,67 @@ bool is_profile_file(Backend b, const std::string& name) {
   return false;
 }
 
+std::optional<uint64_t> parse_duration_ms(const std::string& text) {
+  size_t digits = text.find_first_not_of("0123456789");
+  if (text.empty() || digits == 0) return std::nullopt;
+  std::string number = text.substr(0, digits), unit = digits == std::string::npos ? "s" : text.substr(digits);
+  if (number.size() > 9) return std::nullopt;
+  uint64_t scale = unit == "s" ? 1000 : unit == "m" ? 60000 : unit == "h" ? 3600000 : unit == "d" ? 86400000 : 0;
+  if (!scale) return std::nullopt;
+  uint64_t ms = std::stoull(number) * scale;
+  if (ms < 1000 || ms > 7 * 86400000ull) return std::nullopt;
+  return ms;
+}
+
+std::string forked_children_unrecorded(Backend b) {
+  switch (b) {
+    case Backend::Jemalloc: return "";
+    case Backend::Heaptrack:
+      return "heaptrack does not record a child forked without exec (its fork handler turns tracking off there)";
+    case Backend::Bytehound: return "bytehound does not record a child forked without exec";
+  }
+  return "";
+}
+
+bool is_process_record(const std::string& name) {
+  const std::string head = "memprofile-proc.", tail = ".json";
+  if (name.size() <= head.size() + tail.size() || name.compare(0, head.size(), head) != 0 ||
+      name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
+    return false;
+  std::string pid = name.substr(head.size(), name.size() - head.size() - tail.size());
+  return pid.size() <= 9 && pid.find_first_not_of("0123456789") == std::string::npos;
+}
+
+long profile_file_pid(Backend b, const std::string& name) {
+  if (!is_profile_file(b, name)) return -1;
+  // The digits of one dot- or underscore-separated field.
+  auto field = [&](size_t from, size_t to) -> long {
+    if (to <= from || to - from > 9) return -1;
+    long v = 0;
+    for (size_t i = from; i < to; ++i) {
+      if (name[i] < '0' || name[i] > '9') return -1;
+      v = v * 10 + (name[i] - '0');
+    }
+    return v;
+  };
+  switch (b) {
+    case Backend::Jemalloc: {  // PREFIX.PID.SEQ.KIND.heap: the third field from the end
+      size_t end = name.size() - 5, kind = name.rfind('.', end - 1);
+      if (kind == std::string::npos || kind == 0) return -1;
+      size_t seq = name.rfind('.', kind - 1);
+      if (seq == std::string::npos || seq == 0) return -1;
+      size_t pid = name.rfind('.', seq - 1);
+      return pid == std::string::npos ? -1 : field(pid + 1, seq);
+    }
+    case Backend::Heaptrack: return field(10, name.size() - 4);
+    case Backend::Bytehound: {  // ..._PID.dat, ..._PID.log
+      size_t end = name.size() - 4, us = name.rfind('_', end - 1);
+      return us == std::string::npos ? -1 : field(us + 1, end);
+    }
+  }
+  return -1;
+}
+
 std::vector<std::string> library_markers(Backend b) {
   switch (b) {
     case Backend::Bytehound: return {"libbytehound"};
@@ -162,6 +223,11 @@ void apply_env_overrides(LauncherConfig& cfg, const EnvLookup& lookup) {
   };
   if (const char* v = env("MEMPROFILE_MIN_FREE_MB")) cfg.min_free_mb = number("MEMPROFILE_MIN_FREE_MB", v);
   if (const char* v = env("MEMPROFILE_MAX_PROFILE_MB")) cfg.max_profile_mb = number("MEMPROFILE_MAX_PROFILE_MB", v);
+  if (const char* v = env("MEMPROFILE_SNAPSHOT_EVERY")) {
+    auto ms = parse_duration_ms(v);
+    if (!ms) throw Error(std::string("MEMPROFILE_SNAPSHOT_EVERY is not a duration of 1s to 7d (30s, 5m, 1h): ") + v);
+    cfg.snapshot_every_ms = *ms;
+  }
   if (const char* v = env("MEMPROFILE_DORMANT")) cfg.dormant = std::string(v) == "1" || std::string(v) == "true";
   if (const char* v = env("MEMPROFILE_CTL_LIBRARY")) cfg.ctl_library = v;
 }
@@ -206,6 +272,11 @@ void parse_launcher_config(const std::string& text, const std::string& path, Lau
       } catch (const std::exception&) {
         throw FileError(path, "line " + std::to_string(n) + ": max_profile_mb is not a number");
       }
+    } else if (key == "snapshot_every") {
+      auto ms = parse_duration_ms(value);
+      if (!ms)
+        throw FileError(path, "line " + std::to_string(n) + ": snapshot_every is not a duration of 1s to 7d (30s, 5m, 1h)");
+      cfg.snapshot_every_ms = *ms;
     } else if (key == "dormant") {
       cfg.dormant = value == "1" || value == "true";
     } else if (key == "ctl_library") {

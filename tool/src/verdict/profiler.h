@@ -6,6 +6,7 @@
 
 #include <map>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,14 @@ constexpr const char* kDefaultCtlLibrary = "/usr/lib/memprofile/libmemprofile_ct
 std::string ctl_socket_name(long pid);
 // Whether a file name in the output directory is one of this backend's profiles (or logs).
 bool is_profile_file(Backend b, const std::string& name);
+// The control library's record of a process of the tree,
+// memprofile-proc.PID.json (its parent and program): collect carries it,
+// report reads it.
+bool is_process_record(const std::string& name);
+// The pid a profile file's name carries (jemalloc PREFIX.PID.SEQ.KIND.heap,
+// heaptrack.PID.raw, bytehound's ..._PID.dat and bytehound_EXE_PID.log),
+// or -1 when it carries none.
+long profile_file_pid(Backend b, const std::string& name);
 // Substrings that identify the backend's library in /proc/PID/maps.
 std::vector<std::string> library_markers(Backend b);
 
@@ -48,6 +57,7 @@ struct LauncherConfig {
   // filesystem, at most 1 GiB.
   uint64_t max_profile_mb = 0;
   bool dormant = false;  // load the profiler with recording off
+  uint64_t snapshot_every_ms = 0;  // scheduled snapshots in every process (0: none)
   std::string ctl_library = kDefaultCtlLibrary;
   bool strict = false;
   // The application's own Entrypoint and Cmd, as images/ bake them in for
@@ -55,6 +65,12 @@ struct LauncherConfig {
   std::vector<std::string> entrypoint, cmd;
   bool has_command = false;  // either key was given
 };
+// A duration as --snapshot-every takes it: N (seconds), Ns, Nm, Nh or Nd,
+// from 1 s to 7 days; nullopt for anything else.
+std::optional<uint64_t> parse_duration_ms(const std::string& text);
+// Whether the backend records a child forked without exec, and if not why,
+// in one line ("" when it does).
+std::string forked_children_unrecorded(Backend b);
 // Reads `path` into `cfg` if it exists; throws FileError on a bad line.
 void load_launcher_config(const std::string& path, LauncherConfig& cfg);
 // MEMPROFILE_BACKEND, MEMPROFILE_PRELOAD, MEMPROFILE_OUTPUT_DIR,

@@ -1,0 +1,176 @@
+// A service is a tree of processes: the pieces that read the tree, name each
+// process's files and records, and fold several processes into one report.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "base/error.h"
+#include "base/json_text.h"
+#include "profile/processes.h"
+#include "runtime/proc_tree.h"
+#include "support.h"
+#include "verdict/launcher.h"
+#include "verdict/profiler.h"
+
+using namespace memprofile;
+using testing::Scratch;
+
+namespace {
+
+void fake_process(const Scratch& s, long pid, long ppid, const std::string& comm) {
+  testing::make_dirs(s / std::to_string(pid));
+  testing::write_file(s / (std::to_string(pid) + "/stat"),
+                      std::to_string(pid) + " (" + comm + ") S " + std::to_string(ppid) + " 1 1 0 -1\n");
+}
+
+HeapSnapshot snap(uint64_t pid, uint64_t seq, double bytes) {
+  HeapSnapshot h;
+  h.backend = "jemalloc";
+  h.pid = pid;
+  h.sequence = seq;
+  h.total_bytes = bytes;
+  h.file = "jeprof." + std::to_string(pid) + "." + std::to_string(seq) + ".m" + std::to_string(seq) + ".heap";
+  return h;
+}
+
+Site site(const std::string& function, std::vector<double> bytes) {
+  Site s;
+  s.frame.function = function;
+  s.frame.file = "a.c";
+  s.frame.line = 1;
+  s.bytes = bytes;
+  s.objects.assign(bytes.size(), 1);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("process tree: descendants of a pid, parents first, from /proc") {
+  Scratch s;
+  fake_process(s, 1, 0, "init");
+  fake_process(s, 10, 1, "nginx: master");
+  fake_process(s, 11, 10, "nginx: worker (a) b)");  // a comm with parentheses and spaces
+  fake_process(s, 12, 10, "nginx: worker");
+  fake_process(s, 20, 11, "sh");
+  fake_process(s, 30, 1, "other");
+  testing::write_file(s / "self", "not a pid");
+  auto table = read_process_table(s.path());
+  REQUIRE(table.size() == 6);
+  CHECK(table.at(11).comm == "nginx: worker (a) b)");
+  CHECK(table.at(11).ppid == 10);
+  CHECK(process_tree(table, 10) == std::vector<long>{10, 11, 12, 20});
+  CHECK(process_tree(table, 30) == std::vector<long>{30});
+  CHECK(process_tree(table, 99).empty());
+  CHECK_THROWS_AS(read_process_table(s / "missing"), FileError);
+}
+
+TEST_CASE("process tree: each profile file's pid, and the control library's records") {
+  CHECK(profile_file_pid(Backend::Jemalloc, "jeprof.812.3.m2.heap") == 812);
+  CHECK(profile_file_pid(Backend::Jemalloc, "jeprof.host.812.3.f.heap") == 812);
+  CHECK(profile_file_pid(Backend::Jemalloc, "jeprof.x.3.m2.heap") == -1);
+  CHECK(profile_file_pid(Backend::Heaptrack, "heaptrack.77.raw") == 77);
+  CHECK(profile_file_pid(Backend::Bytehound, "memory-profiling_app_1700000000_99.dat") == 99);
+  CHECK(profile_file_pid(Backend::Bytehound, "bytehound_app_99.log") == 99);
+  CHECK(profile_file_pid(Backend::Jemalloc, "heaptrack.77.raw") == -1);
+  CHECK(is_process_record("memprofile-proc.812.json"));
+  CHECK_FALSE(is_process_record("memprofile-proc..json"));
+  CHECK_FALSE(is_process_record("memprofile-proc.812.json.new"));
+  CHECK_FALSE(is_process_record("memprofile-proc.8x.json"));
+  ProcessInfo p = parse_process_record(R"({"pid":812,"parent":811,"program":"/usr/sbin/nginx","backend":"jemalloc"})",
+                                       "r.json");
+  CHECK(p.pid == 812);
+  CHECK(p.parent == 811);
+  CHECK(p.program == "/usr/sbin/nginx");
+  CHECK_THROWS_WITH(parse_process_record("[1]", "r.json"), Catch::Contains("r.json") && Catch::Contains("not a memprofile process record"));
+  CHECK_THROWS_AS(parse_process_record("{\"pid\":", "r.json"), FileError);
+}
+
+TEST_CASE("process tree: --snapshot-every durations") {
+  CHECK(parse_duration_ms("30s") == 30000u);
+  CHECK(parse_duration_ms("90") == 90000u);
+  CHECK(parse_duration_ms("5m") == 300000u);
+  CHECK(parse_duration_ms("2h") == 7200000u);
+  CHECK(parse_duration_ms("7d") == 7 * 86400000ull);
+  CHECK_FALSE(parse_duration_ms("0s"));
+  CHECK_FALSE(parse_duration_ms("8d"));
+  CHECK_FALSE(parse_duration_ms("1.5s"));
+  CHECK_FALSE(parse_duration_ms("s"));
+  CHECK_FALSE(parse_duration_ms(""));
+  CHECK_FALSE(parse_duration_ms("99999999999999999999s"));
+  ExecArgs bad = parse_exec_args({"--snapshot-every", "soon", "--", "/app"});
+  CHECK_THAT(bad.error, Catch::Contains("--snapshot-every soon is not a duration"));
+  ExecArgs good = parse_exec_args({"--snapshot-every=1m", "--", "/app"});
+  CHECK(good.error.empty());
+  CHECK(good.snapshot_every_ms == 60000u);
+  CHECK(forked_children_unrecorded(Backend::Jemalloc).empty());
+  CHECK_THAT(forked_children_unrecorded(Backend::Heaptrack), Catch::Contains("does not record a child forked"));
+}
+
+TEST_CASE("process tree: dumps grouped by process, named by their records, the grown ones chosen") {
+  std::vector<HeapSnapshot> dumps = {snap(11, 1, 300), snap(10, 0, 100), snap(11, 0, 100), snap(12, 0, 100),
+                                     snap(10, 1, 100), snap(12, 1, 900)};
+  std::map<uint64_t, ProcessInfo> records = {{11, {11, 10, "/usr/sbin/nginx"}}, {12, {12, 10, "/usr/sbin/nginx"}},
+                                             {10, {10, 0, "/usr/sbin/nginx"}}};
+  auto ps = group_by_process(dumps, records);
+  REQUIRE(ps.size() == 3);
+  CHECK(ps[1].info.pid == 11);
+  CHECK(ps[1].snaps.front().sequence == 0);
+  CHECK(ps[1].growth() == 200);
+  CHECK(ps[1].info.parent == 10);
+
+  ViewChoice grown = choose_views(ps, 0, false, 8);
+  REQUIRE(grown.views.size() == 2);
+  CHECK(grown.views[0].members[0]->info.pid == 12);  // the larger growth first
+  CHECK(grown.views[1].members[0]->info.pid == 11);
+  CHECK(grown.views[0].label == "pid 12 (/usr/sbin/nginx, forked from 10)");
+  CHECK(choose_views(ps, 0, false, 1).views.size() == 1);
+
+  ViewChoice one = choose_views(ps, 10, false, 8);
+  REQUIRE(one.views.size() == 1);
+  CHECK(one.views[0].members[0]->info.pid == 10);
+  CHECK_THROWS_WITH(choose_views(ps, 99, false, 8), Catch::Contains("10, 11, 12"));
+
+  ViewChoice merged = choose_views(ps, 0, true, 8);
+  REQUIRE(merged.views.size() == 1);
+  CHECK(merged.views[0].merged);
+  CHECK(merged.views[0].members.size() == 3);
+  CHECK(merged.views[0].label == "/usr/sbin/nginx: 3 processes merged");
+
+  std::vector<HeapSnapshot> flat = {snap(10, 0, 100), snap(10, 1, 100), snap(11, 0, 50)};
+  auto fps = group_by_process(flat, {});
+  ViewChoice none = choose_views(fps, 0, false, 8);
+  REQUIRE(none.views.size() == 1);
+  CHECK(none.views[0].members[0]->info.pid == 10);  // the most dumps
+  CHECK_THAT(none.notes[0], Catch::Contains("no process grew"));
+}
+
+TEST_CASE("process tree: site tables merged per site, aligned at each process's last snapshot") {
+  SiteTable a, b;
+  a.totals = {10, 20, 30};
+  a.snapshots = {"a0", "a1", "a2"};
+  a.sites = {site("grow", {10, 20, 30})};
+  b.totals = {5, 7};
+  b.snapshots = {"b0", "b1"};
+  b.sites = {site("grow", {5, 7}), site("other", {1, 1})};
+  b.warnings = {"w"};
+  SiteTable m = merge_site_tables({a, b});
+  CHECK(m.totals == std::vector<double>{10, 25, 37});
+  REQUIRE(m.sites.size() == 2);
+  CHECK(m.sites[0].bytes == std::vector<double>{10, 25, 37});
+  CHECK(m.sites[0].leak_suspect());
+  CHECK(m.sites[1].bytes == std::vector<double>{0, 1, 1});
+  CHECK(m.snapshots[1] == "a1 + b0");
+  CHECK(m.warnings == std::vector<std::string>{"w"});
+
+  std::vector<HeapSnapshot> dumps = {snap(1, 0, 10), snap(1, 1, 20), snap(2, 0, 5)};
+  SiteTable t = process_trend_table(group_by_process(dumps, {}));
+  REQUIRE(t.sites.size() == 2);
+  CHECK(t.sites[1].bytes == std::vector<double>{0, 5});
+  CHECK(t.totals == std::vector<double>{10, 25});
+}
+
+TEST_CASE("text outputs: control characters from files never reach the terminal raw") {
+  CHECK(escape_control("main\x1b]0;owned\x07") == "main\\x1b]0;owned\\x07");
+  CHECK(escape_control("clear\x1b[2J\x7f") == "clear\\x1b[2J\\x7f");
+  CHECK(escape_control("naïve ünïcode") == "naïve ünïcode");
+}

@@ -1,0 +1,178 @@
+#include "profile/processes.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/json_text.h"
+
+namespace memprofile {
+
+ProcessInfo parse_process_record(const std::string& text, const std::string& name) {
+  if (text.size() > 64 * 1024) throw FileError(name, "larger than 64 KiB: not a memprofile process record");
+  nlohmann::json j = parse_json_bounded(text, name);
+  ProcessInfo p;
+  if (!j.is_object() || !j.contains("pid") || !j["pid"].is_number_unsigned())
+    throw FileError(name, "not a memprofile process record (no \"pid\")");
+  p.pid = j["pid"].get<uint64_t>();
+  if (j.contains("parent") && j["parent"].is_number_unsigned()) p.parent = j["parent"].get<uint64_t>();
+  if (j.contains("program") && j["program"].is_string()) p.program = j["program"].get<std::string>();
+  return p;
+}
+
+std::vector<ProcessSeries> group_by_process(std::vector<HeapSnapshot> dumps,
+                                            const std::map<uint64_t, ProcessInfo>& records) {
+  std::map<uint64_t, ProcessSeries> by_pid;
+  for (auto& d : dumps) {
+    ProcessSeries& p = by_pid[d.pid];
+    p.info.pid = d.pid;
+    p.snaps.push_back(std::move(d));
+  }
+  std::vector<ProcessSeries> out;
+  for (auto& [pid, p] : by_pid) {
+    std::stable_sort(p.snaps.begin(), p.snaps.end(),
+                     [](const HeapSnapshot& a, const HeapSnapshot& b) { return a.sequence < b.sequence; });
+    if (auto it = records.find(pid); it != records.end()) {
+      p.info.parent = it->second.parent;
+      p.info.program = it->second.program;
+    }
+    if (p.info.program.empty() && !p.snaps.front().maps.empty()) p.info.program = p.snaps.front().maps.front().path;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+namespace {
+
+std::string process_label(const ProcessInfo& p) {
+  std::string s = "pid " + std::to_string(p.pid);
+  std::string inner = p.program;
+  if (p.parent) inner += (inner.empty() ? "" : ", ") + std::string("forked from ") + std::to_string(p.parent);
+  return inner.empty() ? s : s + " (" + inner + ")";
+}
+
+}  // namespace
+
+ViewChoice choose_views(const std::vector<ProcessSeries>& processes, uint64_t pid, bool merge, size_t most) {
+  ViewChoice c;
+  if (processes.empty()) return c;
+  if (pid) {
+    for (const auto& p : processes)
+      if (p.info.pid == pid) {
+        c.views.push_back({process_label(p.info), {&p}, false});
+        return c;
+      }
+    std::string pids;
+    for (const auto& p : processes) pids += (pids.empty() ? "" : ", ") + std::to_string(p.info.pid);
+    throw Error("--pid " + std::to_string(pid) + ": no dumps of that process; the profiles are of pid " + pids);
+  }
+  if (processes.size() == 1) {
+    c.views.push_back({process_label(processes[0].info), {&processes[0]}, false});
+    return c;
+  }
+  if (merge) {
+    std::map<std::string, ProcessView> by_program;
+    for (const auto& p : processes) by_program[p.info.program].members.push_back(&p);
+    std::vector<std::pair<double, ProcessView>> ranked;
+    for (auto& [program, v] : by_program) {
+      double growth = 0;
+      for (const auto* m : v.members) growth += m->growth();
+      v.merged = v.members.size() > 1;
+      v.label = v.merged ? (program.empty() ? "?" : program) + ": " + std::to_string(v.members.size()) +
+                               " processes merged"
+                         : process_label(v.members[0]->info);
+      ranked.emplace_back(growth, std::move(v));
+    }
+    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (auto& r : ranked) c.views.push_back(std::move(r.second));
+    c.notes.push_back("--merge: the processes of each program summed per site, aligned at each one's last snapshot");
+    return c;
+  }
+  std::vector<const ProcessSeries*> grown;
+  for (const auto& p : processes)
+    if (p.growth() > 0) grown.push_back(&p);
+  std::stable_sort(grown.begin(), grown.end(),
+                   [](const ProcessSeries* a, const ProcessSeries* b) { return a->growth() > b->growth(); });
+  if (grown.empty()) {
+    const ProcessSeries* most_dumps = &processes[0];
+    for (const auto& p : processes)
+      if (p.snaps.size() > most_dumps->snaps.size()) most_dumps = &p;
+    c.views.push_back({process_label(most_dumps->info), {most_dumps}, false});
+    c.notes.push_back("no process grew between its first dump and its last; shown: pid " +
+                      std::to_string(most_dumps->info.pid) + ", the one with the most dumps (--pid N for another)");
+    return c;
+  }
+  if (grown.size() > most) {
+    c.notes.push_back(std::to_string(grown.size() - most) + " more process(es) grew and are not shown here (--pid N, "
+                      "or --merge to sum the processes of one program)");
+    grown.resize(most);
+  }
+  for (const auto* p : grown) c.views.push_back({process_label(p->info), {p}, false});
+  c.notes.push_back("shown: the " + std::to_string(c.views.size()) + " process(es) that grew, by growth (--pid N "
+                    "for one, --merge to sum the processes of one program)");
+  return c;
+}
+
+SiteTable merge_site_tables(const std::vector<SiteTable>& tables) {
+  SiteTable out;
+  size_t n = 0;
+  for (const auto& t : tables) n = std::max(n, t.totals.size());
+  out.totals.assign(n, 0);
+  out.snapshots.assign(n, std::string());
+  std::map<std::string, size_t> index;
+  std::vector<double> heaviest;
+  for (const auto& t : tables) {
+    const size_t off = n - t.totals.size();
+    for (size_t i = 0; i < t.totals.size(); ++i) {
+      out.totals[off + i] += t.totals[i];
+      out.snapshots[off + i] += (out.snapshots[off + i].empty() ? "" : " + ") + t.snapshots[i];
+    }
+    for (const auto& s : t.sites) {
+      auto [it, added] = index.emplace(site_key(s.frame), out.sites.size());
+      if (added) {
+        Site site;
+        site.frame = s.frame;
+        site.bytes.assign(n, 0);
+        site.objects.assign(n, 0);
+        out.sites.push_back(std::move(site));
+        heaviest.push_back(-1);
+      }
+      Site& m = out.sites[it->second];
+      for (size_t i = 0; i < s.bytes.size(); ++i) {
+        m.bytes[off + i] += s.bytes[i];
+        m.objects[off + i] += s.objects[i];
+      }
+      if (!s.bytes.empty() && s.bytes.back() > heaviest[it->second]) {
+        heaviest[it->second] = s.bytes.back();
+        m.stack = s.stack;
+      }
+    }
+    for (const auto& w : t.warnings)
+      if (std::find(out.warnings.begin(), out.warnings.end(), w) == out.warnings.end()) out.warnings.push_back(w);
+  }
+  return out;
+}
+
+SiteTable process_trend_table(const std::vector<ProcessSeries>& processes) {
+  SiteTable out;
+  size_t n = 0;
+  for (const auto& p : processes) n = std::max(n, p.snaps.size());
+  out.totals.assign(n, 0);
+  out.snapshots.assign(n, std::string());
+  for (const auto& p : processes) {
+    Site s;
+    s.frame.function = process_label(p.info);
+    s.bytes.assign(n, 0);
+    s.objects.assign(n, 0);
+    const size_t off = n - p.snaps.size();
+    for (size_t i = 0; i < p.snaps.size(); ++i) {
+      s.bytes[off + i] = p.snaps[i].total_bytes;
+      s.objects[off + i] = p.snaps[i].total_objects;
+      out.totals[off + i] += p.snaps[i].total_bytes;
+    }
+    out.sites.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace memprofile
