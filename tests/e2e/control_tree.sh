@@ -19,6 +19,15 @@ HEAPTRACK="$(preload_dist heaptrack amd64)/libheaptrack_preload.so"
 
 workers_of() { pgrep -P "$1" | sort -n; }
 
+# 0. preflight says before anything runs what each backend does with a
+# forked child.
+"${MEMPROFILE}" preflight --json --rootfs / --entrypoint '["/bin/sleep"]' --preload "${JEMALLOC}" |
+  jq -e '.preload.forked_children | startswith("recorded")' > /dev/null || fail "preflight: jemalloc's children"
+"${MEMPROFILE}" preflight --rootfs / --entrypoint '["/bin/sleep"]' --preload "${HEAPTRACK}" |
+  grep -q "^forked children: not recorded: heaptrack does not record a child forked without exec" ||
+  fail "preflight is silent about heaptrack's children"
+pass "preflight: forked children recorded with jemalloc, and said not to be with heaptrack"
+
 # 1. jemalloc, three workers that keep 256 KiB every 100 ms, then wait.
 out="${SCRATCH}/out"
 start_service "${out}" "${SCRATCH}/run.log" --backend jemalloc --preload "${JEMALLOC}" -- \

@@ -20,6 +20,7 @@
 #include "image/file_tree.h"
 #include "image/image.h"
 #include "verdict/preflight.h"
+#include "verdict/profiler.h"
 #include "verdict/report.h"
 
 namespace memprofile {
@@ -106,6 +107,18 @@ void trace_loader(PreflightResult& r) {
   }
 }
 
+// What the backend does with a child the program forks without exec (a
+// prefork server's workers), in words: "" for a backend memprofile does not
+// know.
+std::string forked_children(const std::string& backend) {
+  try {
+    std::string why = forked_children_unrecorded(parse_backend(backend));
+    return why.empty() ? "recorded, each serving memprofile start/stop/snapshot/status" : "not recorded: " + why;
+  } catch (const Error&) {
+    return "";
+  }
+}
+
 json to_json(const LoadedImage& img, const PreflightResult& r) {
   json findings = json::array(), blocking = json::array(), dispatch = json::array();
   for (const auto& f : r.findings) {
@@ -132,7 +145,10 @@ json to_json(const LoadedImage& img, const PreflightResult& r) {
             {"scripts", r.scripts},
             {"target", r.target ? to_json(*r.target) : json(nullptr)},
             {"dispatch", dispatch},
-            {"preload", r.preload.empty() ? json(nullptr) : json{{"path", r.preload}, {"backend", r.backend}}},
+            {"preload", r.preload.empty() ? json(nullptr)
+                                          : json{{"path", r.preload},
+                                                 {"backend", r.backend},
+                                                 {"forked_children", forked_children(r.backend)}}},
             {"launcher", r.launcher ? json{{"path", r.launcher->path},
                                            {"backend", r.launcher->backend},
                                            {"preload", r.launcher->preload},
@@ -169,6 +185,8 @@ void print_report(std::ostream& out, const LoadedImage& img, const PreflightResu
   if (r.launcher) out << "launcher: " << r.launcher->path << " exec (output in " << r.launcher->output_dir << ")\n";
   for (const auto& sc : r.scripts) out << "script: " << sc << "\n";
   if (!r.preload.empty()) out << "preload: " << r.preload << " (" << r.backend << ")\n";
+  if (!r.preload.empty() && !forked_children(r.backend).empty())
+    out << "forked children: " << forked_children(r.backend) << "\n";
   for (const auto& d : r.dispatch)
     out << "dispatches to: " << d.path << " [" << d.linkage << ", " << (d.profilable ? "profilable" : "not profilable") << "]\n";
   for (const auto& f : r.findings)
