@@ -113,12 +113,30 @@ ViewChoice choose_views(const std::vector<ProcessSeries>& processes, uint64_t pi
   return c;
 }
 
+namespace {
+
+// A table of n snapshots with nothing in it yet, and a site of it.
+SiteTable empty_table(size_t n) {
+  SiteTable t;
+  t.totals.assign(n, 0);
+  t.snapshots.assign(n, std::string());
+  return t;
+}
+
+Site empty_site(const Frame& frame, size_t n) {
+  Site s;
+  s.frame = frame;
+  s.bytes.assign(n, 0);
+  s.objects.assign(n, 0);
+  return s;
+}
+
+}  // namespace
+
 SiteTable merge_site_tables(const std::vector<SiteTable>& tables) {
-  SiteTable out;
   size_t n = 0;
   for (const auto& t : tables) n = std::max(n, t.totals.size());
-  out.totals.assign(n, 0);
-  out.snapshots.assign(n, std::string());
+  SiteTable out = empty_table(n);
   std::map<std::string, size_t> index;
   std::vector<double> heaviest;
   for (const auto& t : tables) {
@@ -130,11 +148,7 @@ SiteTable merge_site_tables(const std::vector<SiteTable>& tables) {
     for (const auto& s : t.sites) {
       auto [it, added] = index.emplace(site_key(s.frame), out.sites.size());
       if (added) {
-        Site site;
-        site.frame = s.frame;
-        site.bytes.assign(n, 0);
-        site.objects.assign(n, 0);
-        out.sites.push_back(std::move(site));
+        out.sites.push_back(empty_site(s.frame, n));
         heaviest.push_back(-1);
       }
       Site& m = out.sites[it->second];
@@ -154,16 +168,13 @@ SiteTable merge_site_tables(const std::vector<SiteTable>& tables) {
 }
 
 SiteTable process_trend_table(const std::vector<ProcessSeries>& processes) {
-  SiteTable out;
   size_t n = 0;
   for (const auto& p : processes) n = std::max(n, p.snaps.size());
-  out.totals.assign(n, 0);
-  out.snapshots.assign(n, std::string());
+  SiteTable out = empty_table(n);
   for (const auto& p : processes) {
-    Site s;
-    s.frame.function = process_label(p.info);
-    s.bytes.assign(n, 0);
-    s.objects.assign(n, 0);
+    Frame label;
+    label.function = process_label(p.info);
+    Site s = empty_site(label, n);
     const size_t off = n - p.snaps.size();
     for (size_t i = 0; i < p.snaps.size(); ++i) {
       s.bytes[off + i] = p.snaps[i].total_bytes;
