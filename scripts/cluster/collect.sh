@@ -52,7 +52,9 @@ need_launcher "${pod}" "${container}"
 
 # Refuse before streaming when the profile cannot fit here.
 sizes="$(kc exec "${pod}" -n "${NAMESPACE}" -c "${container}" -- "${LAUNCHER}" attached --json --window 0 2>/dev/null || true)"
-need="$(jq -r '[.profiles[]?.size] | add // 0' <<<"${sizes}" 2>/dev/null || echo 0)"
+# Every process's profiles (a prefork server's workers write their own),
+# from an older launcher the process's own.
+need="$(jq -r '.output_dir_bytes // ([.profiles[]?.size] | add) // 0' <<<"${sizes}" 2>/dev/null || echo 0)"
 free="$(($(df -Pk "$(dirname "${out}")" | awk 'NR == 2 {print $4}') * 1024))"
 ((need * 11 / 10 + 1048576 < free)) ||
   die "${EXIT_REFUSED}" "the profile is ${need} bytes and $(dirname "${out}") has ${free} free: the tar would be cut short; use -o elsewhere"

@@ -37,15 +37,16 @@ struct AttachedOptions {
   bool json = false;
 };
 
-// The process's own profile files: in a directory a whole tree shares,
-// its children's (and an earlier process's of another pid) are theirs.
+// The process's own profile files (pid < 0: every process's): in a
+// directory a whole tree shares, its children's (and an earlier process's
+// of another pid) are theirs.
 std::map<std::string, uint64_t> profile_sizes(Backend b, const std::string& dir, long pid) {
   std::map<std::string, uint64_t> out;
   std::unique_ptr<DIR, int (*)(DIR*)> d(opendir(dir.c_str()), closedir);
   if (!d) return out;
   while (struct dirent* e = readdir(d.get())) {
     std::string name = e->d_name;
-    if (!is_profile_file(b, name) || profile_file_pid(b, name) != pid) continue;
+    if (!is_profile_file(b, name) || (pid >= 0 && profile_file_pid(b, name) != pid)) continue;
     struct stat st;
     if (stat((dir + "/" + name).c_str(), &st) == 0 && S_ISREG(st.st_mode)) out[name] = static_cast<uint64_t>(st.st_size);
   }
@@ -179,6 +180,9 @@ ExitCode run_attached(const AttachedOptions& o) {
     growing = growing || size > was;
     files.push_back({{"path", cfg.output_dir + "/" + name}, {"size", size}, {"grew", size - std::min(size, was)}});
   }
+  // What collect would carry: every process's profiles in the directory.
+  uint64_t dir_bytes = 0;
+  for (const auto& [name, size] : profile_sizes(backend, cfg.output_dir, -1)) dir_bytes += size;
   bool attached = !mapped_as.empty() && linkage != "static" && linkage != "static-pie";
   // Whether it records: the control library says so, when it is there (a
   // dormant process is attached and records nothing until memprofile start).
@@ -204,6 +208,7 @@ ExitCode run_attached(const AttachedOptions& o) {
                       {"mapped", !mapped_as.empty()},
                       {"library", mapped_as.empty() ? json(nullptr) : json(mapped_as)},
                       {"profiles", files},
+                      {"output_dir_bytes", dir_bytes},
                       {"growing", growing},
                       {"recording", recording},
                       {"stopped_reason", stopped},

@@ -252,9 +252,13 @@ std::vector<Member> members(const ControlOptions& o, const std::string& dir) {
       if (table.count(p)) served.insert(p);
     for (long p : served)
       if (!served.count(table[p].ppid)) roots.push_back(p);
-    if (roots.empty()) roots.push_back(o.pid);
-    else std::cerr << "memprofile: process 1 has no control socket; acting on the tree of process "
-                   << roots.front() << (roots.size() > 1 ? " and the others served" : "") << "\n";
+    if (roots.empty()) {
+      roots.push_back(o.pid);
+    } else {
+      std::string which;
+      for (long r : roots) which += (which.empty() ? "" : ", ") + std::to_string(r);
+      std::cerr << "memprofile: process 1 has no control socket; using process " << which << "'s tree\n";
+    }
   }
   std::set<long> seen;
   for (long root : roots) {
@@ -272,9 +276,22 @@ std::vector<Member> members(const ControlOptions& o, const std::string& dir) {
       out.push_back(std::move(m));
     }
   }
-  // The root first must serve, as before: a PID that is not memprofile's is
-  // an error, not an empty tree.
-  if (out.empty() || (out.front().socket.empty() && out.size() == 1)) {
+  // Listed: the processes that serve, the root, and the children of a
+  // process that serves (a worker the profiler does not record, a child
+  // that exec'd another program): not the rest of a machine under a PID
+  // that is not memprofile's.
+  std::set<long> serving;
+  for (const auto& m : out)
+    if (!m.socket.empty()) serving.insert(m.pid);
+  const long root = out.empty() ? 0 : out.front().pid;
+  out.erase(std::remove_if(out.begin(), out.end(),
+                           [&](const Member& m) {
+                             return m.socket.empty() && m.pid != root && !serving.count(m.parent);
+                           }),
+            out.end());
+  // Nothing in the tree serves: a PID that is not memprofile's is an error,
+  // said as it was for one process.
+  if (serving.empty()) {
     auto [path, pid] = find_socket(o, dir);
     out.clear();
     Member m;
