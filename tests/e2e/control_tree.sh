@@ -103,19 +103,22 @@ pass "--snapshot-every: workers that _exit leave snapshots on the schedule; repo
 
 # 3. A fork-heavy service: 300 short-lived children leak no fd in the parent
 # and leave no socket or record behind.
-fds_after_children() {  # SHORT -> the parent's open fds once its children ran
+fds_after_children() {  # SHORT: the parent's open fds once its children ran, into fb-SHORT.fds
+  # Not in a "$(...)": a failure there would leave the service running.
   local o="${SCRATCH}/fb-$1"
   start_service "${o}" "${SCRATCH}/fb-$1.log" --backend jemalloc --preload "${JEMALLOC}" -- \
     "${SCRATCH}/prefork" 1 1 4 wait "$1"
   local p="${SERVICE_PID}"
   # The parent waits in wait() once the short children are done.
   wait_until 120 sockets_are "${o}" 2 || fail "sockets after $1 children: $(find "${o}" | head)"
-  find "/proc/${p}/fd" -mindepth 1 -maxdepth 1 | wc -l
+  find "/proc/${p}/fd" -mindepth 1 -maxdepth 1 | wc -l > "${o}.fds"
   kill -TERM "$(workers_of "${p}")"
   wait "${p}" || fail "exit code after $1 children"
 }
-base_fds="$(fds_after_children 0)"
-many_fds="$(fds_after_children 300)"
+fds_after_children 0
+fds_after_children 300
+base_fds="$(cat "${SCRATCH}/fb-0.fds")"
+many_fds="$(cat "${SCRATCH}/fb-300.fds")"
 [[ "${many_fds}" == "${base_fds}" ]] || fail "the parent holds ${many_fds} fds after 300 children, ${base_fds} after none"
 (( $(find "${SCRATCH}/fb-300" -name 'memprofile-proc.*.json' | wc -l) <= 2 )) ||
   fail "records of short-lived children stayed: $(find "${SCRATCH}/fb-300" -name 'memprofile-proc.*' | wc -l)"
