@@ -222,46 +222,51 @@ std::string unserved_reason(long pid, const std::string& served_program, const s
          "serve: see the service's log)";
 }
 
-// The processes to act on: PID alone (--only, or a PID with no tree), or
-// PID and its descendants. Without a PID, when 1 serves nothing (a
-// dispatcher's child is the profiled process), every tree in the
-// directory.
+// The one process find_socket names (--only, or a tree that serves nothing:
+// its errors are the ones a single process always had).
+std::vector<Member> single(const ControlOptions& o, const std::string& dir) {
+  auto [path, pid] = find_socket(o, dir);
+  Member m;
+  m.pid = pid;
+  m.socket = path;
+  return {m};
+}
+
+// The roots to walk: PID, or without a PID, when 1 serves nothing (a
+// dispatcher's child is the profiled process), the tops of the served trees
+// (sockets whose parent serves none).
+std::vector<long> tree_roots(const ControlOptions& o, const std::string& dir, const std::map<long, ProcEntry>& table,
+                             bool pid_serves) {
+  if (pid_serves || o.pid_given || !table.count(o.pid)) return {o.pid};
+  std::set<long> served;
+  for (long p : socket_pids(dir))
+    if (table.count(p)) served.insert(p);
+  std::vector<long> roots;
+  for (long p : served)
+    if (!served.count(table.at(p).ppid)) roots.push_back(p);
+  if (roots.empty()) return {o.pid};
+  std::string which;
+  for (long r : roots) which += (which.empty() ? "" : ", ") + std::to_string(r);
+  std::cerr << "memprofile: process 1 has no control socket; using process " << which << "'s tree\n";
+  return roots;
+}
+
+// The processes to act on: PID alone (--only), or PID and its descendants.
+// Listed: the processes that serve, the root, and the children of a
+// process that serves (a worker the profiler does not record, a child that
+// exec'd another program): not the rest of a machine under a PID that is
+// not memprofile's.
 std::vector<Member> members(const ControlOptions& o, const std::string& dir) {
-  std::vector<Member> out;
+  if (o.only) return single(o, dir);
   auto socket_for = [&](long pid) {
     std::string path = dir + "/" + ctl_socket_name(pid);
     struct stat st;
     return lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) ? path : std::string();
   };
-  if (o.only) {
-    auto [path, pid] = find_socket(o, dir);
-    Member m;
-    m.pid = pid;
-    m.socket = path;
-    out.push_back(std::move(m));
-    return out;
-  }
   auto table = read_process_table();
-  std::vector<long> roots;
-  if (!socket_for(o.pid).empty() || o.pid_given || !table.count(o.pid)) {
-    roots.push_back(o.pid);
-  } else {
-    // The tops of the served trees: sockets whose parent serves none.
-    std::set<long> served;
-    for (long p : socket_pids(dir))
-      if (table.count(p)) served.insert(p);
-    for (long p : served)
-      if (!served.count(table[p].ppid)) roots.push_back(p);
-    if (roots.empty()) {
-      roots.push_back(o.pid);
-    } else {
-      std::string which;
-      for (long r : roots) which += (which.empty() ? "" : ", ") + std::to_string(r);
-      std::cerr << "memprofile: process 1 has no control socket; using process " << which << "'s tree\n";
-    }
-  }
-  std::set<long> seen;
-  for (long root : roots) {
+  std::vector<Member> all;
+  std::set<long> seen, serving;
+  for (long root : tree_roots(o, dir, table, !socket_for(o.pid).empty())) {
     std::vector<long> tree = process_tree(table, root);
     if (tree.empty()) tree.push_back(root);  // gone, or another namespace: its socket decides
     for (long pid : tree) {
@@ -273,32 +278,16 @@ std::vector<Member> members(const ControlOptions& o, const std::string& dir) {
         m.comm = it->second.comm;
       }
       m.socket = socket_for(pid);
-      out.push_back(std::move(m));
+      if (!m.socket.empty()) serving.insert(pid);
+      all.push_back(std::move(m));
     }
   }
-  // Listed: the processes that serve, the root, and the children of a
-  // process that serves (a worker the profiler does not record, a child
-  // that exec'd another program): not the rest of a machine under a PID
-  // that is not memprofile's.
-  std::set<long> serving;
-  for (const auto& m : out)
-    if (!m.socket.empty()) serving.insert(m.pid);
-  const long root = out.empty() ? 0 : out.front().pid;
-  out.erase(std::remove_if(out.begin(), out.end(),
-                           [&](const Member& m) {
-                             return m.socket.empty() && m.pid != root && !serving.count(m.parent);
-                           }),
-            out.end());
   // Nothing in the tree serves: a PID that is not memprofile's is an error,
   // said as it was for one process.
-  if (serving.empty()) {
-    auto [path, pid] = find_socket(o, dir);
-    out.clear();
-    Member m;
-    m.pid = pid;
-    m.socket = path;
-    out.push_back(std::move(m));
-  }
+  if (serving.empty()) return single(o, dir);
+  std::vector<Member> out;
+  for (auto& m : all)
+    if (!m.socket.empty() || m.pid == all.front().pid || serving.count(m.parent)) out.push_back(std::move(m));
   return out;
 }
 

@@ -240,7 +240,7 @@ uint64_t trace_pid(const std::string& file) {
 
 // The profiles the arguments name, as processes, each oldest first, its
 // exit snapshot dropped (drop_exit_snapshot); notes per pid.
-std::vector<ProcessSeries> load_processes(const ReportOptions& o, std::vector<std::string>& notes,
+std::vector<ProcessSeries> load_processes(const ReportOptions& o,
                                           std::map<uint64_t, std::vector<std::string>>& process_notes) {
   std::vector<std::string> files;
   for (const auto& p : o.profiles) gather(p, files);
@@ -289,7 +289,6 @@ std::vector<ProcessSeries> load_processes(const ReportOptions& o, std::vector<st
                            "dumps of that process");
     into->snaps.insert(into->snaps.begin(), std::move(base));
   }
-  (void)notes;
   return processes;
 }
 
@@ -544,11 +543,11 @@ ExitCode run_report(const ReportOptions& o) {
                 "or docker-daemon:NAME, as for preflight) or --rootfs DIR (its root filesystem), one of them");
   std::vector<std::string> notes;
   std::map<uint64_t, std::vector<std::string>> process_notes;
-  std::vector<ProcessSeries> processes = load_processes(o, notes, process_notes);
+  std::vector<ProcessSeries> processes = load_processes(o, process_notes);
   if (processes.empty()) throw Error("no snapshot in " + o.profiles[0]);
+  // --base names one process: the one it was put in front of.
   uint64_t pid = o.pid;
-  if (!pid && !o.base.empty() && processes.size() > 1) pid = processes.front().info.pid;  // --base names one process
-  if (!o.base.empty())
+  if (!o.base.empty() && processes.size() > 1)
     for (const auto& p : processes)
       if (p.snaps.front().file == o.base) pid = p.info.pid;
   ViewChoice choice = choose_views(processes, pid, o.merge, kMaxViews);
