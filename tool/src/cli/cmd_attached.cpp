@@ -172,17 +172,18 @@ ExitCode run_attached(const AttachedOptions& o) {
 
   auto before = profile_sizes(backend, cfg.output_dir, o.pid);
   std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(o.window * 1000)));
-  auto after = profile_sizes(backend, cfg.output_dir, o.pid);
+  // One pass after the window: every process's files (what collect would
+  // carry), of which this process's own are listed.
+  uint64_t dir_bytes = 0;
   json files = json::array();
   bool growing = false;
-  for (const auto& [name, size] : after) {
+  for (const auto& [name, size] : profile_sizes(backend, cfg.output_dir, -1)) {
+    dir_bytes += size;
+    if (profile_file_pid(backend, name) != o.pid) continue;
     uint64_t was = before.count(name) ? before[name] : 0;
     growing = growing || size > was;
     files.push_back({{"path", cfg.output_dir + "/" + name}, {"size", size}, {"grew", size - std::min(size, was)}});
   }
-  // What collect would carry: every process's profiles in the directory.
-  uint64_t dir_bytes = 0;
-  for (const auto& [name, size] : profile_sizes(backend, cfg.output_dir, -1)) dir_bytes += size;
   bool attached = !mapped_as.empty() && linkage != "static" && linkage != "static-pie";
   // Whether it records: the control library says so, when it is there (a
   // dormant process is attached and records nothing until memprofile start).
