@@ -92,5 +92,16 @@ expect_error "malformed JSON" --tls-verify=false "docker://${px}/badjson/t/ready
 expect_error "${px} denies access to manifest forbidden/t/ready:v1 \(403 Forbidden\) \(DENIED" \
   --tls-verify=false "docker://${px}/forbidden/t/ready:v1"
 expect_error "${px} has no blob sha256:[0-9a-f]{64} \(404 Not Found\)" --tls-verify=false "docker://${px}/noblob/t/ready:v1"
-MEMPROFILE_REGISTRY_TIMEOUT=2 expect_error "timed out: nothing received for 2 s" --tls-verify=false "docker://${px}/hang/t/ready:v1"
+MEMPROFILE_REGISTRY_TIMEOUT=2 expect_error "timed out: under 1024 bytes a second for 2 s" --tls-verify=false "docker://${px}/hang/t/ready:v1"
 pass "a cut blob, a corrupt blob, a redirect loop, a 5 MiB manifest, malformed JSON, 403, a missing blob, a timeout"
+
+# A server that does not stop: a config sent without end, or announced as a
+# terabyte, is cut at its descriptor's size (before the digest could be
+# checked); a manifest at 2 bytes a second fails the low-speed floor.
+expect_error "blob sha256:[0-9a-f]{64}: the server sends more than the [0-9]+ bytes its descriptor declares" \
+  --tls-verify=false "docker://${px}/endless/t/ready:v1"
+expect_error "blob sha256:[0-9a-f]{64}: the server sends more than the [0-9]+ bytes its descriptor declares" \
+  --tls-verify=false "docker://${px}/huge/t/ready:v1"
+MEMPROFILE_REGISTRY_TIMEOUT=3 expect_error "manifest trickle/t/ready:v1: .*timed out: under 1024 bytes a second for 3 s" \
+  --tls-verify=false "docker://${px}/trickle/t/ready:v1"
+pass "an endless config, a terabyte Content-Length, a manifest at 2 B/s"

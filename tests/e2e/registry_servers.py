@@ -195,6 +195,37 @@ def proxy_server(port, upstream, blob_host):
                        if k.lower() not in ("content-length", "connection", "transfer-encoding")]
             if r.status != 200:
                 return self.reply(r.status, r.read(), headers)
+            if fault == "trickle" and kind == "manifests":
+                # The real manifest at 2 bytes a second (a slowloris).
+                body = r.read()
+                self.send_response(200)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                for i in range(0, len(body), 2):
+                    self.wfile.write(body[i:i + 2])
+                    self.wfile.flush()
+                    time.sleep(1)
+                return
+            if fault in ("endless", "huge") and kind == "blobs" and int(r.getheader("Content-Length")) < 64 << 10:
+                # The config, whose descriptor says a few hundred bytes: its
+                # bytes, then zeros without end and no Content-Length
+                # ("endless"), or a Content-Length of a terabyte ("huge").
+                body = r.read()
+                self.send_response(200)
+                for k, v in headers:
+                    self.send_header(k, v)
+                if fault == "huge":
+                    self.send_header("Content-Length", str(1 << 40))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                self.wfile.write(body)
+                zeros = bytes(65536)
+                for _ in range((1 << 40) // len(zeros)):  # until the client hangs up
+                    self.wfile.write(zeros)
+                return
             if kind == "manifests" and fault == "big":
                 r.read()
                 return self.reply(200, b'{"pad":"' + b"x" * (5 << 20) + b'"}', headers)

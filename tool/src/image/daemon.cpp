@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/json_text.h"
 #include "base/unique_fd.h"
+#include "image/layer.h"
 
 namespace memprofile {
 
@@ -150,7 +151,13 @@ std::string daemon_message(HttpGet& get) {
 class DaemonStream : public Reader {
  public:
   DaemonStream(std::string source, const DaemonEndpoint& ep, const std::string& url)
-      : source_(std::move(source)), client_(ep.tls, daemon_timeout()), get_(client_with(ep), url, {}) {}
+      : source_(std::move(source)), client_(ep.tls, daemon_timeout()), get_(client_with(ep), url, {}) {
+    // The export has no declared size: the archive's own limit bounds it
+    // (and so its deadline: http.h).
+    get_.limit_body(LayerLimits{}.max_tar_bytes, "the Docker daemon's export is larger than " +
+                                                    std::to_string(LayerLimits{}.max_tar_bytes >> 30) +
+                                                    " GiB, memprofile's limit for an image archive");
+  }
   HttpGet& get() { return get_; }
   size_t read(void* buf, size_t n) override {
     try {

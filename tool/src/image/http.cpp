@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 
@@ -98,10 +99,10 @@ void HttpClient::configure(void* e) const {
   curl_easy_setopt(easy, CURLOPT_USERAGENT, "memprofile");
   curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, 256L << 10);
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT, timeout_);
-  // A stall (no byte for `timeout_` seconds, headers included) is a
-  // timeout; a slow but moving transfer is not. A paused transfer is not
-  // checked (the reader is behind, not the server).
-  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  // A stall or a trickle (under kLowSpeedFloor bytes a second over
+  // `timeout_` seconds, headers included) is a timeout. A paused transfer is
+  // not checked (the reader is behind, not the server). http.h: the deadline.
+  curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, HttpGet::kLowSpeedFloor);
   curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, timeout_);
   curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
   if (!tls_.verify) {
@@ -163,6 +164,23 @@ struct HttpGet::Impl {
   long status = 0;
   std::map<std::string, std::string> resp;
   uint64_t received = 0, delivered = 0;
+  uint64_t body_bound = kDefaultBodyBound;  // the deadline is made for this size
+  bool limited = false, over_limit = false;
+  std::string too_large;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+
+  long deadline_seconds() const {
+    return client->timeout() + static_cast<long>(body_bound / kDeadlineBytesPerSecond);
+  }
+  void check_deadline() const {
+    auto spent = std::chrono::steady_clock::now() - started;
+    if (spent > std::chrono::seconds(deadline_seconds()))
+      throw HttpError(HttpError::Kind::Timeout,
+                      "timed out: not done after " + std::to_string(deadline_seconds()) + " s (" +
+                          std::to_string(delivered + (buf.size() - off)) + " bytes received; memprofile allows " +
+                          std::to_string(client->timeout()) + " s plus 1 s per " +
+                          std::to_string(kDeadlineBytesPerSecond >> 10) + " KiB of the body)");
+  }
 
   static size_t on_header(char* p, size_t size, size_t n, void* self) {
     auto* d = static_cast<Impl*>(self);
@@ -188,6 +206,10 @@ struct HttpGet::Impl {
       d->paused = true;
       return CURL_WRITEFUNC_PAUSE;
     }
+    if (d->limited && d->received + len > d->body_bound) {
+      d->over_limit = true;
+      return 0;  // libcurl ends the transfer (CURLE_WRITE_ERROR)
+    }
     if (d->off > 0 && d->off >= d->buf.size() / 2) {
       d->buf.erase(0, d->off);
       d->off = 0;
@@ -209,6 +231,7 @@ struct HttpGet::Impl {
   template <class Pred>
   void pump(Pred ready) {
     while (!ready() && !done) {
+      check_deadline();
       int running = 0;
       CURLMcode mc = curl_multi_perform(multi, &running);
       if (mc != CURLM_OK) throw HttpError(HttpError::Kind::Other, std::string("libcurl: ") + curl_multi_strerror(mc));
@@ -220,6 +243,7 @@ struct HttpGet::Impl {
   }
 
   [[noreturn]] void fail() {
+    if (over_limit) throw HttpError(HttpError::Kind::TooLarge, too_large);
     std::string detail = errbuf[0] ? errbuf : curl_easy_strerror(result);
     switch (result) {
       case CURLE_COULDNT_CONNECT:
@@ -228,7 +252,8 @@ struct HttpGet::Impl {
         throw HttpError(HttpError::Kind::Connect, "cannot connect: " + detail);
       case CURLE_OPERATION_TIMEDOUT:
         throw HttpError(HttpError::Kind::Timeout,
-                        "timed out: nothing received for " + std::to_string(client->timeout()) + " s (" + detail + ")");
+                        "timed out: under " + std::to_string(kLowSpeedFloor) + " bytes a second for " +
+                            std::to_string(client->timeout()) + " s (" + detail + ")");
       case CURLE_RECV_ERROR:
         // TLS 1.3 reports a refused client certificate at the first read.
         if (!headers_done && detail.find("alert") != std::string::npos)
@@ -296,7 +321,15 @@ long HttpGet::status() {
     if (d_->done && d_->result == CURLE_OK && d_->status >= 200) return d_->status;
     d_->fail();
   }
+  if (d_->limited) check_declared_length();
   return d_->status;
+}
+
+// A Content-Length past limit_body's bound is refused before any byte.
+void HttpGet::check_declared_length() {
+  std::string v = d_->resp.count("content-length") ? d_->resp["content-length"] : "";
+  bool number = !v.empty() && v.size() <= 19 && v.find_first_not_of("0123456789") == std::string::npos;
+  if (number && std::stoull(v) > d_->body_bound) throw HttpError(HttpError::Kind::TooLarge, d_->too_large);
 }
 
 std::string HttpGet::header(const std::string& name) {
@@ -344,6 +377,17 @@ std::string HttpGet::read_all(size_t cap, const std::string& too_large) {
     out.append(chunk, k);
   }
   return out;
+}
+
+void HttpGet::limit_body(uint64_t max_bytes, const std::string& too_large) {
+  d_->limited = true;
+  d_->body_bound = max_bytes;
+  d_->too_large = too_large;
+  if (d_->headers_done) check_declared_length();
+  if (d_->received > max_bytes) {
+    d_->over_limit = true;
+    throw HttpError(HttpError::Kind::TooLarge, too_large);
+  }
 }
 
 uint64_t HttpGet::received() const { return d_->delivered; }

@@ -21,7 +21,7 @@ namespace memprofile {
 // connection cut partway through. The message says what, without the URL.
 class HttpError : public Error {
  public:
-  enum class Kind { Connect, Timeout, Tls, Truncated, Other };
+  enum class Kind { Connect, Timeout, Tls, Truncated, TooLarge, Other };
   HttpError(Kind kind, const std::string& what) : Error(what), kind_(kind) {}
   Kind kind() const { return kind_; }
 
@@ -70,9 +70,22 @@ class HttpClient {
   static void unlock(void*, int, void*);
 };
 
+// Every request is bounded in time and size, whatever the server does:
+//   - a stall: fewer than kLowSpeedFloor bytes a second over `timeout`
+//     seconds fails ("timed out"), so a trickle of 2 B/s does not keep a
+//     request alive (a transfer paused because the reader is behind is not
+//     the server's fault and is not counted);
+//   - a deadline for the whole request: `timeout` seconds plus one second per
+//     kDeadlineBytesPerSecond of the body it may have (4 MiB until
+//     limit_body says how much), so a request of a few KiB gets about
+//     two minutes, a 1 GiB layer four and a half hours;
+//   - the body: refused past limit_body's bytes as they arrive.
 class HttpGet : public Reader {
  public:
   static constexpr size_t kMaxBuffered = 1 << 20;
+  static constexpr long kLowSpeedFloor = 1024;                   // bytes a second
+  static constexpr uint64_t kDeadlineBytesPerSecond = 64 << 10;  // bytes a second
+  static constexpr uint64_t kDefaultBodyBound = 4 << 20;
   // With `form`, the request is a POST of that application/x-www-form-
   // urlencoded body (the OAuth2 token request); otherwise a GET.
   HttpGet(HttpClient& client, const std::string& url, const std::vector<std::string>& headers,
@@ -91,10 +104,15 @@ class HttpGet : public Reader {
   size_t read(void* buf, size_t n) override;
   // The whole body, refused past `cap` bytes (checked as bytes arrive).
   std::string read_all(size_t cap, const std::string& too_large);
+  // From now on, a body over `max_bytes` (by Content-Length, or as bytes
+  // arrive) fails with HttpError(TooLarge, too_large); the deadline becomes
+  // the one for a body of that size.
+  void limit_body(uint64_t max_bytes, const std::string& too_large);
   uint64_t received() const;
   const std::string& url() const;
 
  private:
+  void check_declared_length();
   struct Impl;
   std::unique_ptr<Impl> d_;
 };

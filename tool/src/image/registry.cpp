@@ -221,8 +221,11 @@ class Registry {
         if (location.empty()) fail(what + ": " + host_of(at) + " answered " + status_text(st) + " without a Location");
         std::string next = url_resolve(at, location);
         if (next.empty()) fail(what + ": " + host_of(at) + " redirects to a malformed URL \"" + location + "\"");
-        if (!seen.insert(next).second || hops + 1 >= kMaxRedirects)
+        if (!seen.insert(next).second)
           fail(what + ": redirect loop (" + std::to_string(hops + 1) + " redirects, back to " + next + ")");
+        if (hops + 1 >= kMaxRedirects)
+          fail(what + ": too many redirects (" + std::to_string(hops + 1) + ", the last to " + next +
+               "; memprofile follows at most " + std::to_string(kMaxRedirects - 1) + ")");
         at = next;
       }
       if (st == 200) return r;
@@ -243,6 +246,9 @@ class Registry {
       std::string tail = said.empty() ? "" : " (" + said + ")";
       switch (st) {
         case 401:
+          if (!ours)  // the credentials go to the registry's origin only
+            fail(host + " answered " + status_text(st) + " for " + what + tail + " (a redirect from " +
+                 host_of(base_) + "; memprofile sends no credentials to another host)");
           if (creds_.empty())
             fail(host + " requires credentials for " + what + " (" + status_text(st) + ")" + tail + "; log in with `skopeo login " +
                  ref_.registry + "` or `docker login " + ref_.registry + "`, or pass --creds USER:PASSWORD or --authfile FILE");
@@ -483,6 +489,7 @@ class RegistryStore : public Store {
     }
     std::string what = std::string(manifest ? "manifest " : "blob ") + "sha256:" + hex;
     auto r = reg_.get(manifest ? "manifests" : "blobs", "sha256:" + hex, what);
+    limit_to_descriptor(*r, hex, what);
     std::string body = read_json(*r, what);
     std::string got = sha256_hex(body);
     if (got != hex) reg_.fail(what + ": digest mismatch: its bytes hash to sha256:" + got);
@@ -495,6 +502,7 @@ class RegistryStore : public Store {
     if (hex.empty()) reg_.fail("no " + name + " in a registry");
     std::string blob = reg_.source() + "@sha256:" + hex;
     auto r = reg_.get("blobs", "sha256:" + hex, "blob sha256:" + hex);
+    limit_to_descriptor(*r, hex, "blob sha256:" + hex);
     VerifiedBlob v(*r, hex, blob);
     try {
       return summarize_layer(v, blob, limits);
@@ -517,6 +525,26 @@ class RegistryStore : public Store {
     return valid_digest("sha256:" + hex) ? hex : "";
   }
 
+  // The size a descriptor declared for the blob is enforced as its bytes
+  // arrive, before the digest can be checked: a server that sends more (an
+  // endless body) is cut off at the size plus nothing. A blob no descriptor
+  // sized (the manifest a tag names) has read_json's cap, or the layer
+  // reader's.
+  void limit_to_descriptor(HttpGet& r, const std::string& hex, const std::string& what) {
+    uint64_t size;
+    {
+      std::lock_guard<std::mutex> g(mutex_);
+      auto it = sizes_.find(hex);
+      if (it == sizes_.end()) return;
+      size = it->second;
+    }
+    try {
+      r.limit_body(size, "the server sends more than the " + std::to_string(size) + " bytes its descriptor declares");
+    } catch (const HttpError& e) {
+      reg_.fail(what + ": " + e.what());
+    }
+  }
+
   std::string read_json(HttpGet& r, const std::string& what) {
     try {
       return r.read_all(kMaxJson, "larger than " + std::to_string(kMaxJson >> 20) +
@@ -528,22 +556,41 @@ class RegistryStore : public Store {
     }
   }
 
-  // An index's children are manifests: fetched from /manifests/.
+  // An index's children are manifests: fetched from /manifests/. Every
+  // descriptor's size (of a child manifest, a config, a layer) is kept for
+  // limit_to_descriptor; a digest listed with two sizes keeps the smaller.
   void note_manifest(const std::string& hex, const std::string& body) {
     std::lock_guard<std::mutex> g(mutex_);
     listed_.insert(hex);
     try {
       json j = parse_json_bounded(body, reg_.source());
+      if (!j.is_object()) return;
       auto m = j.find("manifests");
-      if (m == j.end() || !m->is_array()) return;
-      for (const auto& d : *m)
-        if (d.is_object() && d.contains("digest") && d["digest"].is_string()) {
-          std::string dg = d["digest"].get<std::string>();
-          if (valid_digest(dg) && listed_.size() < 65536) listed_.insert(dg.substr(7));
-        }
+      if (m != j.end() && m->is_array())
+        for (const auto& d : *m)
+          if (std::string dg = note_size(d); !dg.empty() && listed_.size() < 65536) listed_.insert(dg);
+      if (auto c = j.find("config"); c != j.end()) note_size(*c);
+      auto l = j.find("layers");
+      if (l != j.end() && l->is_array())
+        for (const auto& d : *l) note_size(d);
     } catch (const std::exception&) {
       // load_images reports malformed JSON with its position.
     }
+  }
+
+  // The hex digest a descriptor names ("" when it names none), its size noted.
+  std::string note_size(const json& d) {
+    if (!d.is_object() || !d.contains("digest") || !d["digest"].is_string()) return "";
+    std::string dg = d["digest"].get<std::string>();
+    if (!valid_digest(dg)) return "";
+    std::string hex = dg.substr(7);
+    auto size = d.find("size");
+    if (size != d.end() && size->is_number_unsigned() && sizes_.size() < 65536) {
+      uint64_t n = size->get<uint64_t>();
+      auto [it, fresh] = sizes_.emplace(hex, n);
+      if (!fresh) it->second = std::min(it->second, n);
+    }
+    return hex;
   }
 
   Registry reg_;
@@ -551,6 +598,7 @@ class RegistryStore : public Store {
   std::mutex mutex_;
   std::map<std::string, std::string> manifests_;  // the one the reference named
   std::set<std::string> listed_;                  // digests that are manifests
+  std::map<std::string, uint64_t> sizes_;         // hex digest -> its descriptor's size
 };
 
 }  // namespace
