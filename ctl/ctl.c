@@ -218,21 +218,10 @@ static int64_t now_ms(void) {
   return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-// The request line, within one 2 s deadline for the whole of it.
-static void read_request(int fd, char* req, size_t len) {
-  size_t got = 0;
-  int64_t deadline = now_ms() + 2000;
-  while (got < len - 1 && !memchr(req, '\n', got)) {
-    int64_t left = deadline - now_ms();
-    struct pollfd p = {fd, POLLIN, 0};
-    if (left <= 0 || poll(&p, 1, (int)left) <= 0) break;
-    ssize_t r = read(fd, req + got, len - 1 - got);
-    if (r <= 0) break;
-    got += (size_t)r;
-  }
-  req[got] = '\0';
+// A request line as it arrived: plain words only (it is echoed in messages).
+static void clean_request(char* req) {
   req[strcspn(req, "\r\n")] = '\0';
-  for (char* c = req; *c; ++c)  // echoed in messages: plain words only
+  for (char* c = req; *c; ++c)
     if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '_')) *c = '?';
 }
 
@@ -253,56 +242,134 @@ static void set_recording(int on, char* err, size_t errlen, int* ok) {
   }
 }
 
-static void handle(int fd) {
-  // The control thread's own (static: its stack is small). The reply holds
-  // the longest directory name several times; the snapshots listed beyond
-  // it are counted, not named (budget_list_json).
-  static char reply[64 * 1024], snap[sizeof ctl.dir + 256];
-  char req[64] = "", err[256] = "";
-  snap[0] = '\0';
-  int ok = 0;
-  // Who asks comes first: nothing is read from a peer that may not ask.
-  struct ucred peer;
-  socklen_t plen = sizeof peer;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &plen) != 0) {
-    snprintf(err, sizeof err, "cannot read the peer's credentials: %s", strerror(errno));
-  } else if (peer.uid != geteuid() && peer.uid != 0) {
-    read_request(fd, req, sizeof req);
-    snprintf(err, sizeof err, "permission denied: uid %u is neither the process's uid %u nor root",
-             (unsigned)peer.uid, (unsigned)geteuid());
-    ctl_log("refused a %s request from uid %u", req, (unsigned)peer.uid);
-  } else {
-    read_request(fd, req, sizeof req);
-    if (!req[0]) {  // a probe (connect and close, reap_stale_sockets): nothing to answer
-      shutdown(fd, SHUT_RDWR);
-      return;
-    }
-    pthread_mutex_lock(&busy);
-    if (strcmp(req, "status") == 0) {
-      ok = 1;
-    } else if (strcmp(req, "start") == 0 || strcmp(req, "stop") == 0) {
-      set_recording(req[2] == 'a', err, sizeof err, &ok);
-    } else if (strcmp(req, "snapshot") == 0) {
-      if (budget_make_room(err, sizeof err) == 0 && backend_snapshot(snap, sizeof snap, err, sizeof err) == 0) {
-        ok = 1;
-        ++ctl.snapshots_taken;
-      }
-    } else {
-      snprintf(err, sizeof err, "unknown request '%.20s' (start, stop, snapshot or status)", req);
-    }
-    pthread_mutex_unlock(&busy);
-  }
-  pthread_mutex_lock(&busy);
-  size_t n = reply_json(reply, sizeof reply, ok, err, snap);
-  pthread_mutex_unlock(&busy);
+static void send_all(int fd, const char* buf, size_t n) {
   for (size_t off = 0; off < n;) {
-    ssize_t w = send(fd, reply + off, n - off, MSG_NOSIGNAL);
+    ssize_t w = send(fd, buf + off, n - off, MSG_NOSIGNAL);
     if (w <= 0) break;
     off += (size_t)w;
   }
   // The client sees the end now, even when a child forked meanwhile holds a
   // copy of this connection.
   shutdown(fd, SHUT_RDWR);
+}
+
+// One request of an allowed peer, answered.
+static void answer(int fd, char* req) {
+  // The control thread's own (static: its stack is small). The reply holds
+  // the longest directory name several times; the snapshots listed beyond
+  // it are counted, not named (budget_list_json).
+  static char reply[64 * 1024], snap[sizeof ctl.dir + 256];
+  char err[256] = "";
+  snap[0] = '\0';
+  int ok = 0;
+  clean_request(req);
+  pthread_mutex_lock(&busy);
+  if (strcmp(req, "status") == 0) {
+    ok = 1;
+  } else if (strcmp(req, "start") == 0 || strcmp(req, "stop") == 0) {
+    set_recording(req[2] == 'a', err, sizeof err, &ok);
+  } else if (strcmp(req, "snapshot") == 0) {
+    if (budget_make_room(err, sizeof err) == 0 && backend_snapshot(snap, sizeof snap, err, sizeof err) == 0) {
+      ok = 1;
+      ++ctl.snapshots_taken;
+    }
+  } else {
+    snprintf(err, sizeof err, "unknown request '%.20s' (start, stop, snapshot or status)", req);
+  }
+  size_t n = reply_json(reply, sizeof reply, ok, err, snap);
+  pthread_mutex_unlock(&busy);
+  send_all(fd, reply, n);
+}
+
+// A peer that may not ask gets a refusal and nothing else: no state, no
+// paths. Nothing is read from it. The log says so at most once in 10 s,
+// with how many were refused meanwhile.
+static void refuse(int fd, uid_t uid) {
+  static int64_t last_said;
+  static unsigned long unsaid;
+  char reply[256];
+  int n = snprintf(reply, sizeof reply,
+                   "{\"ok\":false,\"error\":\"permission denied: uid %u is neither the process's uid %u nor root\"}\n",
+                   (unsigned)uid, (unsigned)geteuid());
+  send_all(fd, reply, (size_t)n);
+  int64_t now = now_ms();
+  if (last_said && now - last_said < 10000) {
+    ++unsaid;
+    return;
+  }
+  if (unsaid)
+    ctl_log("refused a request from uid %u (and %lu more refused in the last 10 s)", (unsigned)uid, unsaid);
+  else
+    ctl_log("refused a request from uid %u", (unsigned)uid);
+  last_said = now;
+  unsaid = 0;
+}
+
+// Connections being read: the thread never blocks on a peer. Each has
+// kRequestMs for its request line, several are read at once, and the
+// budget's schedule runs between them whatever they do. While the table
+// is full, new connections wait in the listen backlog.
+enum { kConns = 8, kRequestMs = 1000 };
+static struct conn {
+  int fd;
+  size_t got;
+  int64_t deadline;
+  char req[64];
+} conns[kConns];
+static int nconns;
+
+static void drop_conn(int i) {
+  close(conns[i].fd);
+  conns[i] = conns[--nconns];
+}
+
+// In a forked child: the parent's connections are the parent's.
+static void forget_conns(void) {
+  for (int i = 0; i < nconns; ++i) close(conns[i].fd);
+  nconns = 0;
+}
+
+// A new connection: who asks comes first, before anything is read.
+static void accept_one(void) {
+  int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd < 0) {
+    if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
+      // Out of fds (a leaking application): the pending connection keeps
+      // the socket readable; wait instead of spinning.
+      struct timespec pause = {0, 100 * 1000 * 1000};
+      nanosleep(&pause, NULL);
+    }
+    return;
+  }
+  struct ucred peer;
+  socklen_t plen = sizeof peer;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &plen) != 0) {
+    close(fd);
+    return;
+  }
+  if (peer.uid != geteuid() && peer.uid != 0) {
+    refuse(fd, peer.uid);
+    close(fd);
+    return;
+  }
+  conns[nconns++] = (struct conn){fd, 0, now_ms() + kRequestMs, ""};
+}
+
+// Reads what connection i sent; answers once its line is whole. A peer
+// that closes without a line is a probe (reap_stale_sockets): no answer.
+static void read_conn(int i) {
+  struct conn* c = &conns[i];
+  ssize_t r = read(c->fd, c->req + c->got, sizeof c->req - 1 - c->got);
+  if (r < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (r > 0) c->got += (size_t)r;
+  c->req[c->got] = '\0';
+  int whole = memchr(c->req, '\n', c->got) != NULL || c->got == sizeof c->req - 1;
+  if (whole || (r <= 0 && c->got > 0)) {
+    answer(c->fd, c->req);
+  } else if (r > 0) {
+    return;  // more to come
+  }
+  drop_conn(i);
 }
 
 // Whether the listening fd is still the socket this library made: an
@@ -394,7 +461,8 @@ static void reap_stale_sockets(void) {
 static void* serve_loop(void) {
   int64_t next_check = now_ms(), next_snapshot = now_ms() + (int64_t)ctl.snapshot_every_ms, next_reap = now_ms();
   for (;;) {
-    struct pollfd p[2] = {{wake_fd[0], POLLIN, 0}, {listen_fd, POLLIN, 0}};
+    struct pollfd p[2 + kConns] = {{wake_fd[0], POLLIN, 0}, {listen_fd, nconns < kConns ? POLLIN : 0, 0}};
+    for (int i = 0; i < nconns; ++i) p[2 + i] = (struct pollfd){conns[i].fd, POLLIN, 0};
     // While recording, the budget is checked often, and snapshots come on
     // their schedule; the first process also clears stale sockets every
     // second or so. Otherwise nothing grows and the thread sleeps until a
@@ -403,12 +471,14 @@ static void* serve_loop(void) {
     if (ctl.recording && (ctl.max_bytes || ctl.min_free_bytes) && !ctl.cannot_stop) wake = next_check;
     if (ctl.recording && ctl.snapshot_every_ms && (wake < 0 || next_snapshot < wake)) wake = next_snapshot;
     if (!ctl.parent && (wake < 0 || next_reap < wake)) wake = next_reap;
+    for (int i = 0; i < nconns; ++i)
+      if (wake < 0 || conns[i].deadline < wake) wake = conns[i].deadline;
     int timeout = -1;
     if (wake >= 0) {
       int64_t left = wake - now_ms();
       timeout = left > 0 ? (int)(left < 60000 ? left : 60000) : 0;
     }
-    int n = poll(p, listen_fd >= 0 ? 2 : 1, timeout);
+    int n = poll(p, (nfds_t)(2 + nconns), timeout);
     if (n < 0 && errno != EINTR) {
       ctl_log("poll: %s; the control thread ends", strerror(errno));
       return NULL;
@@ -416,27 +486,28 @@ static void* serve_loop(void) {
     if (n > 0 && p[0].revents) {
       // stop_thread(), or the application closed this library's fds too.
       if (p[0].revents & POLLNVAL) stop_serving("and the library's other fds were closed by the application");
+      forget_conns();
       return NULL;
     }
+    // Connections first (from the last, as drop_conn moves the last one
+    // into a freed slot), then new ones, then the schedule.
+    int64_t now = now_ms();
+    for (int i = nconns - 1; n > 0 && i >= 0; --i) {
+      if (p[2 + i].revents) read_conn(i);
+      else if (now >= conns[i].deadline) drop_conn(i);  // silent too long: closed unanswered
+    }
+    for (int i = nconns - 1; n == 0 && i >= 0; --i)
+      if (now >= conns[i].deadline) drop_conn(i);
     if (n > 0 && listen_fd >= 0 && p[1].revents) {
       if (p[1].revents & (POLLNVAL | POLLERR | POLLHUP)) {
         stop_serving("was closed by the application");
       } else if (!socket_is_ours()) {
         stop_serving("fd was closed and reused by the application");
       } else {
-        int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd >= 0) {
-          handle(fd);
-          close(fd);
-        } else if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
-          // Out of fds (a leaking application): the pending connection keeps
-          // the socket readable; wait instead of spinning.
-          struct timespec pause = {0, 100 * 1000 * 1000};
-          nanosleep(&pause, NULL);
-        }
+        accept_one();
       }
     }
-    int64_t now = now_ms();
+    now = now_ms();
     pthread_mutex_lock(&busy);
     if (ctl.recording && now >= next_check) {
       budget_check();
@@ -673,6 +744,7 @@ static void in_child(void) {
   pid_t parent = ctl.pid;
   ctl.pid = 0;
   thread_running = 0;
+  forget_conns();
   if (listen_fd >= 0) close(listen_fd);
   if (wake_fd[0] >= 0) close(wake_fd[0]);
   if (wake_fd[1] >= 0) close(wake_fd[1]);

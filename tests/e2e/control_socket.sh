@@ -41,13 +41,53 @@ as_uid 65533 "${MEMPROFILE}" start "${pid}" --output-dir "${out}" > "${SCRATCH}/
 ((rc == 1)) || fail "another uid past the mode: exit ${rc}, not 1: $(cat "${SCRATCH}/other")"
 grep -q "permission denied: uid 65533 is neither the process's uid 65534 nor root" "${SCRATCH}/other" ||
   fail "another uid past the mode: $(cat "${SCRATCH}/other")"
-grep -q "refused a start request from uid 65533" "${SCRATCH}/run.log" || fail "the refusal is not logged"
+grep -q "refused a request from uid 65533" "${SCRATCH}/run.log" || fail "the refusal is not logged"
+# A refused peer gets the refusal and nothing else (no paths, no state), at
+# once, without a request line; 20 of them are logged once, then counted.
+# Meanwhile 17 silent connections of another uid and 8 of the process's own
+# are held open: the owner's status is still answered (the thread reads no
+# peer it refused, and reads each connection in its own short window).
+cat > "${SCRATCH}/peers.py" <<'PY'
+import socket, sys, time
+sock, mode = sys.argv[1], sys.argv[2]
+if mode == "refused":
+    replies = []
+    for _ in range(20):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(sock)
+        replies.append(s.makefile().read())
+        s.close()
+    print(replies[0], end="")
+    print(len(set(replies)))
+else:
+    held = []
+    for _ in range(int(mode)):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(sock)
+        held.append(s)
+    time.sleep(30)
+PY
+as_uid 65533 /usr/bin/python3 "${SCRATCH}/peers.py" "${sock}" refused > "${SCRATCH}/refused"
+[[ "$(head -1 "${SCRATCH}/refused")" == '{"ok":false,"error":"permission denied: uid 65533 is neither the process'"'"'s uid 65534 nor root"}' ]] ||
+  fail "a refused peer got more than the refusal: $(cat "${SCRATCH}/refused")"
+[[ "$(tail -1 "${SCRATCH}/refused")" == 1 ]] || fail "the refusals differ: $(cat "${SCRATCH}/refused")"
+(($(grep -c "refused a request from uid 65533" "${SCRATCH}/run.log") <= 2)) ||
+  fail "every refusal logged: $(grep -c "refused a request" "${SCRATCH}/run.log") lines"
+setpriv --reuid=65533 --regid=65533 --clear-groups timeout 60 /usr/bin/python3 "${SCRATCH}/peers.py" "${sock}" 17 &
+silent_other=$!
+setpriv --reuid=65534 --regid=65534 --clear-groups timeout 60 /usr/bin/python3 "${SCRATCH}/peers.py" "${sock}" 8 &
+silent_own=$!
+sleep 0.5
+as_uid 65534 "${MEMPROFILE}" status "${pid}" --output-dir "${out}" > "${SCRATCH}/busy-status" 2>&1 ||
+  fail "status not answered beside 25 silent connections: $(cat "${SCRATCH}/busy-status")"
+kill "${silent_other}" "${silent_own}" 2>/dev/null || true
+wait "${silent_other}" "${silent_own}" 2>/dev/null || true
 [[ "$(as_uid 65534 "${MEMPROFILE}" status "${pid}" --output-dir "${out}" | head -1)" == \
    "pid ${pid}: jemalloc, recording off" ]] || fail "the process's own uid was refused, or start went through"
 "${MEMPROFILE}" status "${pid}" --output-dir "${out}" > /dev/null || fail "root was refused"
 kill -TERM "${pid}"
 wait "${pid}" || fail "the service did not exit cleanly on SIGTERM"
-pass "a peer with another uid is refused (socket mode 0600, then the peer's credentials); its own uid and root are served"
+pass "a peer with another uid is refused (socket mode 0600, then the peer's credentials) with nothing but the refusal, logged once in 10 s; its own uid and root are served, beside 25 silent connections"
 
 # A forking service: python3, profiled, forks a child that stays in python
 # and execs others: the exec'd children never load the control library, and
