@@ -109,7 +109,15 @@ static int jemalloc_dump(char* path, size_t pathlen, char* err, size_t errlen) {
   // NULL: jemalloc names the file from its prof_prefix, with its own dump
   // sequence, so report orders it among the interval dumps.
   const char* name = NULL;
+  files_forget_refused();
   int rc = mallctl("prof.dump", NULL, NULL, &name, sizeof name);
+  if (rc != 0 && files_refused()[0]) {
+    snprintf(err, errlen,
+             "refused to write %.200s: the name exists and is not this process's own file (a link, or another "
+             "user's); nothing was written",
+             files_refused());
+    return -1;
+  }
   if (rc != 0) {
     snprintf(err, errlen, "mallctl prof.dump: %s (no prof_prefix, or %s not writable?)", strerror(rc), ctl.dir);
     return -1;

@@ -105,7 +105,9 @@ static int scan_dir(struct scan* s) {
     if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
     uint64_t bytes = (uint64_t)st.st_size;
     s->u.bytes += bytes;
-    if (pid != (unsigned long long)ctl.pid || !is_own_file(st.st_mtime)) continue;
+    // Only this process's own files (its uid: another user may make names
+    // like ours) are its snapshots to rotate.
+    if (pid != (unsigned long long)ctl.pid || !is_own_file(st.st_mtime) || st.st_uid != geteuid()) continue;
     s->u.own_bytes += bytes;
     s->u.own_files++;
     if (bytes > s->u.largest_own) s->u.largest_own = bytes;

@@ -57,8 +57,12 @@ static int thread_running;
 static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER;  // app threads only (unshare/setns)
 static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER;         // see above: no fork inside it
 
+static int log_ready;  // the constructor ran: log_fd is what it chose
+
 void ctl_log(const char* fmt, ...) {
-  if (log_fd < 0) return;
+  // Before the constructor (a profiler that opens its file first), stderr.
+  int fd = log_ready ? log_fd : 2;
+  if (fd < 0) return;
   char line[512];
   int n = snprintf(line, sizeof line, "memprofile-ctl[%d]: ", (int)getpid());
   va_list ap;
@@ -67,7 +71,7 @@ void ctl_log(const char* fmt, ...) {
   va_end(ap);
   size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m > sizeof line - (size_t)n - 2 ? sizeof line - (size_t)n - 2 : (size_t)m);
   line[len++] = '\n';
-  ssize_t w = write(log_fd, line, len);
+  ssize_t w = write(fd, line, len);
   (void)w;
 }
 
@@ -770,6 +774,9 @@ __attribute__((constructor)) static void ctl_init(void) {
   if (!backend || !dir || !*dir) return;
   log_fd = fcntl(2, F_DUPFD_CLOEXEC, 200);  // -1 when fd 2 is closed: nothing is logged
   if (log_fd < 0) log_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+  log_ready = 1;
+  // Every process the profiler loads into writes there, a dispatcher too.
+  files_guard(dir);
   if (!is_target()) return;
   drop_self_from_preload();
   if (strcmp(backend, "jemalloc") == 0) ctl.backend = CTL_JEMALLOC;

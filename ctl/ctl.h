@@ -44,6 +44,14 @@ extern struct ctl_state ctl;
 // application may reuse fd 2 for its own files later).
 void ctl_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
+// files.c: profiles are created in the output directory only exclusively,
+// never through a link, nor into a file of another user (open, open64,
+// creat and creat64 are the library's own, for the profilers' calls).
+void files_guard(const char* dir);
+// The last path files.c refused to write ("" when none since the forget).
+const char* files_refused(void);
+void files_forget_refused(void);
+
 // backend.c. Each returns 0, or -1 with the reason in err.
 void backend_init(void);
 int backend_set_recording(int on, char* err, size_t errlen);

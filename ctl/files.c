@@ -1,0 +1,150 @@
+// Profiles are never written through a link, nor into a file this process
+// does not own. See ctl.h.
+//
+// The output directory is often world-writable (mode 1777, as image-setup
+// makes it, so any uid the app runs as can write there), and every
+// profiler names its files predictably (jeprof.PID.SEQ.mN.heap,
+// heaptrack.PID.raw, memory-profiling_PROG_TIME_PID.dat). Another user
+// could create those names first, as symlinks to a file of the profiled
+// process's user, or hard links, and the profiler's creat would write
+// through them (fs.protected_symlinks is 0 on many container hosts).
+//
+// So the library, preloaded after the profiler and before libc, is where
+// the profilers' creat/open/open64 resolve. A call that creates a file
+// directly in the output directory gets the discipline collect has: the
+// name is created exclusively and never followed; a name that exists is
+// opened only if it is a regular file of this process's uid with one link
+// (a profile an earlier process of the same pid left, say) and is
+// refused otherwise, with one line in the log. Every other call goes to
+// the kernel unchanged.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "ctl.h"
+
+// Set once (the constructor, or the first create before it); read only then.
+static char guarded_dir[sizeof ctl.dir];
+static size_t guarded_len;
+
+static int guard_known;  // guarded_dir is set (atomic)
+
+void files_guard(const char* dir) {
+  if (__atomic_load_n(&guard_known, __ATOMIC_ACQUIRE)) return;
+  size_t n = strlen(dir);
+  while (n > 1 && dir[n - 1] == '/') --n;
+  if (n == 0 || n >= sizeof guarded_dir) return;
+  memcpy(guarded_dir, dir, n);
+  guarded_dir[n] = '\0';
+  guarded_len = n;
+  __atomic_store_n(&guard_known, 1, __ATOMIC_RELEASE);
+}
+
+// The last name refused (for the snapshot's error); approximate across threads.
+static char refused[sizeof ctl.dir + 256];
+
+const char* files_refused(void) { return refused; }
+void files_forget_refused(void) { refused[0] = '\0'; }
+
+static int sys_openat(int dfd, const char* path, int flags, mode_t mode) {
+  return (int)syscall(SYS_openat, dfd, path, flags, mode);
+}
+
+// The name inside the guarded directory that `path` creates, or NULL when
+// it is elsewhere (a subdirectory included: profilers write none).
+static const char* guarded_name(const char* path) {
+  if (!guarded_len || !path || strncmp(path, guarded_dir, guarded_len) != 0 || path[guarded_len] != '/') return NULL;
+  const char* name = path + guarded_len + 1;
+  if (!*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) return NULL;
+  return name;
+}
+
+static int create_guarded(const char* path, const char* name, int flags, mode_t mode) {
+  int dfd = sys_openat(AT_FDCWD, guarded_dir, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+  if (dfd < 0) return -1;
+  int fd = sys_openat(dfd, name, flags | O_EXCL | O_NOFOLLOW, mode);
+  if (fd < 0 && errno == EEXIST) {
+    // Not created here: opened (never followed, not truncated yet) and
+    // kept only if it is ours alone.
+    fd = sys_openat(dfd, name, (flags & ~(O_CREAT | O_TRUNC)) | O_NOFOLLOW | O_NONBLOCK, 0);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1)) {
+      close(fd);
+      fd = -1;
+      errno = EEXIST;
+    }
+    if (fd < 0) {
+      int saved = errno == ELOOP ? EEXIST : errno;
+      snprintf(refused, sizeof refused, "%s", path);
+      ctl_log("refused to write %s: the name exists and is not this process's own file (a link, or another "
+              "user's); nothing was written",
+              path);
+      close(dfd);
+      errno = saved;
+      return -1;
+    }
+    if (!(flags & O_NONBLOCK)) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    if ((flags & O_TRUNC) && ftruncate(fd, 0) != 0) {
+      int saved = errno;
+      close(fd);
+      close(dfd);
+      errno = saved;
+      return -1;
+    }
+  }
+  int saved = errno;
+  close(dfd);
+  errno = saved;
+  return fd;
+}
+
+static int guarded_open(const char* path, int flags, mode_t mode) {
+  // A profiler may open its file before this library's constructor has run
+  // (heaptrack does, at its first allocation): the directory is read from
+  // the environment then. getenv neither allocates nor locks.
+  if (!__atomic_load_n(&guard_known, __ATOMIC_ACQUIRE) && (flags & O_CREAT)) {
+    const char* dir = getenv("MEMPROFILE_CTL_DIR");
+    if (dir && *dir && getenv("MEMPROFILE_CTL_BACKEND")) files_guard(dir);
+  }
+  const char* name = (flags & O_CREAT) ? guarded_name(path) : NULL;
+  if (name) return create_guarded(path, name, flags, mode);
+  return sys_openat(AT_FDCWD, path, flags, mode);
+}
+
+// The mode argument exists only with O_CREAT or O_TMPFILE (open(2)).
+#define MODE_ARG(flags, mode)                       \
+  do {                                              \
+    if ((flags) & (O_CREAT | __O_TMPFILE)) {        \
+      va_list ap;                                   \
+      va_start(ap, flags);                          \
+      mode = (mode_t)va_arg(ap, unsigned int);      \
+      va_end(ap);                                   \
+    }                                               \
+  } while (0)
+
+__attribute__((visibility("default"))) int open(const char* path, int flags, ...) {
+  mode_t mode = 0;
+  MODE_ARG(flags, mode);
+  return guarded_open(path, flags, mode);
+}
+
+__attribute__((visibility("default"))) int open64(const char* path, int flags, ...) {
+  mode_t mode = 0;
+  MODE_ARG(flags, mode);
+  return guarded_open(path, flags, mode);
+}
+
+__attribute__((visibility("default"))) int creat(const char* path, mode_t mode) {
+  return guarded_open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+}
+
+__attribute__((visibility("default"))) int creat64(const char* path, mode_t mode) {
+  return guarded_open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+}
