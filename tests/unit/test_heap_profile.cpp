@@ -2,6 +2,9 @@
 // scales them, maps with files only, names parsed), malformed and cut dumps
 // refused with the line, names demangled, allocator frames told apart.
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdint>
+#include <algorithm>
 
 #include <cmath>
 #include <fstream>
@@ -164,7 +167,7 @@ TEST_CASE("heaptrack raw traces: live blocks per call path, snapshots at the tim
   for (const auto& s : last.stacks)
     if (s.bytes == 0x400 + 0x800) {
       found = true;
-      CHECK(s.pcs == std::vector<uint64_t>{0x555500001200, 0x555500001100});
+      CHECK(s.stack() == std::vector<uint64_t>{0x555500001200, 0x555500001100});
       CHECK(s.objects == 2);
     }
   CHECK(found);
@@ -224,6 +227,70 @@ TEST_CASE("heaptrack traces refused: old format, interpreted, malformed, undefin
       read_heaptrack_trace(write_trace(dir, "h", "v 10400 3\nt 10 0\n+ 10 1 aa\nc 5\n+ 20 1 b"));
   CHECK(cut.back().trigger == "cut");
   CHECK(cut.back().total_bytes == 0x10);
+}
+
+namespace {
+// A chain of `depth` traces, each one deeper, with one allocation (freed or
+// not) at every level: a deeply recursive program.
+std::string deep_chain(size_t depth, bool freed) {
+  std::string t = "v 10400 3\n";
+  char line[96];
+  for (size_t i = 1; i <= depth; ++i) {
+    std::snprintf(line, sizeof line, "t %zx %zx\n+ 10 %zx %zx\n", 0x1000 + i, i - 1, i, 0x100000 + 16 * i);
+    t += line;
+    if (freed) {
+      std::snprintf(line, sizeof line, "- %zx\n", 0x100000 + 16 * i);
+      t += line;
+    }
+  }
+  return t + "c 10\n";
+}
+}  // namespace
+
+TEST_CASE("heaptrack stacks: as deep as jemalloc's (1024 frames), never cut; deeper is refused", "[profile]") {
+  testing::Scratch dir;
+  std::vector<HeapSnapshot> ok = read_heaptrack_trace(write_trace(dir, "ok", deep_chain(kMaxStackFrames, false)));
+  REQUIRE(ok.back().stacks.size() == kMaxStackFrames);
+  size_t deepest = 0;
+  for (const auto& s : ok.back().stacks) deepest = std::max(deepest, s.stack().size());
+  CHECK(deepest == kMaxStackFrames);
+  // Every snapshot shares one copy of each path.
+  CHECK(ok.front().stacks.front().shared_pcs == ok.back().stacks.front().shared_pcs);
+  CHECK_THROWS_WITH(read_heaptrack_trace(write_trace(dir, "deep", deep_chain(kMaxStackFrames + 1, true))),
+                    Catch::Contains("line " + std::to_string(3 * kMaxStackFrames + 3) + ": an allocation's call stack is 1025 frames deep; memprofile reads at most 1024"));
+}
+
+TEST_CASE("heaptrack traces of many deep paths: refused at the frame budget, not read into gigabytes", "[profile]") {
+  testing::Scratch dir;
+  // A trunk 1000 deep, then 9000 leaves allocating: 9 million frames of
+  // paths from a 0.3 MB trace.
+  std::string t = "v 10400 3\n";
+  char line[96];
+  for (size_t i = 1; i <= 1000; ++i) {
+    std::snprintf(line, sizeof line, "t %zx %zx\n", 0x1000 + i, i - 1);
+    t += line;
+  }
+  for (size_t i = 0; i < 9000; ++i) {
+    std::snprintf(line, sizeof line, "t %zx 3e8\n+ 10 %zx %zx\n", 0x9000 + i, 1001 + i, 0x100000 + 16 * i);
+    t += line;
+  }
+  CHECK_THROWS_WITH(read_heaptrack_trace(write_trace(dir, "wide", t + "c 10\n")),
+                    Catch::Contains("the call paths that allocated have more than 8388608 frames in all"));
+}
+
+TEST_CASE("heaptrack sizes: past an address space refused, sums saturate instead of wrapping", "[profile]") {
+  testing::Scratch dir;
+  CHECK_THROWS_WITH(read_heaptrack_trace(write_trace(dir, "huge", "v 10400 3\nt 10 0\n+ ffffffffffffffff 1 aa\n+ 2 1 bb\nc 5\n")),
+                    Catch::Contains("line 3: an allocation of 18446744073709551615 bytes, more than an address space holds"));
+  // 2^48 bytes, 40,000 times: more than int64 holds, said as the most it can.
+  std::string t = "v 10400 3\nt 10 0\n";
+  char line[64];
+  for (int i = 0; i < 40000; ++i) {
+    std::snprintf(line, sizeof line, "+ 1000000000000 1 %x\n", 0x1000 + 16 * i);
+    t += line;
+  }
+  std::vector<HeapSnapshot> s = read_heaptrack_trace(write_trace(dir, "many", t + "c 5\n"));
+  CHECK(s.back().total_bytes == static_cast<double>(INT64_MAX));
 }
 
 TEST_CASE("leak suspects: rose and never fell; flat intervals and a reallocation's dip do not clear one", "[profile]") {

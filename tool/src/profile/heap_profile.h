@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ struct Mapping {
 
 struct StackSample {
   std::vector<uint64_t> pcs;  // innermost first, as recorded (return addresses past the first)
+  // A stack shared by the snapshots of one trace (heaptrack: each call
+  // path is built once, however many snapshots hold it); pcs is then empty.
+  std::shared_ptr<const std::vector<uint64_t>> shared_pcs;
+  const std::vector<uint64_t>& stack() const { return shared_pcs ? *shared_pcs : pcs; }
   double objects = 0, bytes = 0;  // in use, scaled up from the samples
   double alloc_objects = 0, alloc_bytes = 0;  // allocated since the start (has_allocated)
 };

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
@@ -90,6 +91,10 @@ class Fields {
   const char* end_;
 };
 
+void saturating_add(int64_t& sum, int64_t v) {
+  if (__builtin_add_overflow(sum, v, &sum)) sum = v > 0 ? INT64_MAX : INT64_MIN;
+}
+
 struct Module {
   std::string path;
   uint64_t bias = 0;
@@ -149,6 +154,7 @@ std::vector<HeapSnapshot> read_heaptrack_trace(Reader& raw, const std::string& p
   std::vector<Module> modules;       // every module ever listed
   std::vector<size_t> current;       // the ones listed since the last "m 1 -"
   std::vector<Node> nodes;           // trace i is nodes[i - 1]
+  std::vector<uint16_t> depth;       // frames of trace i's stack, depth[i - 1] (saturates)
   std::vector<int64_t> bytes, blocks;  // per trace, held now
   std::vector<uint64_t> alloc_bytes, alloc_count;  // per trace, allocated so far
   std::unordered_map<uint64_t, Block> live;
@@ -163,10 +169,13 @@ std::vector<HeapSnapshot> read_heaptrack_trace(Reader& raw, const std::string& p
       alloc_count.resize(trace + 1, 0);
     }
     changed = true;
-    bytes[trace] += size;
-    blocks[trace] += count;
+    // Sizes are at most 2^48 (checked at '+'), but a crafted trace can list
+    // many: the sums saturate rather than wrap.
+    saturating_add(bytes[trace], size);
+    saturating_add(blocks[trace], count);
     if (size > 0) {
-      alloc_bytes[trace] += static_cast<uint64_t>(size);
+      if (__builtin_add_overflow(alloc_bytes[trace], static_cast<uint64_t>(size), &alloc_bytes[trace]))
+        alloc_bytes[trace] = UINT64_MAX;
       ++alloc_count[trace];
     }
   };
@@ -233,12 +242,20 @@ std::vector<HeapSnapshot> read_heaptrack_trace(Reader& raw, const std::string& p
         if (parent > nodes.size()) throw bad("trace refers to trace " + std::to_string(parent) + ", not yet defined");
         if (nodes.size() >= 0xfffffffeu) throw bad("too many traces");
         nodes.push_back({ip, static_cast<uint32_t>(parent)});
+        depth.push_back(parent ? static_cast<uint16_t>(std::min<int>(depth[parent - 1] + 1, 0xffff)) : 1);
         break;
       }
       case '+': {
         uint64_t size, trace, ptr;
         if (!f.hex(size) || !f.hex(trace) || !f.hex(ptr)) throw bad("malformed allocation line");
         if (trace > nodes.size()) throw bad("allocation from trace " + std::to_string(trace) + ", not yet defined");
+        // The same rules as for jemalloc dumps: a stack is at most
+        // kMaxStackFrames deep (never cut, which would lose its root), and
+        // a size is one an address space can hold.
+        if (trace && depth[trace - 1] > kMaxStackFrames)
+          throw bad("an allocation's call stack is " + std::string(depth[trace - 1] == 0xffff ? "65535 or more" : std::to_string(depth[trace - 1])) +
+                    " frames deep; memprofile reads at most " + std::to_string(kMaxStackFrames));
+        if (size > kMaxBlockSize) throw bad("an allocation of " + std::to_string(size) + " bytes, more than an address space holds (2^48)");
         // realloc across threads can report a reuse before the free: the
         // old block is gone.
         if (auto it = live.find(ptr); it != live.end()) hold(it->second.trace, -static_cast<int64_t>(it->second.size), -1);
@@ -299,13 +316,22 @@ std::vector<HeapSnapshot> read_heaptrack_trace(Reader& raw, const std::string& p
       if (map.end > map.start) maps.push_back(std::move(map));
     }
   }
-  // Each trace's stack, innermost first, built once.
+  // Each trace's stack, innermost first, built once and shared by every
+  // snapshot that holds it; the frames of all of them together are bounded
+  // (kMaxTraceFrames), so a trace of many deep paths is refused, not read
+  // into gigabytes.
+  size_t frames_built = 0;
   auto stack_of = [&](uint32_t trace) {
-    std::vector<uint64_t> pcs;
-    for (uint32_t t = trace; t != 0 && pcs.size() < kMaxStackFrames; t = nodes[t - 1].parent) pcs.push_back(nodes[t - 1].ip);
-    return pcs;
+    auto pcs = std::make_shared<std::vector<uint64_t>>();
+    if (trace) pcs->reserve(depth[trace - 1]);
+    for (uint32_t t = trace; t != 0 && pcs->size() < kMaxStackFrames; t = nodes[t - 1].parent) pcs->push_back(nodes[t - 1].ip);
+    frames_built += pcs->size();
+    if (frames_built > kMaxTraceFrames)
+      throw FileError(path, "the call paths that allocated have more than " + std::to_string(kMaxTraceFrames) +
+                                " frames in all (memprofile's limit for one trace: docs/report.md)");
+    return std::shared_ptr<const std::vector<uint64_t>>(std::move(pcs));
   };
-  std::unordered_map<uint32_t, std::vector<uint64_t>> stacks;
+  std::unordered_map<uint32_t, std::shared_ptr<const std::vector<uint64_t>>> stacks;
   std::vector<HeapSnapshot> out;
   for (size_t i = 0; i < moments.size(); ++i) {
     HeapSnapshot s;
@@ -320,7 +346,7 @@ std::vector<HeapSnapshot> read_heaptrack_trace(Reader& raw, const std::string& p
       auto it = stacks.find(held.trace);
       if (it == stacks.end()) it = stacks.emplace(held.trace, stack_of(held.trace)).first;
       StackSample sample;
-      sample.pcs = it->second;
+      sample.shared_pcs = it->second;
       sample.bytes = static_cast<double>(std::max<int64_t>(held.bytes, 0));
       sample.objects = static_cast<double>(std::max<int64_t>(held.blocks, 0));
       sample.alloc_bytes = static_cast<double>(held.alloc_bytes);

@@ -18,6 +18,8 @@ namespace memprofile {
 
 constexpr size_t kMaxHeaptrackSnapshots = 24;
 constexpr size_t kMaxTraceLine = 1 << 20;  // an 'm' line lists every segment of a module
+constexpr uint64_t kMaxBlockSize = 1ull << 48;  // bytes of one allocation: an address space's
+constexpr size_t kMaxTraceFrames = 8u << 20;    // frames of all allocating call paths (64 MiB of addresses)
 
 // True when `head` starts a heaptrack raw trace ("v HEX 3").
 bool is_heaptrack_trace(const std::string& head);

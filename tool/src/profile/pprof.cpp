@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -17,6 +18,15 @@
 namespace memprofile {
 
 namespace {
+
+// A value as pprof's int64 holds it: rounded, and saturating at INT64_MAX
+// (a count past 2^63 would otherwise come out negative in go tool pprof).
+int64_t pprof_value(double v) {
+  if (!(v > 0)) return 0;
+  if (v >= 9.2233720368547748e18) return INT64_MAX;
+  return std::llround(v);
+}
+
 
 namespace pb = perftools::profiles;
 
@@ -141,11 +151,11 @@ void write_pprof(const std::vector<LabeledSnapshot>& snaps, Symbolizer& symboliz
   const std::vector<const Mapping*>& maps = sorted_per_snap[si];
   for (const auto& sample : snap.stacks) {
     std::vector<std::pair<uint64_t, std::vector<Frame>>> stack;  // per pc, its frames
-    for (size_t i = 0; i < sample.pcs.size(); ++i) {
-      const Mapping* m = find_mapping(maps, sample.pcs[i]);
+    for (size_t i = 0; i < sample.stack().size(); ++i) {
+      const Mapping* m = find_mapping(maps, sample.stack()[i]);
       std::vector<Frame> frames;
-      if (m) frames = symbolizer.lookup(*m, sample.pcs[i], i > 0 && !snap.call_sites);
-      stack.push_back({sample.pcs[i], std::move(frames)});
+      if (m) frames = symbolizer.lookup(*m, sample.stack()[i], i > 0 && !snap.call_sites);
+      stack.push_back({sample.stack()[i], std::move(frames)});
     }
     // The allocator's frames at the leaf go, as for report's sites.
     size_t first = 0;
@@ -182,11 +192,11 @@ void write_pprof(const std::vector<LabeledSnapshot>& snaps, Symbolizer& symboliz
       ps->add_location_id(it->second);
     }
     if (snap.has_allocated) {
-      ps->add_value(std::llround(sample.alloc_objects));
-      ps->add_value(std::llround(sample.alloc_bytes));
+      ps->add_value(pprof_value(sample.alloc_objects));
+      ps->add_value(pprof_value(sample.alloc_bytes));
     }
-    ps->add_value(std::llround(sample.objects));
-    ps->add_value(std::llround(sample.bytes));
+    ps->add_value(pprof_value(sample.objects));
+    ps->add_value(pprof_value(sample.bytes));
     if (pid_key) {
       pb::Label* l = ps->add_label();
       l->set_key(pid_key);

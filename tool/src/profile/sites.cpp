@@ -23,9 +23,9 @@ void check_builds(const std::vector<HeapSnapshot>& snapshots, Symbolizer& symbol
   for (const auto& snap : snapshots) {
     std::vector<const Mapping*> sorted = sorted_maps(snap);
     for (const auto& sample : snap.stacks)
-      for (size_t i = 1; i < sample.pcs.size(); ++i)  // the first may be where the sample was taken
-        if (const Mapping* m = find_mapping(sorted, sample.pcs[i]))
-          returns.push_back({m, sample.pcs[i] + (snap.call_sites ? 1 : 0)});
+      for (size_t i = 1; i < sample.stack().size(); ++i)  // the first may be where the sample was taken
+        if (const Mapping* m = find_mapping(sorted, sample.stack()[i]))
+          returns.push_back({m, sample.stack()[i] + (snap.call_sites ? 1 : 0)});
     if (returns.size() > (1u << 20)) break;  // plenty to judge by
   }
   symbolizer.check_builds(returns);
@@ -112,19 +112,19 @@ std::vector<const Mapping*> sorted_maps(const HeapSnapshot& snap) {
 std::vector<Frame> stack_frames(const HeapSnapshot& snap, const std::vector<const Mapping*>& sorted,
                                 const StackSample& sample, Symbolizer& symbolizer, size_t& outside) {
   std::vector<Frame> frames;
-  for (size_t i = 0; i < sample.pcs.size(); ++i) {
-    const Mapping* m = find_mapping(sorted, sample.pcs[i]);
+  for (size_t i = 0; i < sample.stack().size(); ++i) {
+    const Mapping* m = find_mapping(sorted, sample.stack()[i]);
     if (!m) {
       ++outside;
       Frame f;
       f.module = "?";
-      f.module_offset = sample.pcs[i];
+      f.module_offset = sample.stack()[i];
       frames.push_back(f);
       continue;
     }
     // The first address is where the sample was taken, the others are
     // return addresses (jeprof subtracts one from them too).
-    for (auto& f : symbolizer.lookup(*m, sample.pcs[i], i > 0 && !snap.call_sites)) frames.push_back(std::move(f));
+    for (auto& f : symbolizer.lookup(*m, sample.stack()[i], i > 0 && !snap.call_sites)) frames.push_back(std::move(f));
   }
   if (frames.empty()) {  // the profiler could not unwind
     Frame f;
@@ -183,7 +183,11 @@ SiteTable fold_sites(const std::vector<HeapSnapshot>& snapshots, Symbolizer& sym
       site.objects[s] += sample.objects;
       if (sample.bytes > heaviest[it->second]) {
         heaviest[it->second] = sample.bytes;
-        site.stack.assign(frames.begin() + static_cast<std::ptrdiff_t>(first), frames.end());
+        // Its innermost kMaxSiteStack frames: a table of many sites with
+        // deep stacks (a recursive program) stays small.
+        size_t keep = std::min(frames.size() - first, kMaxSiteStack);
+        site.stack.assign(frames.begin() + static_cast<std::ptrdiff_t>(first),
+                          frames.begin() + static_cast<std::ptrdiff_t>(first + keep));
       }
     }
   }

@@ -13,9 +13,12 @@
 
 namespace memprofile {
 
+// Frames kept of a site's heaviest stack (jemalloc records at most 128).
+constexpr size_t kMaxSiteStack = 64;
+
 struct Site {
   Frame frame;                  // where the memory was asked for
-  std::vector<Frame> stack;     // its heaviest stack, innermost first, allocator frames dropped
+  std::vector<Frame> stack;     // its heaviest stack, innermost first, allocator frames dropped, kMaxSiteStack at most
   std::vector<double> bytes;    // in use, per snapshot
   std::vector<double> objects;  // in use, per snapshot
   double growth() const { return bytes.empty() ? 0 : bytes.back() - bytes.front(); }
