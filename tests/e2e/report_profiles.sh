@@ -265,3 +265,13 @@ report_error "holds no heap profile" --rootfs / "${src}"
 report_error "corrupt.tar: entry 'jeprof.*': (sha256 differs from the manifest|size .*); the archive does not match its manifest" \
   --rootfs / "${SCRATCH}/corrupt.tar"
 pass "a truncated dump, a malformed one, old and interpreted heaptrack traces, a bad trace line, bytehound, a directory without profiles"
+
+# Input that is no profile is known by its first bytes: refused there, not
+# read whole first (`yes` never ends; 537 MB of it were read before; the
+# bound leaves room for the sanitizer build).
+rc=0
+yes | /usr/bin/time -f '%M' -o "${SCRATCH}/yes.rss" "${MEMPROFILE}" report --rootfs / /dev/stdin > /dev/null 2> "${SCRATCH}/yes.err" || rc=$?
+((rc == 2)) || fail "yes | report /dev/stdin: exit ${rc}, not 2: $(cat "${SCRATCH}/yes.err")"
+grep -q "^memprofile: /dev/stdin: not a heap profile memprofile reads" "${SCRATCH}/yes.err" || fail "yes: $(cat "${SCRATCH}/yes.err")"
+(($(tail -1 "${SCRATCH}/yes.rss") < 128 * 1024)) || fail "yes | report: peak RSS $(tail -1 "${SCRATCH}/yes.rss") KiB"
+pass "an endless non-profile on standard input: refused from its first bytes, peak RSS $(tail -1 "${SCRATCH}/yes.rss") KiB"

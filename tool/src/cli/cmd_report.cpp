@@ -100,21 +100,44 @@ void gather(const std::string& arg, std::vector<std::string>& out) {
   for (const auto& n : names) out.push_back(arg + "/" + n);
 }
 
-// One profile file, whole, under the cap.
-std::string read_profile(const std::string& path) {
-  std::string text;
-  if (!read_small_file(path, text, kMaxProfileFile,
-                       "larger than " + std::to_string(kMaxProfileFile >> 20) + " MiB; not a heap profile memprofile reads"))
-    throw FileError(path, "cannot open: no such file");
-  return text;
-}
-
 // Profiles of the backends report does not read yet: one line, the tool to use.
 void refuse_other_backends(const std::string& where, const std::string& file, const std::string& head) {
   std::string name = basename_of(file);
   if (head.rfind("MEMORY_PROFILER", 0) == 0 || ends_with(name, ".dat"))
     throw FileError(where, "a bytehound profile: report does not read bytehound's format; use `bytehound server " +
                                name + "` (or bytehound's export to heaptrack)");
+}
+
+// A jemalloc dump's text, under the cap. What it is is known from its first
+// bytes: anything else is refused there, before the rest is read (`yes |
+// memprofile report /dev/stdin` reads 64 KiB, not 256 MiB).
+std::string read_jemalloc_text(Reader& bytes, const std::string& name, const std::string& file) {
+  std::string text;
+  std::vector<char> buf(1 << 16);
+  bool checked = false;
+  for (size_t r; (r = bytes.read(buf.data(), buf.size())) > 0;) {
+    text.append(buf.data(), r);
+    if (!checked && text.size() >= 16) {
+      checked = true;
+      if (!is_jemalloc_heap(text.substr(0, 16))) break;
+    }
+    if (text.size() > kMaxProfileFile)
+      throw FileError(name, "larger than " + std::to_string(kMaxProfileFile >> 20) + " MiB; not a heap profile memprofile reads");
+  }
+  if (!is_jemalloc_heap(text.substr(0, 16))) {
+    refuse_other_backends(name, file, text.substr(0, 64));
+    throw FileError(name, "not a heap profile memprofile reads (a jemalloc dump starts with \"heap_v2/\", a heaptrack "
+                          "trace is named heaptrack.*)");
+  }
+  return text;
+}
+
+// One profile file, whole, under the cap (--base: a jemalloc dump).
+std::string read_profile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
+  FdReader in(fd.get(), path);
+  return read_jemalloc_text(in, path, path);
 }
 
 // The snapshot at exit comes after the program's own teardown: containers
@@ -188,19 +211,7 @@ void load_one(const std::string& name, const std::string& file, Reader& bytes, L
     out.trace_names.push_back(name);
     return;
   }
-  std::string text;
-  std::vector<char> buf(1 << 16);
-  for (size_t r; (r = bytes.read(buf.data(), buf.size())) > 0;) {
-    text.append(buf.data(), r);
-    if (text.size() > kMaxProfileFile)
-      throw FileError(name, "larger than " + std::to_string(kMaxProfileFile >> 20) + " MiB; not a heap profile memprofile reads");
-  }
-  if (!is_jemalloc_heap(text.substr(0, 16))) {
-    refuse_other_backends(name, file, text.substr(0, 64));
-    throw FileError(name, "not a heap profile memprofile reads (a jemalloc dump starts with \"heap_v2/\", a heaptrack "
-                          "trace is named heaptrack.*)");
-  }
-  out.dumps.push_back(parse_jemalloc_heap(text, name));
+  out.dumps.push_back(parse_jemalloc_heap(read_jemalloc_text(bytes, name, file), name));
 }
 
 void load_archive(const std::string& path, Loaded& out) {
@@ -278,7 +289,6 @@ std::vector<ProcessSeries> load_processes(const ReportOptions& o,
   for (auto& p : processes) drop_exit_snapshot(p.snaps, process_notes[p.info.pid]);
   if (!o.base.empty()) {
     std::string text = read_profile(o.base);
-    if (!is_jemalloc_heap(text.substr(0, 16))) refuse_other_backends(o.base, o.base, text.substr(0, 64));
     HeapSnapshot base = parse_jemalloc_heap(text, o.base);
     // The base belongs to its own process; one of another pid is still the
     // start of the only process there is.
