@@ -275,3 +275,19 @@ yes | /usr/bin/time -f '%M' -o "${SCRATCH}/yes.rss" "${MEMPROFILE}" report --roo
 grep -q "^memprofile: /dev/stdin: not a heap profile memprofile reads" "${SCRATCH}/yes.err" || fail "yes: $(cat "${SCRATCH}/yes.err")"
 (($(tail -1 "${SCRATCH}/yes.rss") < 128 * 1024)) || fail "yes | report: peak RSS $(tail -1 "${SCRATCH}/yes.rss") KiB"
 pass "an endless non-profile on standard input: refused from its first bytes, peak RSS $(tail -1 "${SCRATCH}/yes.rss") KiB"
+
+# A DWARF zlib bomb: the program's .debug_info replaced by 1 MB that
+# declares 1 GiB inflated (1.06 GB of peak RSS before). Its DWARF is not
+# read, a warning names it, and its names come from the symbol table.
+cp "${SCRATCH}/sites-c" "${SCRATCH}/sites-c.orig"
+/usr/bin/python3 "$(dirname "$0")/debug_bomb.py" "${SCRATCH}/sites-c.orig" "${SCRATCH}/sites-c" $((1 << 30))
+(($(stat -c %s "${SCRATCH}/sites-c") < 4 * 1024 * 1024)) || fail "the bomb is $(stat -c %s "${SCRATCH}/sites-c") bytes"
+/usr/bin/time -f '%M' -o "${SCRATCH}/bomb.rss" "${MEMPROFILE}" report --json --rootfs / "${SCRATCH}/c" \
+  > "${SCRATCH}/bomb.json" 2> "${SCRATCH}/bomb.err" || fail "report of the bomb: $(cat "${SCRATCH}/bomb.err")"
+jq -e --arg f "${SCRATCH}/sites-c" '.warnings | any(startswith($f + ": its compressed debug sections declare 1024 MiB inflated"))' \
+  "${SCRATCH}/bomb.json" > /dev/null || fail "no warning for the bomb: $(jq -c .warnings "${SCRATCH}/bomb.json")"
+jq -e '[.growth[].site.function] | index("grow_steadily")' "${SCRATCH}/bomb.json" > /dev/null ||
+  fail "the symbol table's names are missing: $(jq -c '[.growth[].site.function]' "${SCRATCH}/bomb.json")"
+(($(tail -1 "${SCRATCH}/bomb.rss") < 256 * 1024)) || fail "the bomb: peak RSS $(tail -1 "${SCRATCH}/bomb.rss") KiB"
+cp "${SCRATCH}/sites-c.orig" "${SCRATCH}/sites-c"
+pass "a DWARF zlib bomb (1 GiB declared): not inflated, one warning, names from the symbol table, peak RSS $(tail -1 "${SCRATCH}/bomb.rss") KiB"

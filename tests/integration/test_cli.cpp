@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "elf_builder.h"
@@ -132,4 +133,22 @@ TEST_CASE("bad input: unknown option is a usage error with exit 2") {
   RunResult r = run_memprofile({"check", "--bogus", fixture("dynamic")});
   CHECK(r.exit_code == 2);
   CHECK_FALSE(r.err.empty());
+}
+
+TEST_CASE("cli: control characters in a name never reach the terminal raw, in text or in errors") {
+  testing::Scratch dir;
+  // A file whose name retitles the window and clears the screen.
+  std::string evil = dir / "app\x1b]0;owned\x07\x1b[2J\xc2\x9b";
+  std::filesystem::copy_file(fixture("static-pie"), evil);
+  RunResult r = run_memprofile({"check", evil});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.out, Catch::Contains("app\\x1b]0;owned\\x07\\x1b[2J\\xc2\\x9b"));
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  RunResult missing = run_memprofile({"check", evil + ".missing"});
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err.find('\x1b') == std::string::npos);
+  CHECK_THAT(missing.err, Catch::Contains("app\\x1b]0;owned"));
+  // JSON escapes them itself, unchanged by the filter.
+  RunResult json = run_memprofile({"check", "--json", evil});
+  CHECK_THAT(json.out, Catch::Contains("app\\u001b]0;owned\\u0007"));
 }

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/json_text.h"
+#include "base/terminal.h"
 #include "profile/processes.h"
 #include "runtime/proc_tree.h"
 #include "support.h"
@@ -170,7 +171,9 @@ TEST_CASE("process tree: site tables merged per site, aligned at each process's 
 }
 
 TEST_CASE("text outputs: control characters from files never reach the terminal raw") {
-  CHECK(escape_control("main\x1b]0;owned\x07") == "main\\x1b]0;owned\\x07");
-  CHECK(escape_control("clear\x1b[2J\x7f") == "clear\\x1b[2J\\x7f");
-  CHECK(escape_control("naïve ünïcode") == "naïve ünïcode");
+  CHECK(terminal_safe("main\x1b]0;owned\x07") == "main\\x1b]0;owned\\x07");
+  CHECK(terminal_safe("clear\x1b[2J\x7f") == "clear\\x1b[2J\\x7f");
+  CHECK(terminal_safe("naïve ünïcode\tand\n") == "naïve ünïcode\tand\n");
+  CHECK(terminal_safe("csi\xc2\x9b" "2J and \xc2\xa9") == "csi\\xc2\\x9b" "2J and \xc2\xa9");
+  CHECK(terminal_safe("cr\roverwritten") == "cr\\x0doverwritten");
 }

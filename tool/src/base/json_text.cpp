@@ -6,22 +6,6 @@
 
 namespace memprofile {
 
-std::string escape_control(const std::string& s) {
-  static const char hex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
 namespace {
 
 // The length of the valid UTF-8 sequence at s[i], or 0 (RFC 3629: no

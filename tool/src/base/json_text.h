@@ -24,9 +24,5 @@ constexpr size_t kMaxJsonValues = 1u << 17;  // real configs hold a few thousand
 constexpr size_t kMaxJsonDepth = 128;        // real ones nest under 10
 nlohmann::json parse_json_bounded(const std::string& text, const std::string& name);
 
-// `s` for a terminal: control characters (C0, ESC among them, and DEL)
-// written as \xNN, so a symbol or a path from a file cannot move the
-// cursor, retitle the window or clear the screen. Other bytes (UTF-8) pass.
-std::string escape_control(const std::string& s);
 
 }  // namespace memprofile

@@ -317,7 +317,7 @@ std::string site_label(const Frame& f) {
     return std::string(b);
   }() : f.function;
   if (!f.file.empty()) s += " (" + short_file(f.file) + (f.line ? ":" + std::to_string(f.line) : "") + ")";
-  return escape_control(s);
+  return s;  // control characters: escaped at the stream (base/terminal.h)
 }
 
 nlohmann::json frame_json(const Frame& f) {
@@ -487,7 +487,7 @@ void print_process_table(const std::vector<ProcessSeries>& processes) {
                   p.info.parent ? std::to_string(p.info.parent).c_str() : "-", p.snaps.size(),
                   human_bytes(p.last_bytes()).c_str(),
                   p.snaps.size() < 2 ? "-" : ((p.growth() >= 0 ? "+" : "") + human_bytes(p.growth())).c_str());
-    std::cout << line << escape_control(p.info.program) << "\n";
+    std::cout << line << p.info.program << "\n";
   }
 }
 
@@ -502,7 +502,7 @@ void print_view(const Folded& f, const ReportOptions& o, const std::vector<std::
       dumps += m->snaps.size();
       pids += (pids.empty() ? "" : ", ") + std::to_string(m->info.pid);
     }
-    std::cout << "memprofile report: " << escape_control(f.view->label) << " (pids " << pids << "), " << dumps << " "
+    std::cout << "memprofile report: " << f.view->label << " (pids " << pids << "), " << dumps << " "
               << snaps.back().backend << " snapshots, summed per site over the last " << f.count() << "\n";
   } else if (snaps.back().backend == "heaptrack") {
     char secs[32];
@@ -605,7 +605,7 @@ ExitCode run_report(const ReportOptions& o) {
     std::cout << "\n";
   }
   for (size_t i = 0; i < views.size(); ++i) {
-    if (views.size() > 1) std::cout << (i ? "\n" : "") << "== " << escape_control(views[i].view->label) << "\n";
+    if (views.size() > 1) std::cout << (i ? "\n" : "") << "== " << views[i].view->label << "\n";
     print_view(views[i], o, notes_of(views[i]));
   }
   return ExitCode::Ok;

@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "base/json_text.h"
+#include "base/terminal.h"
 #include "cli/cmd_launcher.h"
 
 namespace memprofile {
@@ -19,7 +20,7 @@ void Logger::emit(const char* level, const std::string& event, const std::string
              : std::string(level) == "warning" ? spdlog::level::warn
                                                 : spdlog::level::info;
   if (!json_) {
-    spdlog::log(lvl, "{}", msg);
+    spdlog::log(lvl, "{}", terminal_safe(msg));  // spdlog writes to stderr's FILE, not std::cerr
     return;
   }
   char ts[32];

@@ -14,6 +14,7 @@
 #include "cli/cmd_preflight.h"
 #include "cli/cmd_report.h"
 #include "base/error.h"
+#include "base/terminal.h"
 
 #ifndef MEMPROFILE_VERSION
 #define MEMPROFILE_VERSION "0.0.0-dev"
@@ -21,6 +22,9 @@
 
 int main(int argc, char** argv) {
   using namespace memprofile;
+  // Every text output: no control character from an untrusted name reaches
+  // the terminal raw (base/terminal.h).
+  escape_terminal_output();
   CLI::App app{"memprofile: make container images profilable with LD_PRELOAD heap profilers"};
   app.set_version_flag("--version", MEMPROFILE_VERSION);
   app.require_subcommand(1);

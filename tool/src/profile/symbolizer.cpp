@@ -39,6 +39,42 @@ std::string hex_bytes(const void* data, ssize_t n) {
   return out;
 }
 
+// What a file's compressed debug sections inflate to, as their headers
+// declare (SHF_COMPRESSED's Chdr, a .zdebug_ section's "ZLIB" size), read
+// before anything is inflated: libdw inflates every one of them when it
+// opens the DWARF, so a 1 MB file that declares 1 GiB would cost 1 GiB.
+uint64_t inflated_debug_bytes(Elf* elf) {
+  size_t shstrndx;
+  if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0) return 0;
+  uint64_t total = 0;
+  for (Elf_Scn* scn = nullptr; (scn = elf_nextscn(elf, scn)) != nullptr;) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh)) continue;
+    const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
+    if (!name || (std::strncmp(name, ".debug_", 7) != 0 && std::strncmp(name, ".zdebug_", 8) != 0)) continue;
+    uint64_t size = 0;
+    if (sh.sh_flags & SHF_COMPRESSED) {
+      GElf_Chdr ch;
+      size = gelf_getchdr(scn, &ch) ? ch.ch_size : UINT64_MAX / 4;
+    } else if (name[1] == 'z') {
+      Elf_Data* raw = elf_rawdata(scn, nullptr);
+      const auto* b = raw && raw->d_size >= 12 ? static_cast<const unsigned char*>(raw->d_buf) : nullptr;
+      if (b && std::memcmp(b, "ZLIB", 4) == 0)
+        for (int i = 4; i < 12; ++i) size = size << 8 | b[i];
+    }
+    total = std::min<uint64_t>(total + std::min<uint64_t>(size, UINT64_MAX / 4), UINT64_MAX / 4);
+  }
+  return total;
+}
+
+// The warning for a file over the budget; "" when it is within it.
+std::string over_debug_budget(Elf* elf) {
+  uint64_t n = inflated_debug_bytes(elf);
+  if (n <= kMaxInflatedDebug) return "";
+  return "its compressed debug sections declare " + std::to_string(n >> 20) + " MiB inflated, over memprofile's " +
+         std::to_string(kMaxInflatedDebug >> 20) + " MiB: its DWARF is not read (names from its symbol table only)";
+}
+
 std::string build_id_of(Elf* elf) {
   const void* id = nullptr;
   ssize_t n = elf ? dwelf_elf_gnu_build_id(elf, &id) : -1;
@@ -92,6 +128,8 @@ struct Symbolizer::Module {
   Dwfl_Module* mod = nullptr;
   std::vector<GElf_Phdr> loads;
   bool usable = false;
+  bool no_dwarf = false;  // over the inflated-debug budget: symbol table only
+  std::vector<std::string>* warnings = nullptr;
   bool warned_mismatch = false;
   bool other_build = false;  // check_builds: return addresses do not follow calls
   // Per CU (by its DIE offset): every subprogram and inlined subroutine
@@ -179,10 +217,16 @@ int find_debuginfo(Dwfl_Module* mod, void** userdata, const char*, Dwarf_Addr, c
     // Same build-id, or none to compare.
     Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
     std::string theirs = build_id_of(elf);
+    std::string over = over_debug_budget(elf);
     if (elf) elf_end(elf);
     if (!id.empty() && !theirs.empty() && theirs != id) {
       ::close(fd);
       continue;
+    }
+    if (!over.empty()) {
+      if (m->warnings) m->warnings->push_back(c + ": " + over);
+      ::close(fd);
+      return -1;
     }
     *debuginfo_file_name = strdup(c.c_str());
     return fd;
@@ -243,6 +287,7 @@ Symbolizer::Module& Symbolizer::module(const Mapping& map) {
   auto m = std::make_unique<Module>();
   m->path = map.path;
   m->open = &open_;
+  m->warnings = &warnings_;
   auto warn = [&](const std::string& why) { warnings_.push_back(map.path + ": " + why); };
   int fd = open_(map.path);
   if (fd < 0) {
@@ -270,6 +315,10 @@ Symbolizer::Module& Symbolizer::module(const Mapping& map) {
         }
       m->usable = !m->loads.empty();
       if (!m->usable) warn("has no loadable segments: its addresses stay unresolved");
+      if (std::string over = over_debug_budget(elf); m->usable && !over.empty()) {
+        m->no_dwarf = true;
+        warn(over);
+      }
     }
   }
   return *(modules_[map.path] = std::move(m));
@@ -361,7 +410,7 @@ std::vector<Frame> Symbolizer::lookup(const Mapping& map, uint64_t pc, bool call
   Dwarf_Addr addr = unresolved.module_offset - seg->p_offset + seg->p_vaddr - (caller ? 1 : 0);
   if (map.offset_is_vaddr) addr = pc - map.start + map.offset;
   Dwarf_Addr bias = 0;
-  Dwarf_Die* cu = dwfl_module_addrdie(m.mod, addr, &bias);
+  Dwarf_Die* cu = m.no_dwarf ? nullptr : dwfl_module_addrdie(m.mod, addr, &bias);
   // The functions at addr, innermost first (inlined subroutines, then the
   // subprogram), from the CU's index of function ranges (built once per CU;
   // dwarf_getscopes would walk the CU's whole tree for every address).
@@ -369,7 +418,7 @@ std::vector<Frame> Symbolizer::lookup(const Mapping& map, uint64_t pc, bool call
   std::vector<Dwarf_Die*> fns;
   for (auto& d : fn_dies) fns.push_back(&d);
   Frame first = unresolved;
-  if (Dwfl_Line* line = dwfl_module_getsrc(m.mod, addr)) {
+  if (Dwfl_Line* line = m.no_dwarf ? nullptr : dwfl_module_getsrc(m.mod, addr)) {
     int lineno = 0;
     if (const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) {
       first.file = file;

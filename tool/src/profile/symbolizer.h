@@ -32,6 +32,11 @@ struct Frame {
 // owns, or -1 when the image has no such file.
 using OpenFile = std::function<int(const std::string& path)>;
 
+// Bytes the compressed debug sections of one file may inflate to (libdw
+// inflates them all at once): past it the file's DWARF is not read, with a
+// warning, and its names come from its symbol table.
+constexpr uint64_t kMaxInflatedDebug = 512ull << 20;
+
 class Symbolizer {
  public:
   explicit Symbolizer(OpenFile open);
