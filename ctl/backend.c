@@ -78,31 +78,12 @@ static int jemalloc_active(int on, char* err, size_t errlen) {
   return 0;
 }
 
-// The newest manual dump of this process (PREFIX.PID.SEQ.mN.heap), which
-// jemalloc has just named: the largest sequence among them.
-static int newest_manual_dump(char* path, size_t len) {
-  DIR* d = opendir(ctl.dir);
-  if (!d) return -1;
-  unsigned long long best = 0;
-  int found = 0;
-  struct dirent* e;
-  while ((e = readdir(d)) != NULL) {
-    unsigned long long pid, seq;
-    char kind;
-    if (!jemalloc_dump_name(e->d_name, &pid, &seq, &kind) || pid != (unsigned long long)ctl.pid || kind != 'm')
-      continue;
-    struct stat st;  // an earlier process with this pid left its own
-    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !is_own_file(st.st_mtime)) continue;
-    if (!found || seq >= best) {
-      best = seq;
-      found = 1;
-      snprintf(path, len, "%s/%s", ctl.dir, e->d_name);
-    }
-  }
-  closedir(d);
-  return found ? 0 : -1;
-}
-
+// A dump this thread asks for is written as NAME.part (files.c), then
+// checked: one that jemalloc could not finish (a full disk), or that
+// crossed the floor or the budget once written, is removed, and recording
+// stops with the reason; one that fits gets its name. So no cut dump is
+// ever left under a profile's name, and a sudden large dump cannot keep
+// the filesystem past its floor.
 static int jemalloc_dump(char* path, size_t pathlen, char* err, size_t errlen) {
   mallctl_fn mallctl = find_mallctl(err, errlen);
   if (!mallctl) return -1;
@@ -110,22 +91,52 @@ static int jemalloc_dump(char* path, size_t pathlen, char* err, size_t errlen) {
   // sequence, so report orders it among the interval dumps.
   const char* name = NULL;
   files_forget_refused();
+  files_begin_dump();
   int rc = mallctl("prof.dump", NULL, NULL, &name, sizeof name);
-  if (rc != 0 && files_refused()[0]) {
-    snprintf(err, errlen,
-             "refused to write %.200s: the name exists and is not this process's own file (a link, or another "
-             "user's); nothing was written",
-             files_refused());
+  char final_name[256];
+  snprintf(final_name, sizeof final_name, "%s", files_end_dump());
+  int dfd = open(ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  char part[sizeof final_name + 8];
+  snprintf(part, sizeof part, "%s.part", final_name);
+  struct stat st;
+  int have_part = final_name[0] && dfd >= 0 && fstatat(dfd, part, &st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (rc != 0 || !have_part) {
+    uint64_t free_bytes = budget_free_bytes();  // before what was written goes
+    if (have_part) unlinkat(dfd, part, 0);
+    if (dfd >= 0) close(dfd);
+    if (files_refused()[0])
+      snprintf(err, errlen,
+               "refused to write %.200s: the name exists and is not this process's own file (a link, or another "
+               "user's); nothing was written",
+               files_refused());
+    else if (free_bytes < (1u << 20)) {
+      snprintf(err, errlen, "the filesystem of %.200s is full (%llu bytes free): the dump could not be written, and "
+               "what was written of it is removed", ctl.dir, (unsigned long long)free_bytes);
+      budget_stop(err);
+    }
+    else if (rc != 0)
+      snprintf(err, errlen, "mallctl prof.dump: %s (no prof_prefix, or %s not writable?)", strerror(rc), ctl.dir);
+    else
+      snprintf(err, errlen, "jemalloc dumped, but not under %s", ctl.dir);
     return -1;
   }
+  char why[sizeof ctl.stopped_reason];
+  if (budget_fits((uint64_t)st.st_size, why, sizeof why) != 0) {
+    unlinkat(dfd, part, 0);
+    close(dfd);
+    snprintf(err, errlen, "%s: the dump is removed", why);
+    budget_stop(err);
+    return -1;
+  }
+  rc = renameat(dfd, part, dfd, final_name);
+  int saved = errno;
+  if (rc != 0) unlinkat(dfd, part, 0);
+  close(dfd);
   if (rc != 0) {
-    snprintf(err, errlen, "mallctl prof.dump: %s (no prof_prefix, or %s not writable?)", strerror(rc), ctl.dir);
+    snprintf(err, errlen, "cannot name the dump %s/%s: %s", ctl.dir, final_name, strerror(saved));
     return -1;
   }
-  if (newest_manual_dump(path, pathlen) != 0) {
-    snprintf(err, errlen, "jemalloc dumped, but no jeprof.%d.*.m*.heap is in %s", (int)ctl.pid, ctl.dir);
-    return -1;
-  }
+  snprintf(path, pathlen, "%s/%s", ctl.dir, final_name);
   return 0;
 }
 

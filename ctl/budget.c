@@ -227,8 +227,38 @@ static int make_room(char* why, size_t whylen, int note) {
 
 int budget_make_room(char* why, size_t whylen) { return make_room(why, whylen, 0); }
 
+int budget_fits(uint64_t bytes, char* why, size_t whylen) {
+  struct scan s;
+  if (scan_dir(&s) != 0) return 0;  // cannot tell: the next check will
+  char size[32], limit[32], free_[32];
+  mib(size, sizeof size, bytes);
+  mib(free_, sizeof free_, s.u.free_bytes);
+  if (ctl.min_free_bytes && s.u.free_bytes < ctl.min_free_bytes) {
+    mib(limit, sizeof limit, ctl.min_free_bytes);
+    snprintf(why, whylen, "the dump (%s) left %s free on the filesystem of %s, under the %s floor (--min-free-mb)", size,
+             free_, ctl.dir, limit);
+    return -1;
+  }
+  // The dump is not yet under its name, so not among the profiles counted.
+  if (ctl.max_bytes && s.u.bytes + bytes > ctl.max_bytes) {
+    char used[32];
+    mib(used, sizeof used, s.u.bytes + bytes);
+    mib(limit, sizeof limit, ctl.max_bytes);
+    snprintf(why, whylen, "with the dump (%s) the profiles in %s would hold %s, past the %s budget (--max-profile-mb)",
+             size, ctl.dir, used, limit);
+    return -1;
+  }
+  return 0;
+}
+
+// The output filesystem's free bytes, or UINT64_MAX when it cannot be read.
+uint64_t budget_free_bytes(void) {
+  struct statvfs v;
+  return statvfs(ctl.dir, &v) == 0 ? (uint64_t)v.f_bavail * v.f_frsize : UINT64_MAX;
+}
+
 void budget_check(void) {
-  char why[sizeof ctl.stopped_reason], err[256];
+  char why[sizeof ctl.stopped_reason];
   int rc = make_room(why, sizeof why, 1);
   if (rc == -2) return;  // the directory could not be read for now: try at the next check
   if (rc == 0) {
@@ -239,6 +269,12 @@ void budget_check(void) {
     }
     return;
   }
+  budget_stop(why);
+}
+
+void budget_stop(const char* why) {
+  char err[256];
+  if (!ctl.recording) return;
   if (backend_set_recording(0, err, sizeof err) != 0) {
     // Said once; the profiler goes on, and the budget is not checked again.
     ctl_log("cannot stop recording at the disk budget (%s): %s", why, err);
@@ -246,7 +282,7 @@ void budget_check(void) {
     return;
   }
   ctl.recording = 0;
-  strcpy(ctl.stopped_reason, why);
+  snprintf(ctl.stopped_reason, sizeof ctl.stopped_reason, "%s", why);
   ctl_log("recording stopped: %s", why);
 }
 

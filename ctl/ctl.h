@@ -51,6 +51,10 @@ void files_guard(const char* dir);
 // The last path files.c refused to write ("" when none since the forget).
 const char* files_refused(void);
 void files_forget_refused(void);
+// Around a dump the control thread asks for: its file is created as
+// NAME.part; files_end_dump returns NAME ("" when none was created).
+void files_begin_dump(void);
+const char* files_end_dump(void);
 
 // backend.c. Each returns 0, or -1 with the reason in err.
 void backend_init(void);
@@ -81,6 +85,12 @@ int budget_usage(struct usage* u);
 // with the reason in why; -2 (reason in why too) when the directory cannot
 // be read for a passing reason.
 int budget_make_room(char* why, size_t whylen);
+// Whether a file of `bytes` just written left the directory within the
+// budget and the filesystem above its floor; -1 with why when not.
+int budget_fits(uint64_t bytes, char* why, size_t whylen);
+uint64_t budget_free_bytes(void);
+// Stops recording for the budget's reason `why` (status shows it).
+void budget_stop(const char* why);
 // The recording's periodic check: stops recording, with one log line and
 // the reason in ctl.stopped_reason, when the next write would cross the
 // budget or the floor.

@@ -257,6 +257,7 @@ std::vector<ProcessSeries> load_processes(const ReportOptions& o,
   for (const auto& p : o.profiles) gather(p, files);
   if (files.size() > kMaxProfiles) throw Error("more than " + std::to_string(kMaxProfiles) + " profiles");
   Loaded loaded;
+  std::vector<std::string> cut;  // dumps cut short, left out
   for (const auto& f : files) {
     if (is_tar(f)) {
       load_archive(f, loaded);
@@ -265,8 +266,18 @@ std::vector<ProcessSeries> load_processes(const ReportOptions& o,
     UniqueFd fd(::open(f.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) throw FileError(f, std::string("cannot open: ") + std::strerror(errno));
     FdReader in(fd.get(), f);
-    load_one(f, f, in, loaded);
+    try {
+      load_one(f, f, in, loaded);
+    } catch (const FileError& e) {
+      // Among several, a dump cut short (the disk filled, the process died
+      // while it wrote) is left out and said; named alone, it is the error.
+      std::string what = e.what();
+      if (files.size() < 2 || what.find(": truncated: ") == std::string::npos) throw;
+      cut.push_back(what);
+    }
   }
+  if (!cut.empty() && loaded.dumps.empty() && loaded.traces.empty()) throw Error(cut.front());
+  for (const auto& c : cut) process_notes[0].push_back("left out, cut short: " + c);
   std::vector<ProcessSeries> processes;
   // heaptrack: one trace holds a whole process's run, snapshots included;
   // several traces are several processes.
@@ -554,6 +565,8 @@ ExitCode run_report(const ReportOptions& o) {
   std::vector<std::string> notes;
   std::map<uint64_t, std::vector<std::string>> process_notes;
   std::vector<ProcessSeries> processes = load_processes(o, process_notes);
+  for (const auto& n : process_notes[0]) notes.push_back(n);  // of no one process: the files'
+  process_notes.erase(0);
   if (processes.empty()) throw Error("no snapshot in " + o.profiles[0]);
   // --base names one process: the one it was put in front of.
   uint64_t pid = o.pid;
