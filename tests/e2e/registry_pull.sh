@@ -83,6 +83,9 @@ same_verdicts "${IMAGES}/multi.oci.tar" "docker://${px}/redirect/t/multi:v1" --t
 grep -q "^/blob/sha256:" "${SCRATCH}/blob-requests" || fail "no blob came through the redirect"
 same_verdicts "${IMAGES}/ready.oci.tar" "docker://${px}/busy/t/ready:v1" --tls-verify=false
 pass "through a proxy, redirected blobs from another host, and a 503 with Retry-After tried again"
+expect_error "blob sha256:[0-9a-f]{64}: ${px} redirects to localhost:${BLOB_PORT}, another host \(--registry-same-host allows only ${px}\)" \
+  --tls-verify=false --registry-same-host "docker://${px}/redirect/t/multi:v1"
+pass "--registry-same-host: a redirect to another host is refused"
 
 expect_error "@sha256:[0-9a-f]{64}: truncated" --tls-verify=false "docker://${px}/cut/t/ready:v1"
 expect_error "@sha256:[0-9a-f]{64}: digest mismatch" --tls-verify=false "docker://${px}/corrupt/t/ready:v1"

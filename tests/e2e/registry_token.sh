@@ -47,6 +47,14 @@ same_verdicts "${IMAGES}/multi.oci.tar" "docker://${reg}/team/multi:v1" --tls-ve
 same_verdicts "${IMAGES}/ready.oci.tar" "docker://${reg}/public/ready:v1" --tls-verify=false
 pass "Bearer tokens: anonymous where the token server allows it, with credentials, refused without"
 
+# A CI gate on untrusted references: with --registry-same-host the realm on
+# another host:port is refused, and the token server hears nothing.
+before="$(wc -l < "${SCRATCH}/token-requests")"
+expect_error "${reg} names the token realm http://127.0.0.1:${token_port}/token on another host \(--registry-same-host allows only ${reg}; memprofile sent it nothing\)" \
+  --tls-verify=false --registry-same-host --creds alice:s3cret "docker://${reg}/team/multi:v1"
+[[ "$(wc -l < "${SCRATCH}/token-requests")" == "${before}" ]] || fail "--registry-same-host: the token server was asked"
+pass "--registry-same-host: a realm on another host is refused before any request to it"
+
 # Identity tokens: from an auth file's "identitytoken", and from a credential
 # helper that answers Username "<token>". Both are traded with a POST
 # (grant_type=refresh_token), never sent as Basic; a wrong one is refused in

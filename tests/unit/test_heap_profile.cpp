@@ -310,3 +310,21 @@ TEST_CASE("leak suspects: rose and never fell; flat intervals and a reallocation
   CHECK(site({0, 0, 0, 100, 200}));        // a leak that began late, seen twice
   CHECK(site({100, 400}));                 // --base and one profile: one interval is all there is
 }
+
+TEST_CASE("one report's stacks: each distinct one kept once across dumps, a budget for the whole run", "[profile]") {
+  StackInterner stacks;
+  HeapSnapshot a = parse_jemalloc_heap(kDump, "/p/jeprof.1.0.i0.heap", &stacks);
+  HeapSnapshot b = parse_jemalloc_heap(kDump, "/p/jeprof.1.1.i1.heap", &stacks);
+  CHECK(stacks.distinct() == 2);
+  REQUIRE(a.stacks.size() == 2);
+  CHECK(a.stacks[0].shared_pcs == b.stacks[0].shared_pcs);
+  CHECK(a.stacks[0].pcs.empty());
+  CHECK(a.stacks[0].stack() == std::vector<uint64_t>{0x7f0000001000, 0x555500001234, 0x555500001300});
+  // The budget counts every dump read: several under the file limit add up.
+  StackInterner small(4 * sizeof(StackSample) + (64 + 3 * 8 + 3 * 160) + (64 + 2 * 8 + 2 * 160));  // the two dumps exactly
+  parse_jemalloc_heap(kDump, "/p/jeprof.1.0.i0.heap", &small);
+  parse_jemalloc_heap(kDump, "/p/jeprof.1.1.i1.heap", &small);
+  CHECK_THROWS_WITH(parse_jemalloc_heap(kDump, "/p/jeprof.1.2.i2.heap", &small),
+                    Catch::Contains("/p/jeprof.1.2.i2.heap: the profiles read so far hold more than 0 MiB of stacks (5 samples, "
+                                    "2 distinct stacks): memprofile's limit for one report"));
+}

@@ -236,6 +236,9 @@ void setup_preflight(CLI::App& app, ExitCode& exit_code) {
   cmd->add_option("--cert-dir", opts->cert_dir, "docker://: CAs (*.crt) and client certificate (*.cert, *.key) for TLS");
   cmd->add_option("--tls-verify", opts->tls_verify,
                   "docker://: verify the registry's certificate (default true); false also allows plain HTTP");
+  cmd->add_flag("--registry-same-host", opts->registry_same_host,
+                "docker://: refuse a token realm or a redirect to any host but the registry's own (a CI gate on "
+                "untrusted references: no request to a private or link-local address a registry names)");
   cmd->add_option("--registries-conf", opts->registries_conf,
                   "docker://: the containers-registries.conf(5) file (else CONTAINERS_REGISTRIES_CONF, "
                   "~/.config/containers/registries.conf, /etc/containers/registries.conf)");
@@ -272,7 +275,7 @@ ExitCode run_preflight(const PreflightCliOptions& opts) {
     lo.all_platforms = opts.all_platforms;
     lo.jobs = opts.jobs;
     lo.limits.max_tar_bytes = opts.max_layer_bytes;
-    lo.registry = {opts.creds, opts.authfile, opts.cert_dir, opts.tls_verify, opts.registries_conf};
+    lo.registry = {opts.creds, opts.authfile, opts.cert_dir, opts.tls_verify, opts.registries_conf, opts.registry_same_host};
     images = load_images(opts.image, lo);
   }
   PreflightOptions po{opts.target, opts.preload};

@@ -27,6 +27,7 @@ struct PreflightCliOptions {
   std::string creds, authfile, cert_dir;
   bool tls_verify = true;
   std::string registries_conf;
+  bool registry_same_host = false;
 };
 
 void setup_preflight(CLI::App& app, ExitCode& exit_code);

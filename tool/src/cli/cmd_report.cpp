@@ -193,6 +193,7 @@ struct Loaded {
   std::vector<std::vector<HeapSnapshot>> traces;
   std::vector<std::string> trace_names;
   std::map<uint64_t, ProcessInfo> records;  // memprofile-proc.PID.json
+  StackInterner stacks;                      // every dump's, once: the run's budget
 };
 
 // `name` in messages; `file` the file's own name (an archive entry's is
@@ -211,7 +212,7 @@ void load_one(const std::string& name, const std::string& file, Reader& bytes, L
     out.trace_names.push_back(name);
     return;
   }
-  out.dumps.push_back(parse_jemalloc_heap(read_jemalloc_text(bytes, name, file), name));
+  out.dumps.push_back(parse_jemalloc_heap(read_jemalloc_text(bytes, name, file), name, &out.stacks));
 }
 
 void load_archive(const std::string& path, Loaded& out) {
@@ -300,7 +301,7 @@ std::vector<ProcessSeries> load_processes(const ReportOptions& o,
   for (auto& p : processes) drop_exit_snapshot(p.snaps, process_notes[p.info.pid]);
   if (!o.base.empty()) {
     std::string text = read_profile(o.base);
-    HeapSnapshot base = parse_jemalloc_heap(text, o.base);
+    HeapSnapshot base = parse_jemalloc_heap(text, o.base, &loaded.stacks);
     // The base belongs to its own process; one of another pid is still the
     // start of the only process there is.
     ProcessSeries* into = processes.size() == 1 ? &processes[0] : nullptr;

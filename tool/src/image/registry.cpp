@@ -221,6 +221,9 @@ class Registry {
         if (location.empty()) fail(what + ": " + host_of(at) + " answered " + status_text(st) + " without a Location");
         std::string next = url_resolve(at, location);
         if (next.empty()) fail(what + ": " + host_of(at) + " redirects to a malformed URL \"" + location + "\"");
+        if (opts_.same_host_only && host_of(next) != host_of(base_))
+          fail(what + ": " + host_of(at) + " redirects to " + host_of(next) +
+               ", another host (--registry-same-host allows only " + host_of(base_) + ")");
         if (!seen.insert(next).second)
           fail(what + ": redirect loop (" + std::to_string(hops + 1) + " redirects, back to " + next + ")");
         if (hops + 1 >= kMaxRedirects)
@@ -335,6 +338,9 @@ class Registry {
       if (c.scheme == "bearer") {
         auto realm = c.params.find("realm");
         if (realm == c.params.end() || realm->second.empty()) continue;
+        if (opts_.same_host_only && host_of(realm->second) != host_of(base_))
+          fail(host_of(base_) + " names the token realm " + realm->second + " on another host (--registry-same-host "
+               "allows only " + host_of(base_) + "; memprofile sent it nothing)");
         std::string scope = "repository:" + ref_.repository + ":pull";
         if (auto s = c.params.find("scope"); s != c.params.end() && !s->second.empty() && after_request) scope = s->second;
         std::string service = c.params.count("service") ? c.params.at("service") : "";

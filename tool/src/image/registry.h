@@ -23,6 +23,13 @@ struct RegistryOptions {
   // containers-registries.conf(5): "" = CONTAINERS_REGISTRIES_CONF, else the
   // user's or the system's file, with their drop-in directories.
   std::string registries_conf;
+  // A token realm or a redirect to any host but the registry's own is
+  // refused: for a CI gate that checks untrusted references, where a
+  // registry must not make memprofile send requests (and Basic
+  // credentials, to a realm) to another host, a private or a link-local
+  // address among them. Off by default: Docker Hub and most cloud
+  // registries redirect blobs to a CDN and name a token server elsewhere.
+  bool same_host_only = false;
 };
 
 // A normalised reference: what `docker.io/library/debian:latest` is to `debian`.

@@ -1,5 +1,6 @@
 #include "profile/heap_profile.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -101,9 +102,33 @@ bool parse_map_line(const std::string& line, Mapping& m) {
 
 }  // namespace
 
+size_t StackInterner::Hash::operator()(const std::shared_ptr<const std::vector<uint64_t>>& v) const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the addresses
+  for (uint64_t pc : *v) h = (h ^ pc) * 1099511628211ull;
+  return static_cast<size_t>(h);
+}
+
+std::shared_ptr<const std::vector<uint64_t>> StackInterner::intern(std::vector<uint64_t>&& pcs, const std::string& name) {
+  // A sample's own cost (StackSample and its snapshot's share), then the
+  // stack's if it is new: its addresses, the set's node, and what report
+  // builds of it later, its frames symbolised for its site's example stack
+  // (about 160 bytes a frame, 64 frames at most: sites.h).
+  constexpr uint64_t kSampleBytes = sizeof(StackSample), kStackBytes = 64, kFrameBytes = 160, kExampleFrames = 64;
+  ++samples_;
+  bytes_ += kSampleBytes;
+  auto v = std::make_shared<const std::vector<uint64_t>>(std::move(pcs));
+  auto [it, added] = set_.insert(v);
+  if (added) bytes_ += kStackBytes + 8 * v->size() + kFrameBytes * std::min<uint64_t>(v->size(), kExampleFrames);
+  if (bytes_ > budget_)
+    throw FileError(name, "the profiles read so far hold more than " + std::to_string(budget_ >> 20) + " MiB of stacks (" +
+                              std::to_string(samples_) + " samples, " + std::to_string(set_.size()) +
+                              " distinct stacks): memprofile's limit for one report; name fewer dumps or processes");
+  return *it;
+}
+
 bool is_jemalloc_heap(const std::string& head) { return head.rfind("heap_v2/", 0) == 0; }
 
-HeapSnapshot parse_jemalloc_heap(const std::string& text, const std::string& name) {
+HeapSnapshot parse_jemalloc_heap(const std::string& text, const std::string& name, StackInterner* stacks) {
   HeapSnapshot snap;
   snap.file = name;
   snap.backend = "jemalloc";
@@ -141,6 +166,10 @@ HeapSnapshot parse_jemalloc_heap(const std::string& text, const std::string& nam
         while (*q == ' ') ++q;
       }
       if (s.pcs.empty()) throw bad("an empty stack");
+      if (stacks) {
+        s.shared_pcs = stacks->intern(std::move(s.pcs), name);
+        s.pcs = {};
+      }
       snap.stacks.push_back(std::move(s));
       open = &snap.stacks.back();
     } else if (parse_counts(line, total, objs, bytes)) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace memprofile {
@@ -56,6 +57,37 @@ struct HeapSnapshot {
 constexpr uint64_t kMaxProfileFile = 256ull << 20;
 constexpr size_t kMaxStackFrames = 1024;
 
+// What one report run may hold of the profiles it read, in all: each
+// distinct stack once (dumps of one process repeat most of theirs), and
+// every sample. Past it the run is refused in one line, however the
+// memory is spread over dumps (several dumps each under the file limit).
+constexpr uint64_t kMaxProfileMemory = 256ull << 20;
+
+// The stacks of all the dumps one run reads, each distinct one kept once
+// and shared by the samples that have it; the run's memory budget.
+class StackInterner {
+ public:
+  explicit StackInterner(uint64_t budget = kMaxProfileMemory) : budget_(budget) {}
+  // The one shared copy of `pcs`; counts a sample. Throws FileError naming
+  // `name` past the budget.
+  std::shared_ptr<const std::vector<uint64_t>> intern(std::vector<uint64_t>&& pcs, const std::string& name);
+  uint64_t bytes() const { return bytes_; }
+  size_t distinct() const { return set_.size(); }
+
+ private:
+  struct Hash {
+    size_t operator()(const std::shared_ptr<const std::vector<uint64_t>>& v) const;
+  };
+  struct Same {
+    bool operator()(const std::shared_ptr<const std::vector<uint64_t>>& a,
+                    const std::shared_ptr<const std::vector<uint64_t>>& b) const {
+      return *a == *b;
+    }
+  };
+  uint64_t budget_, bytes_ = 0, samples_ = 0;
+  std::unordered_set<std::shared_ptr<const std::vector<uint64_t>>, Hash, Same> set_;
+};
+
 // True when `head` (the file's first bytes) is a jemalloc heap dump.
 bool is_jemalloc_heap(const std::string& head);
 
@@ -64,7 +96,9 @@ bool is_jemalloc_heap(const std::string& head);
 // scaled as jeprof scales them (a site of mean object size s sampled every
 // P bytes is seen with probability 1 - exp(-s/P)). Throws FileError naming
 // `name` and the line for anything malformed, and for a dump cut short.
-HeapSnapshot parse_jemalloc_heap(const std::string& text, const std::string& name);
+// With `stacks`, every stack is interned there (StackSample::shared_pcs)
+// and counted against the run's budget.
+HeapSnapshot parse_jemalloc_heap(const std::string& text, const std::string& name, StackInterner* stacks = nullptr);
 
 // PID, sequence and trigger from a jemalloc dump's file name; false when the
 // name is not PREFIX.PID.SEQ.KINDn.heap.
