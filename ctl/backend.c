@@ -47,6 +47,59 @@ int backend_recording(void) {
   return mallctl_ptr("prof.active", &active, &len, NULL, 0) == 0 ? active : -1;
 }
 
+// The allocator's own view, read in the process (ctl.h). jemalloc's stats
+// are refreshed by writing "epoch" first; glibc's mallinfo2 (2.33 and
+// later) is looked up at run time, so the library still loads where glibc
+// is older, and then mallinfo's int fields (they wrap past 2 GiB: said).
+struct glibc_mallinfo2 {
+  size_t arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks, keepcost;
+};
+struct glibc_mallinfo {
+  int arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks, keepcost;
+};
+
+int backend_allocator_stats(struct allocator_stats* s) {
+  memset(s, 0, sizeof *s);
+  if (ctl.backend == CTL_JEMALLOC) {
+    if (!mallctl_ptr) return -1;
+    uint64_t epoch = 1;
+    size_t len = sizeof epoch;
+    mallctl_ptr("epoch", &epoch, &len, &epoch, len);
+    const char* names[] = {"stats.allocated", "stats.active", "stats.resident", "stats.mapped", "stats.retained",
+                           "stats.metadata"};
+    uint64_t* out[] = {&s->allocated, &s->active, &s->resident, &s->mapped, &s->retained, &s->metadata};
+    for (int i = 0; i < 6; ++i) {
+      size_t v = 0;
+      len = sizeof v;
+      if (mallctl_ptr(names[i], &v, &len, NULL, 0) != 0) return -1;  // jemalloc built without --enable-stats
+      *out[i] = v;
+    }
+    s->name = "jemalloc";
+    return 0;
+  }
+  typedef struct glibc_mallinfo2 (*mallinfo2_fn)(void);
+  typedef struct glibc_mallinfo (*mallinfo_fn)(void);
+  mallinfo2_fn mi2 = (mallinfo2_fn)dlsym(RTLD_DEFAULT, "mallinfo2");
+  if (mi2) {
+    struct glibc_mallinfo2 m = mi2();
+    s->arena = m.arena;
+    s->in_use = m.uordblks + m.hblkhd;
+    s->free = m.fordblks;
+    s->mmapped = m.hblkhd;
+  } else {
+    mallinfo_fn mi = (mallinfo_fn)dlsym(RTLD_DEFAULT, "mallinfo");
+    if (!mi) return -1;
+    struct glibc_mallinfo m = mi();
+    s->arena = (unsigned)m.arena;
+    s->in_use = (unsigned)m.uordblks + (unsigned)m.hblkhd;
+    s->free = (unsigned)m.fordblks;
+    s->mmapped = (unsigned)m.hblkhd;
+    s->wraps = 1;
+  }
+  s->name = "glibc";
+  return 0;
+}
+
 int backend_records_children(void) { return ctl.backend == CTL_JEMALLOC && mallctl_ptr; }
 
 // Whether SIGUSR1 is bytehound's toggle here: its handler is in the

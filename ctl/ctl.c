@@ -197,6 +197,18 @@ static size_t reply_json(char* buf, size_t len, int ok, const char* error, const
   exe[en > 0 ? en : 0] = '\0';
   put_str(&o, "program", exe);
   put_str(&o, "backend", backend_name());
+  struct allocator_stats as;
+  if (backend_allocator_stats(&as) == 0) {
+    if (strcmp(as.name, "jemalloc") == 0)
+      put(&o, ",\"allocator\":{\"name\":\"jemalloc\",\"allocated\":%llu,\"active\":%llu,\"resident\":%llu,"
+              "\"mapped\":%llu,\"retained\":%llu,\"metadata\":%llu}",
+          (unsigned long long)as.allocated, (unsigned long long)as.active, (unsigned long long)as.resident,
+          (unsigned long long)as.mapped, (unsigned long long)as.retained, (unsigned long long)as.metadata);
+    else
+      put(&o, ",\"allocator\":{\"name\":\"glibc\",\"arena\":%llu,\"in_use\":%llu,\"free\":%llu,\"mmapped\":%llu%s}",
+          (unsigned long long)as.arena, (unsigned long long)as.in_use, (unsigned long long)as.free,
+          (unsigned long long)as.mmapped, as.wraps ? ",\"wraps_past_2gib\":true" : "");
+  }
   // What the profiler does in a child forked without exec: said, never left
   // for the user to find out.
   put(&o, ",\"forked_children\":\"%s\",\"snapshot_every_ms\":%llu,\"snapshots_scheduled\":%u",

@@ -44,6 +44,17 @@ extern struct ctl_state ctl;
 // application may reuse fd 2 for its own files later).
 void ctl_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
+// The allocator's view of the process's memory: jemalloc's stats (through
+// mallctl, after an epoch refresh), or glibc malloc's (mallinfo2) for the
+// backends that leave malloc to glibc.
+struct allocator_stats {
+  const char* name;  // "jemalloc", "glibc"
+  uint64_t allocated, active, resident, mapped, retained, metadata;  // jemalloc
+  uint64_t arena, in_use, free, mmapped;                              // glibc: in_use counts mmapped blocks
+  int wraps;  // glibc older than 2.33: mallinfo's ints, which wrap past 2 GiB
+};
+int backend_allocator_stats(struct allocator_stats* s);
+
 // files.c: profiles are created in the output directory only exclusively,
 // never through a link, nor into a file of another user (open, open64,
 // creat and creat64 are the library's own, for the profilers' calls).

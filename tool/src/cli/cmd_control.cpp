@@ -27,6 +27,7 @@
 #include "base/json_text.h"
 #include "base/unique_fd.h"
 #include "cli/cmd_launcher.h"
+#include "runtime/memory.h"
 #include "runtime/proc_tree.h"
 #include "verdict/profiler.h"
 
@@ -197,12 +198,73 @@ void print_status(const json& r) {
     std::cout << "  " << s.value("path", std::string()) << "  " << mib(s.value("bytes", uint64_t{0})) << "\n";
 }
 
+// The allocator's figures from a control reply, in one model (runtime/memory.h).
+AllocatorView allocator_view(const json& r) {
+  AllocatorView a;
+  auto it = r.find("allocator");
+  if (it == r.end() || !it->is_object()) return a;
+  const json& j = *it;
+  a.known = true;
+  a.name = j.value("name", std::string());
+  if (a.name == "jemalloc") {
+    a.allocated = j.value("allocated", uint64_t{0});
+    a.resident = j.value("resident", uint64_t{0});
+  } else {
+    a.allocated = j.value("in_use", uint64_t{0});
+    a.resident = j.value("arena", uint64_t{0}) + j.value("mmapped", uint64_t{0});
+  }
+  return a;
+}
+
+json memory_json(const ProcessMemory& m) {
+  if (!m.known) return nullptr;
+  return {{"rss", m.rss}, {"anon", m.anon}, {"file", m.file}, {"shmem", m.shmem}, {"swap", m.swap}};
+}
+
+json gap_json(const std::vector<GapItem>& gap) {
+  json out = json::array();
+  for (const auto& g : gap) out.push_back({{"what", g.what}, {"bytes", g.bytes}, {"how", g.how}});
+  return out;
+}
+
+// Where one process's memory is: the kernel's split, the allocator's view,
+// and the gap between them by cause.
+void print_memory(const ProcessMemory& m, const json& reply) {
+  if (!m.known) {
+    std::cout << "  memory: /proc cannot say (the process is gone, or another user's)\n";
+    return;
+  }
+  std::cout << "  memory: RSS " << mib(m.rss) << " (anonymous " << mib(m.anon) << ", file " << mib(m.file) << ", shmem "
+            << mib(m.shmem) << "), swap " << mib(m.swap) << "\n";
+  auto it = reply.find("allocator");
+  if (it != reply.end() && it->is_object()) {
+    const json& j = *it;
+    auto n = [&](const char* k) { return mib(j.value(k, uint64_t{0})); };
+    if (j.value("name", std::string()) == "jemalloc")
+      std::cout << "  allocator (jemalloc): allocated " << n("allocated") << ", active " << n("active") << ", resident "
+                << n("resident") << ", mapped " << n("mapped") << ", retained " << n("retained") << ", metadata "
+                << n("metadata") << "\n";
+    else
+      std::cout << "  allocator (glibc malloc): arena " << n("arena") << ", in use " << n("in_use") << ", free " << n("free")
+                << ", mmapped " << n("mmapped") << (j.value("wraps_past_2gib", false) ? " (glibc < 2.33: mallinfo, wraps past 2 GiB)" : "")
+                << "\n";
+  } else if (reply.is_object()) {
+    std::cout << "  allocator: not reported by this process\n";
+  }
+  std::vector<GapItem> gap = memory_gap(m, allocator_view(reply));
+  if (gap.empty()) return;
+  std::cout << "  outside the allocator's allocations:";
+  for (size_t i = 0; i < gap.size(); ++i) std::cout << (i ? ";" : "") << " " << gap[i].what << " " << mib(gap[i].bytes);
+  std::cout << "\n";
+}
+
 // One process of the tree: its answer, or why it has none.
 struct Member {
   long pid = 0, parent = 0;
   std::string comm;
   std::string socket;  // "" when it serves none
   json reply;          // its answer (null when none)
+  ProcessMemory memory;  // the kernel's view (status)
   std::string why;     // why it is not reached, or the request's failure
   std::string error;   // the connection's own error ("" when it answered, or has no socket)
 };
@@ -315,6 +377,10 @@ void ask_all(std::vector<Member>& ms, const std::string& request, double timeout
 
 json member_json(const Member& m) {
   json j = m.reply.is_object() ? m.reply : json{{"ok", false}, {"pid", m.pid}};
+  if (m.memory.known) {
+    j["memory"] = memory_json(m.memory);
+    j["gap"] = gap_json(memory_gap(m.memory, allocator_view(m.reply)));
+  }
   if (!m.reply.is_object()) {
     j["parent"] = m.parent;
     j["served"] = false;
@@ -337,6 +403,20 @@ ExitCode run_control(const ControlOptions& o) {
     ++served;
     if (!m.reply.value("ok", false)) ++failed;
   }
+  // Every answer says what it covers: the memory of the whole tree, and
+  // the share of it in the processes that are profiled.
+  uint64_t rss_all = 0, rss_profiled = 0;
+  if (o.action == "status")
+    for (auto& m : ms) {
+      m.memory = read_process_memory(m.pid);
+      rss_all += m.memory.rss;
+      if (m.reply.is_object()) rss_profiled += m.memory.rss;
+    }
+  CgroupMemory cgroup = o.action == "status" ? read_cgroup_memory(ms.front().pid) : CgroupMemory{};
+  auto share = [](uint64_t part, uint64_t whole) {
+    return whole ? std::to_string(static_cast<int>(100.0 * static_cast<double>(part) / static_cast<double>(whole) + 0.5)) + " %"
+                 : std::string("-");
+  };
   if (served == 0) {
     // Nobody answered: the first member's reason is the error, as it was
     // for one process.
@@ -349,6 +429,14 @@ ExitCode run_control(const ControlOptions& o) {
     j["processes"] = json::array();
     for (const auto& m : ms) j["processes"].push_back(member_json(m));
     j["tree"] = {{"processes", ms.size()}, {"served", served}, {"failed", failed}};
+    if (o.action == "status") {
+      j["tree"]["rss"] = rss_all;
+      j["tree"]["rss_profiled"] = rss_profiled;
+      j["cgroup"] = cgroup.known ? json{{"version", cgroup.version}, {"path", cgroup.path}, {"current", cgroup.current},
+                                         {"anon", cgroup.anon}, {"file", cgroup.file}, {"shmem", cgroup.shmem},
+                                         {"kernel", cgroup.kernel}}
+                                   : json{{"error", cgroup.why}};
+    }
     std::cout << json_text(j) << "\n";
     return failed ? ExitCode::NotProfilable : ExitCode::Ok;
   }
@@ -365,6 +453,7 @@ ExitCode run_control(const ControlOptions& o) {
       std::cout << r.value("snapshot", std::string()) << "\n";
     } else if (o.action == "status") {
       print_status(r);
+      print_memory(m.memory, r);
     } else {
       std::cout << "pid " << m.pid << ": " << r.value("backend", std::string()) << ", recording "
                 << (r.value("recording", false) ? "on" : "off") << "\n";
@@ -373,7 +462,16 @@ ExitCode run_control(const ControlOptions& o) {
   if (ms.size() > 1 && o.action == "status")
     std::cout << "tree of pid " << ms.front().pid << ": " << ms.size() << " processes, " << served << " served"
               << (ms.size() > served ? ", " + std::to_string(ms.size() - served) + " not reached (said above)" : "")
-              << "\n";
+              << "; RSS " << mib(rss_all) << ", " << share(rss_profiled, rss_all) << " of it in the profiled processes\n";
+  if (o.action == "status") {
+    if (cgroup.known)
+      std::cout << "cgroup " << cgroup.path << " (" << cgroup.version << "): " << mib(cgroup.current)
+                << " charged (what the OOM killer counts): anon " << mib(cgroup.anon) << ", file " << mib(cgroup.file)
+                << ", shmem " << mib(cgroup.shmem) << (cgroup.version == "v2" ? ", kernel " + mib(cgroup.kernel) : "")
+                << "; the tree's RSS is " << share(rss_all, cgroup.current) << " of it\n";
+    else
+      std::cout << "cgroup: " << cgroup.why << "\n";
+  }
   return failed ? ExitCode::NotProfilable : ExitCode::Ok;
 }
 

@@ -1,0 +1,134 @@
+#include "runtime/memory.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace memprofile {
+
+namespace {
+
+// A small kernel file, whole (they are a few KiB); "" when unreadable.
+std::string read_small(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return "";
+  std::string text;
+  char buf[4096];
+  while (text.size() < (1u << 20) && in.read(buf, sizeof buf).gcount() > 0) text.append(buf, static_cast<size_t>(in.gcount()));
+  return text;
+}
+
+// "Key:   123 kB" lines of /proc/PID/status, in bytes.
+uint64_t status_kib(const std::string& text, const char* key, bool& found) {
+  std::string k = std::string("\n") + key + ":";
+  size_t at = ("\n" + text).find(k);
+  if (at == std::string::npos) return 0;
+  found = true;
+  return std::strtoull(text.c_str() + at + k.size() - 1, nullptr, 10) * 1024;
+}
+
+// "key value" lines of memory.stat.
+uint64_t stat_value(const std::string& text, const char* key) {
+  std::istringstream in(text);
+  std::string k;
+  uint64_t v;
+  while (in >> k >> v)
+    if (k == key) return v;
+  return 0;
+}
+
+uint64_t first_number(const std::string& text) { return std::strtoull(text.c_str(), nullptr, 10); }
+
+}  // namespace
+
+ProcessMemory read_process_memory(long pid, const std::string& proc) {
+  ProcessMemory m;
+  std::string text = read_small(proc + "/" + std::to_string(pid) + "/status");
+  if (text.empty()) return m;
+  bool found = false;
+  m.anon = status_kib(text, "RssAnon", found);
+  m.file = status_kib(text, "RssFile", found);
+  m.shmem = status_kib(text, "RssShmem", found);
+  m.swap = status_kib(text, "VmSwap", found);
+  m.rss = status_kib(text, "VmRSS", found);
+  m.known = found;
+  return m;
+}
+
+CgroupMemory read_cgroup_memory(long pid, const std::string& proc, const std::string& root) {
+  CgroupMemory c;
+  std::string text = read_small(proc + "/" + std::to_string(pid) + "/cgroup");
+  if (text.empty()) {
+    c.why = "/proc/" + std::to_string(pid) + "/cgroup cannot be read";
+    return c;
+  }
+  std::istringstream lines(text);
+  std::string line, v1_path, v2_path;
+  bool v2 = false;
+  while (std::getline(lines, line)) {
+    // "ID:CONTROLLERS:PATH": v2 is "0::PATH"; v1's memory line names it.
+    size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (line.compare(0, a, "0") == 0 && controllers.empty()) {
+      v2 = true;
+      v2_path = path;
+    }
+    std::istringstream cs(controllers);
+    for (std::string one; std::getline(cs, one, ',');)
+      if (one == "memory") v1_path = path;
+  }
+  if (!v1_path.empty()) {
+    std::string dir = root + "/memory" + (v1_path == "/" ? "" : v1_path);
+    std::string usage = read_small(dir + "/memory.usage_in_bytes");
+    if (!usage.empty()) {
+      std::string stat = read_small(dir + "/memory.stat");
+      c.known = true;
+      c.version = "v1";
+      c.path = v1_path;
+      c.current = first_number(usage);
+      c.anon = stat_value(stat, "rss");
+      c.file = stat_value(stat, "cache");
+      c.shmem = stat_value(stat, "shmem");
+      return c;
+    }
+  }
+  if (v2) {
+    std::string dir = root + (v2_path == "/" ? "" : v2_path);
+    std::string current = read_small(dir + "/memory.current");
+    if (current.empty()) {
+      c.why = v2_path == "/" ? "the root cgroup (no memory.current): not in a container's cgroup"
+                             : dir + "/memory.current cannot be read (cgroup v2 not mounted there?)";
+      return c;
+    }
+    std::string stat = read_small(dir + "/memory.stat");
+    c.known = true;
+    c.version = "v2";
+    c.path = v2_path;
+    c.current = first_number(current);
+    c.anon = stat_value(stat, "anon");
+    c.file = stat_value(stat, "file");
+    c.shmem = stat_value(stat, "shmem");
+    c.kernel = stat_value(stat, "kernel");
+    if (!c.kernel) c.kernel = stat_value(stat, "kernel_stack") + stat_value(stat, "slab") + stat_value(stat, "pagetables");
+    return c;
+  }
+  c.why = "no memory cgroup in /proc/" + std::to_string(pid) + "/cgroup";
+  return c;
+}
+
+std::vector<GapItem> memory_gap(const ProcessMemory& m, const AllocatorView& a) {
+  std::vector<GapItem> out;
+  if (!m.known || !a.known) return out;
+  auto minus = [](uint64_t x, uint64_t y) { return x > y ? x - y : 0; };
+  out.push_back({"allocator overhead and fragmentation", minus(a.resident, a.allocated),
+                 a.name == "jemalloc" ? "stats.resident - stats.allocated" : "arena + mmapped - in use"});
+  out.push_back({"anonymous memory outside the allocator", minus(m.anon, a.resident),
+                 "RssAnon - the allocator's resident: mmap'd by the app, thread stacks, JIT, another allocator"});
+  out.push_back({"file-backed and shmem memory", m.file + m.shmem,
+                 "RssFile + RssShmem: mapped files, tmpfs and memory-medium emptyDirs, shared memory"});
+  return out;
+}
+
+}  // namespace memprofile
