@@ -54,7 +54,7 @@ wait_until 60 sockets_are "${out}" 3 || fail "nginx: not 3 sockets: $(ls "${out}
 for _ in $(seq 1 50); do curl -fsS --max-time 10 "http://127.0.0.1:${port}/" > /dev/null || fail "nginx does not answer"; done
 "${MEMPROFILE}" status "${master}" --output-dir "${out}" --json > "${SCRATCH}/nginx-status.json" ||
   fail "status: $(cat "${SCRATCH}/nginx-status.json")"
-jq -e '.tree == {"failed":0,"processes":3,"served":3}' "${SCRATCH}/nginx-status.json" > /dev/null ||
+jq -e '.tree | {failed, processes, served} == {"failed":0,"processes":3,"served":3}' "${SCRATCH}/nginx-status.json" > /dev/null ||
   fail "nginx tree: $(jq -c '.tree, [.processes[] | {pid, parent, program, served}]' "${SCRATCH}/nginx-status.json")"
 jq -e --argjson m "${master}" '[.processes[] | select(.parent == $m and .program == "/usr/sbin/nginx" and .recording)] | length == 2' \
   "${SCRATCH}/nginx-status.json" > /dev/null || fail "nginx workers: $(jq -c .processes "${SCRATCH}/nginx-status.json")"

@@ -39,14 +39,15 @@ mapfile -t workers < <(workers_of "${parent}")
 ((${#workers[@]} == 3)) || fail "not 3 workers: ${workers[*]}"
 ctl() { "${MEMPROFILE}" "$@" --output-dir "${out}"; }
 ctl status "${parent}" --json > "${SCRATCH}/status.json" || fail "status: $(cat "${SCRATCH}/status.json")"
-[[ "$(jq -c .tree "${SCRATCH}/status.json")" == '{"failed":0,"processes":4,"served":4}' ]] ||
+[[ "$(jq -c '.tree | {failed, processes, served, all: (.rss_profiled == .rss and .rss > 0)}' "${SCRATCH}/status.json")" == \
+   '{"failed":0,"processes":4,"served":4,"all":true}' ]] ||
   fail "status of the tree: $(jq -c .tree "${SCRATCH}/status.json")"
 for w in "${workers[@]}"; do
   [[ "$(jq -r --argjson w "${w}" '.processes[] | select(.pid == $w) | "\(.parent) \(.recording)"' "${SCRATCH}/status.json")" == \
     "${parent} true" ]] || fail "worker ${w} in status: $(jq -c .processes "${SCRATCH}/status.json")"
 done
 ctl status "${parent}" > "${SCRATCH}/status.txt"
-grep -q "^tree of pid ${parent}: 4 processes, 4 served$" "${SCRATCH}/status.txt" || fail "status text: $(cat "${SCRATCH}/status.txt")"
+grep -q "^tree of pid ${parent}: 4 processes, 4 served; RSS [0-9.]* MiB, 100 % of it in the profiled processes$" "${SCRATCH}/status.txt" || fail "status text: $(cat "${SCRATCH}/status.txt")"
 pass "status PARENT lists the parent and its 3 forked workers, each recording, with its parent"
 
 ctl snapshot "${parent}" > "${SCRATCH}/snap1" || fail "snapshot: $(cat "${SCRATCH}/snap1")"

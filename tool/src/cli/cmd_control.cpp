@@ -145,8 +145,12 @@ json ask_control(const std::string& path, const std::string& request, double tim
                                 std::to_string(getuid()) + " cannot connect)");
     throw FileError(path, std::string("cannot connect: ") + strerror(err));
   }
+  // A peer the library refuses gets its refusal at once, before the request
+  // is read: the request may then meet a closed socket (EPIPE, never the
+  // signal), and the refusal is still there to read.
   std::string line = request + "\n";
-  if (write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+  ssize_t sent = send(fd.get(), line.data(), line.size(), MSG_NOSIGNAL);
+  if (sent != static_cast<ssize_t>(line.size()) && !(sent < 0 && (errno == EPIPE || errno == ECONNRESET)))
     throw FileError(path, std::string("cannot send the request: ") + strerror(errno));
   std::string reply;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
