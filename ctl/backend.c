@@ -184,6 +184,7 @@ static int jemalloc_dump(char* path, size_t pathlen, char* err, size_t errlen) {
   rc = renameat(dfd, part, dfd, final_name);
   int saved = errno;
   if (rc != 0) unlinkat(dfd, part, 0);
+  if (rc == 0) memory_record_write(dfd, final_name);
   close(dfd);
   if (rc != 0) {
     snprintf(err, errlen, "cannot name the dump %s/%s: %s", ctl.dir, final_name, strerror(saved));

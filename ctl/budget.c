@@ -201,6 +201,11 @@ static int make_room(char* why, size_t whylen, int note) {
     if (can_rotate) {
       int dfd = open(ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
       int rc = dfd >= 0 ? unlinkat(dfd, s.second, 0) : -1;
+      if (rc == 0) {  // its memory record goes with it
+        char record[sizeof s.second + 16];
+        snprintf(record, sizeof record, "%s.mem.json", s.second);
+        unlinkat(dfd, record, 0);
+      }
       if (dfd >= 0) close(dfd);
       if (rc == 0) {
         // One line, the first time; status counts them.

@@ -55,6 +55,9 @@ struct allocator_stats {
 };
 int backend_allocator_stats(struct allocator_stats* s);
 
+// memrecord.c: NAME.mem.json beside the dump NAME in the directory `dfd`.
+void memory_record_write(int dfd, const char* dump_name);
+
 // files.c: profiles are created in the output directory only exclusively,
 // never through a link, nor into a file of another user (open, open64,
 // creat and creat64 are the library's own, for the profilers' calls).

@@ -45,6 +45,48 @@ gcc -O1 -g -o "${SCRATCH}/offheap" "${SCRATCH}/offheap.c"
 gap() { jq --arg w "$2" '[.processes[0].gap[] | select(.what == $w) | .bytes][0] / 1048576 | floor' "$1"; }
 allocated() { jq '.processes[0].allocator | (.allocated // .in_use) / 1048576 | floor' "$1"; }
 
+# Beside each snapshot, a record of the same numbers (NAME.mem.json), which
+# collect carries and report compares: with jemalloc, a snapshot before the
+# off-heap memory and one after make report say the heap is flat and RSS
+# grew outside the allocator; the leaky example's say the heap grew.
+out="${SCRATCH}/records"
+start_service "${out}" "${SCRATCH}/records.log" --dormant --backend jemalloc --preload "${JEMALLOC}" -- \
+  "${SCRATCH}/offheap" "${SCRATCH}/ready-records"
+pid="${SERVICE_PID}"
+"${MEMPROFILE}" start "${pid}" --output-dir "${out}" > /dev/null || fail "records: start"
+first="$("${MEMPROFILE}" snapshot "${pid}" --output-dir "${out}")" || fail "records: the first snapshot"
+wait_until 60 test -e "${SCRATCH}/ready-records" || fail "records: the memory was not mapped"
+second="$("${MEMPROFILE}" snapshot "${pid}" --output-dir "${out}")" || fail "records: the second snapshot"
+for f in "${first}" "${second}"; do
+  jq -e '.rss > 0 and .allocator == "jemalloc" and (.allocated | type) == "number"' "${f}.mem.json" > /dev/null ||
+    fail "records: ${f}.mem.json: $(cat "${f}.mem.json" 2>&1)"
+done
+kill -KILL "${pid}"
+"${MEMPROFILE}" report --rootfs / "${out}" > "${SCRATCH}/records.txt" 2>&1 || fail "records: report: $(cat "${SCRATCH}/records.txt")"
+grep -q "^memory of pid ${pid}, first snapshot to last: RSS .* -> .* (+.*): anonymous +6[0-9].[0-9] MiB" "${SCRATCH}/records.txt" ||
+  fail "records: no memory line: $(head -8 "${SCRATCH}/records.txt")"
+grep -q "^  where it grew: the heap is flat (.*); RSS grew by 6[0-9].[0-9] MiB outside the allocator: anonymous mappings" \
+  "${SCRATCH}/records.txt" || fail "records: verdict: $(grep -A1 '^memory of' "${SCRATCH}/records.txt")"
+"${LAUNCHER}" collect --backend jemalloc --output-dir "${out}" --out "${SCRATCH}/records.tar" --settle 0 --timeout 10 2> /dev/null ||
+  fail "records: collect"
+"${MEMPROFILE}" report --json --rootfs / "${SCRATCH}/records.tar" > "${SCRATCH}/records.json" || fail "records: report of the archive"
+jq -e '.memory[0].verdict | contains("outside the allocator")' "${SCRATCH}/records.json" > /dev/null ||
+  fail "records: the archive's report: $(jq -c .memory "${SCRATCH}/records.json")"
+pass "records beside the snapshots, carried by collect: report says the heap is flat and RSS grew outside the allocator"
+
+build_workloads
+out="${SCRATCH}/leak-records"
+start_service "${out}" "${SCRATCH}/leak.log" --dormant --backend jemalloc --preload "${JEMALLOC}" -- "${SCRATCH}/leaky" 8 1048576
+"${MEMPROFILE}" start "${SERVICE_PID}" --output-dir "${out}" > /dev/null || fail "leak: start"
+"${MEMPROFILE}" snapshot "${SERVICE_PID}" --output-dir "${out}" > /dev/null || fail "leak: the first snapshot"
+sleep 3
+"${MEMPROFILE}" snapshot "${SERVICE_PID}" --output-dir "${out}" > /dev/null || fail "leak: the second snapshot"
+kill -KILL "${SERVICE_PID}"
+"${MEMPROFILE}" report --rootfs / "${out}" > "${SCRATCH}/leak.txt" 2>&1 || fail "leak: report: $(cat "${SCRATCH}/leak.txt")"
+grep -q "^  where it grew: the heap grew by .*: see the sites below" "${SCRATCH}/leak.txt" ||
+  fail "leak: verdict: $(grep -A1 '^memory of' "${SCRATCH}/leak.txt")"
+pass "the leaky example's records: report says the heap grew, see the sites"
+
 for backend in jemalloc heaptrack; do
   lib="${JEMALLOC}"
   [[ "${backend}" == heaptrack ]] && lib="${HEAPTRACK}"

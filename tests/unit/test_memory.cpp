@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "base/error.h"
+#include "profile/memory_record.h"
 #include "runtime/memory.h"
 #include "support.h"
 
@@ -85,4 +87,26 @@ TEST_CASE("the gap between RSS and the allocator, named by cause, never negative
   CHECK(memory_gap(m, a)[1].bytes == 0);
   a.known = false;
   CHECK(memory_gap(m, a).empty());
+}
+
+TEST_CASE("memory records beside snapshots: which bucket grew, in one line") {
+  std::string a = R"({"pid":7,"dump":"jeprof.7.0.m0.heap","rss":10485760,"anon":8388608,"file":2097152,"shmem":0,"swap":0,)"
+                  R"("allocator":"jemalloc","allocated":6291456,"allocator_resident":7340032,"cgroup":20971520})";
+  MemoryRecord first = parse_memory_record(a, "a.mem.json");
+  CHECK(first.has_allocator);
+  CHECK(first.allocated == 6291456);
+  CHECK(first.has_cgroup);
+  MemoryRecord heap = first, offheap = first, shm = first, cache = first, flat = first;
+  heap.rss += 64 << 20, heap.anon += 64 << 20, heap.allocated += 63 << 20, heap.resident += 64 << 20, heap.cgroup += 64 << 20;
+  CHECK_THAT(memory_verdict(first, heap, 0), Catch::StartsWith("the heap grew by 63.0 MiB: see the sites below"));
+  offheap.rss += 64 << 20, offheap.anon += 64 << 20, offheap.cgroup += 64 << 20;
+  CHECK_THAT(memory_verdict(first, offheap, 0),
+             Catch::StartsWith("the heap is flat (+0 B); RSS grew by 64.0 MiB outside the allocator: anonymous mappings"));
+  shm.rss += 32 << 20, shm.shmem += 32 << 20, shm.cgroup += 32 << 20;
+  CHECK_THAT(memory_verdict(first, shm, 0), Catch::Contains("in file-backed or shared memory"));
+  cache.cgroup += 500 << 20;
+  CHECK_THAT(memory_verdict(first, cache, 0), Catch::Contains("the cgroup's charge grew by 500.0 MiB beyond the processes' RSS"));
+  CHECK_THAT(memory_verdict(first, flat, 0), Catch::StartsWith("nothing grew by 1 MiB or more"));
+  CHECK_THROWS_WITH(parse_memory_record(R"({"rss":-1})", "b.mem.json"), Catch::Contains("b.mem.json: \"rss\" is not a byte count"));
+  CHECK_THROWS_WITH(parse_memory_record("[1]", "c.mem.json"), Catch::Contains("not a memory record"));
 }

@@ -172,7 +172,7 @@ void list_dir(Backend b, UniqueFd fd, const std::string& prefix, int depth, Snap
     struct stat st;
     if (fstatat(dirfd(d), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone since readdir
     if (S_ISREG(st.st_mode)) {
-      if (is_profile_file(b, name) || is_process_record(name)) snap.files[rel] = static_cast<uint64_t>(st.st_size);
+      if (is_profile_file(b, name) || is_process_record(name) || is_memory_record(name)) snap.files[rel] = static_cast<uint64_t>(st.st_size);
     } else if (S_ISDIR(st.st_mode)) {
       if (depth >= kMaxDepth) {
         snap.skipped[rel + "/"] = "more than " + std::to_string(kMaxDepth) + " directories deep, not descended";

@@ -35,6 +35,7 @@
 #include "profile/charts.h"
 #include "profile/collected.h"
 #include "profile/heaptrack_trace.h"
+#include "profile/memory_record.h"
 #include "profile/pprof.h"
 #include "profile/processes.h"
 #include "profile/sites.h"
@@ -90,7 +91,7 @@ void gather(const std::string& arg, std::vector<std::string>& out) {
   while (dirent* e = readdir(dir.get())) {
     std::string n = e->d_name;
     if (ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || n.rfind("memory-profiling_", 0) == 0 ||
-        ends_with(n, ".dat") || is_process_record(n))
+        ends_with(n, ".dat") || is_process_record(n) || is_memory_record(n))
       names.push_back(n);
     if (names.size() > kMaxProfiles)
       throw FileError(arg, "more than " + std::to_string(kMaxProfiles) + " profiles; name the ones to read");
@@ -194,11 +195,20 @@ struct Loaded {
   std::vector<std::string> trace_names;
   std::map<uint64_t, ProcessInfo> records;  // memprofile-proc.PID.json
   StackInterner stacks;                      // every dump's, once: the run's budget
+  std::map<std::string, MemoryRecord> memory;  // by dump name: NAME.mem.json beside it
 };
 
 // `name` in messages; `file` the file's own name (an archive entry's is
 // after the archive's).
 void load_one(const std::string& name, const std::string& file, Reader& bytes, Loaded& out) {
+  if (is_memory_record(basename_of(file))) {
+    std::string text;
+    char buf[4096];
+    for (size_t r; (r = bytes.read(buf, sizeof buf)) > 0 && text.size() <= 64 * 1024;) text.append(buf, r);
+    std::string dump = basename_of(file);
+    out.memory[dump.substr(0, dump.size() - std::strlen(".mem.json"))] = parse_memory_record(text, name);
+    return;
+  }
   if (is_process_record(basename_of(file))) {
     std::string text;
     char buf[4096];
@@ -225,7 +235,7 @@ void load_archive(const std::string& path, Loaded& out) {
   CollectedArchive archive = read_collected(in, path, [&](const std::string& entry, Reader& bytes) {
     std::string base = basename_of(entry);
     if (unreadable || !(ends_with(base, ".heap") || is_heaptrack_file(base) || base.rfind("memory-profiling_", 0) == 0 ||
-                        is_process_record(base)))
+                        is_process_record(base) || is_memory_record(base)))
       return;
     try {
       load_one(path + ":" + entry, entry, bytes, out);
@@ -253,7 +263,8 @@ uint64_t trace_pid(const std::string& file) {
 // The profiles the arguments name, as processes, each oldest first, its
 // exit snapshot dropped (drop_exit_snapshot); notes per pid.
 std::vector<ProcessSeries> load_processes(const ReportOptions& o,
-                                          std::map<uint64_t, std::vector<std::string>>& process_notes) {
+                                          std::map<uint64_t, std::vector<std::string>>& process_notes,
+                                          std::map<std::string, MemoryRecord>& memory) {
   std::vector<std::string> files;
   for (const auto& p : o.profiles) gather(p, files);
   if (files.size() > kMaxProfiles) throw Error("more than " + std::to_string(kMaxProfiles) + " profiles");
@@ -278,6 +289,7 @@ std::vector<ProcessSeries> load_processes(const ReportOptions& o,
     }
   }
   if (!cut.empty() && loaded.dumps.empty() && loaded.traces.empty()) throw Error(cut.front());
+  memory = std::move(loaded.memory);
   for (const auto& c : cut) process_notes[0].push_back("left out, cut short: " + c);
   std::vector<ProcessSeries> processes;
   // heaptrack: one trace holds a whole process's run, snapshots included;
@@ -457,7 +469,40 @@ nlohmann::json process_json(const ProcessSeries& p) {
           {"bytes_in_use", p.last_bytes()}, {"growth", p.growth()}};
 }
 
-nlohmann::json view_json(const Folded& f, const ReportOptions& o, const std::vector<std::string>& notes) {
+// Where each process of a view grew, from the records beside its first and
+// last snapshots that have one: {pid, change, verdict}.
+struct MemoryLine {
+  uint64_t pid;
+  MemoryRecord first, last;
+  std::string change, verdict;
+};
+std::vector<MemoryLine> memory_lines(const Folded& f, const std::map<std::string, MemoryRecord>& memory) {
+  std::vector<MemoryLine> out;
+  for (const auto* m : f.view->members) {
+    const MemoryRecord *first = nullptr, *last = nullptr;
+    double first_bytes = 0, last_bytes = 0;
+    for (const auto& s : m->snaps) {
+      // A dump's own name: an archive entry's comes after "ARCHIVE:".
+      std::string name = basename_of(s.file);
+      if (size_t colon = name.rfind(':'); colon != std::string::npos) name = name.substr(colon + 1);
+      auto it = memory.find(name);
+      if (it == memory.end()) continue;
+      if (!first) {
+        first = &it->second;
+        first_bytes = s.total_bytes;
+      }
+      last = &it->second;
+      last_bytes = s.total_bytes;
+    }
+    if (!first || first == last) continue;
+    out.push_back({m->info.pid, *first, *last, memory_change(*first, *last),
+                   memory_verdict(*first, *last, last_bytes - first_bytes)});
+  }
+  return out;
+}
+
+nlohmann::json view_json(const Folded& f, const ReportOptions& o, const std::vector<std::string>& notes,
+                         const std::map<std::string, MemoryRecord>& memory) {
   const auto& snaps = f.snaps();
   const SiteTable& table = f.table;
   Ranked r = rank(f, o.top);
@@ -485,6 +530,16 @@ nlohmann::json view_json(const Folded& f, const ReportOptions& o, const std::vec
   j["growth"] = nlohmann::json::array();
   if (f.over_time())
     for (const Site* s : r.by_growth) j["growth"].push_back(site_json(s));
+  j["memory"] = nlohmann::json::array();
+  auto record_json = [](const MemoryRecord& r) {
+    nlohmann::json rj = {{"rss", r.rss}, {"anon", r.anon}, {"file", r.file}, {"shmem", r.shmem}, {"swap", r.swap}};
+    if (r.has_allocator) rj["allocator"] = {{"name", r.allocator}, {"allocated", r.allocated}, {"resident", r.resident}};
+    if (r.has_cgroup) rj["cgroup"] = r.cgroup;
+    return rj;
+  };
+  for (const auto& m : memory_lines(f, memory))
+    j["memory"].push_back({{"pid", m.pid}, {"first", record_json(m.first)}, {"last", record_json(m.last)},
+                           {"verdict", m.verdict}});
   j["warnings"] = table.warnings;
   j["notes"] = notes;
   return j;
@@ -503,7 +558,8 @@ void print_process_table(const std::vector<ProcessSeries>& processes) {
   }
 }
 
-void print_view(const Folded& f, const ReportOptions& o, const std::vector<std::string>& notes) {
+void print_view(const Folded& f, const ReportOptions& o, const std::vector<std::string>& notes,
+                const std::map<std::string, MemoryRecord>& memory) {
   const auto& snaps = f.snaps();
   const SiteTable& table = f.table;
   Ranked r = rank(f, o.top);
@@ -534,6 +590,10 @@ void print_view(const Folded& f, const ReportOptions& o, const std::vector<std::
   if (f.over_time()) std::cout << " (" << (table.totals.back() >= table.totals.front() ? "+" : "")
                                << human_bytes(table.totals.back() - table.totals.front()) << " since the first)";
   std::cout << "\n";
+  for (const auto& m : memory_lines(f, memory)) {
+    std::cout << "memory of pid " << m.pid << ", first snapshot to last: " << m.change << "\n";
+    std::cout << "  where it grew: " << m.verdict << "\n";
+  }
   for (const auto& n : notes) std::cout << "note: " << n << "\n";
   for (const auto& w : table.warnings) std::cout << "warning: " << w << "\n";
   if (f.over_time()) {
@@ -565,7 +625,8 @@ ExitCode run_report(const ReportOptions& o) {
                 "or docker-daemon:NAME, as for preflight) or --rootfs DIR (its root filesystem), one of them");
   std::vector<std::string> notes;
   std::map<uint64_t, std::vector<std::string>> process_notes;
-  std::vector<ProcessSeries> processes = load_processes(o, process_notes);
+  std::map<std::string, MemoryRecord> memory;  // beside the dumps, by dump name
+  std::vector<ProcessSeries> processes = load_processes(o, process_notes, memory);
   for (const auto& n : process_notes[0]) notes.push_back(n);  // of no one process: the files'
   process_notes.erase(0);
   if (processes.empty()) throw Error("no snapshot in " + o.profiles[0]);
@@ -602,14 +663,14 @@ ExitCode run_report(const ReportOptions& o) {
   };
 
   if (o.json) {
-    nlohmann::json j = view_json(views.front(), o, notes_of(views.front()));
+    nlohmann::json j = view_json(views.front(), o, notes_of(views.front()), memory);
     if (processes.size() > 1) {
       j["processes"] = nlohmann::json::array();
       for (const auto& p : processes) j["processes"].push_back(process_json(p));
     }
     if (views.size() > 1) {
       j["views"] = nlohmann::json::array();
-      for (const auto& f : views) j["views"].push_back(view_json(f, o, notes_of(f)));
+      for (const auto& f : views) j["views"].push_back(view_json(f, o, notes_of(f), memory));
     }
     std::cout << json_text(j) << "\n";
     return ExitCode::Ok;
@@ -620,7 +681,7 @@ ExitCode run_report(const ReportOptions& o) {
   }
   for (size_t i = 0; i < views.size(); ++i) {
     if (views.size() > 1) std::cout << (i ? "\n" : "") << "== " << views[i].view->label << "\n";
-    print_view(views[i], o, notes_of(views[i]));
+    print_view(views[i], o, notes_of(views[i]), memory);
   }
   return ExitCode::Ok;
 }

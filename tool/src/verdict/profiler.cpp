@@ -121,6 +121,12 @@ std::string forked_children_unrecorded(Backend b) {
   return "";
 }
 
+bool is_memory_record(const std::string& name) {
+  const std::string tail = ".mem.json";
+  return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0 &&
+         is_profile_file(Backend::Jemalloc, name.substr(0, name.size() - tail.size()));
+}
+
 bool is_process_record(const std::string& name) {
   const std::string head = "memprofile-proc.", tail = ".json";
   if (name.size() <= head.size() + tail.size() || name.compare(0, head.size(), head) != 0 ||

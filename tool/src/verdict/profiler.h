@@ -34,6 +34,9 @@ constexpr const char* kDefaultCtlLibrary = "/usr/lib/memprofile/libmemprofile_ct
 std::string ctl_socket_name(long pid);
 // Whether a file name in the output directory is one of this backend's profiles (or logs).
 bool is_profile_file(Backend b, const std::string& name);
+// NAME.mem.json beside a jemalloc snapshot NAME: where the process's memory
+// was when the control library took it (ctl/memrecord.c).
+bool is_memory_record(const std::string& name);
 // The control library's record of a process of the tree,
 // memprofile-proc.PID.json (its parent and program): collect carries it,
 // report reads it.

@@ -1,0 +1,91 @@
+// Beside each snapshot the control library takes, a record of where the
+// process's memory was at that moment: NAME.mem.json, one JSON line with
+// RSS as the kernel splits it (/proc/self/status), the allocator's view
+// (backend_allocator_stats) and the cgroup's charge (memory.current, or
+// v1's memory.usage_in_bytes). collect carries it; report compares the
+// first and last to say which bucket grew (the heap, anonymous memory
+// outside the allocator, file-backed or shared memory, the cgroup beyond
+// the processes). Created exclusively, never through a link, renamed into
+// place; control thread only (static buffers).
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+
+// A small file of /proc or /sys, whole, into buf; its length or -1.
+static ssize_t read_small(const char* path, char* buf, size_t len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t got = 0;
+  for (ssize_t n; got + 1 < len && (n = read(fd, buf + got, len - 1 - got)) > 0;) got += (size_t)n;
+  close(fd);
+  buf[got] = '\0';
+  return (ssize_t)got;
+}
+
+// "Key:   123 kB" of /proc/self/status, in bytes.
+static unsigned long long status_bytes(const char* text, const char* key) {
+  char k[32];
+  snprintf(k, sizeof k, "\n%s:", key);
+  const char* at = strstr(text, k);
+  return at ? strtoull(at + strlen(k), NULL, 10) * 1024 : 0;
+}
+
+// The charge of the process's memory cgroup, or -1 when none can be read.
+static long long cgroup_charge(void) {
+  static char text[4096], path[1024], num[64];
+  if (read_small("/proc/self/cgroup", text, sizeof text) <= 0) return -1;
+  for (char* line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    char* a = strchr(line, ':');
+    char* b = a ? strchr(a + 1, ':') : NULL;
+    if (!b) continue;
+    *b = '\0';
+    const char* cg = b + 1;
+    if (strcmp(line, "0") == 0 && a[1] == '\0')  // v2: "0::PATH"
+      snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.current", strcmp(cg, "/") == 0 ? "" : cg);
+    else if (strstr(a + 1, "memory"))  // v1: "N:memory:PATH"
+      snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", strcmp(cg, "/") == 0 ? "" : cg);
+    else
+      continue;
+    if (read_small(path, num, sizeof num) > 0) return strtoll(num, NULL, 10);
+  }
+  return -1;
+}
+
+void memory_record_write(int dfd, const char* dump_name) {
+  static char status[8192], body[1024], name[300], tmp[310];
+  if (read_small("/proc/self/status", status + 1, sizeof status - 1) <= 0) return;
+  status[0] = '\n';
+  int n = snprintf(body, sizeof body,
+                   "{\"pid\":%d,\"dump\":\"%.200s\",\"time\":%lld,\"rss\":%llu,\"anon\":%llu,\"file\":%llu,\"shmem\":%llu,"
+                   "\"swap\":%llu",
+                   (int)ctl.pid, dump_name, (long long)time(NULL), status_bytes(status, "VmRSS"),
+                   status_bytes(status, "RssAnon"), status_bytes(status, "RssFile"), status_bytes(status, "RssShmem"),
+                   status_bytes(status, "VmSwap"));
+  struct allocator_stats as;
+  if (n > 0 && (size_t)n < sizeof body && backend_allocator_stats(&as) == 0) {
+    int jem = strcmp(as.name, "jemalloc") == 0;
+    n += snprintf(body + n, sizeof body - (size_t)n, ",\"allocator\":\"%s\",\"allocated\":%llu,\"allocator_resident\":%llu",
+                  as.name, (unsigned long long)(jem ? as.allocated : as.in_use),
+                  (unsigned long long)(jem ? as.resident : as.arena + as.mmapped));
+  }
+  long long charge = cgroup_charge();
+  if (n > 0 && (size_t)n < sizeof body && charge >= 0)
+    n += snprintf(body + n, sizeof body - (size_t)n, ",\"cgroup\":%lld", charge);
+  if (n <= 0 || (size_t)n + 3 > sizeof body) return;
+  memcpy(body + n, "}\n", 3);
+  n += 2;
+  snprintf(name, sizeof name, "%.280s.mem.json", dump_name);
+  snprintf(tmp, sizeof tmp, "%s.new", name);
+  unlinkat(dfd, tmp, 0);
+  int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  int ok = write(fd, body, (size_t)n) == n;
+  close(fd);
+  if (!ok || renameat(dfd, tmp, dfd, name) != 0) unlinkat(dfd, tmp, 0);
+}

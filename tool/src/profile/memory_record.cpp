@@ -1,0 +1,96 @@
+#include "profile/memory_record.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "base/error.h"
+#include "base/json_text.h"
+#include "profile/sites.h"
+
+namespace memprofile {
+
+namespace {
+
+constexpr size_t kMaxRecord = 64 << 10;
+constexpr double kGrew = 1 << 20;  // a bucket "grew" by at least 1 MiB
+
+double delta(uint64_t a, uint64_t b) { return static_cast<double>(b) - static_cast<double>(a); }
+
+std::string signed_bytes(double v) { return (v >= 0 ? "+" : "") + human_bytes(v); }
+
+uint64_t field(const nlohmann::json& j, const char* key, const std::string& name) {
+  auto it = j.find(key);
+  if (it == j.end()) return 0;
+  if (!it->is_number_unsigned()) throw FileError(name, std::string("\"") + key + "\" is not a byte count");
+  return it->get<uint64_t>();
+}
+
+}  // namespace
+
+MemoryRecord parse_memory_record(const std::string& text, const std::string& name) {
+  if (text.size() > kMaxRecord) throw FileError(name, "larger than 64 KiB; not a memory record");
+  nlohmann::json j = parse_json_bounded(text, name);
+  if (!j.is_object()) throw FileError(name, "not a memory record (a JSON object)");
+  MemoryRecord r;
+  r.rss = field(j, "rss", name);
+  r.anon = field(j, "anon", name);
+  r.file = field(j, "file", name);
+  r.shmem = field(j, "shmem", name);
+  r.swap = field(j, "swap", name);
+  if (j.contains("allocator") && j["allocator"].is_string()) {
+    r.has_allocator = true;
+    r.allocator = j["allocator"].get<std::string>();
+    r.allocated = field(j, "allocated", name);
+    r.resident = field(j, "allocator_resident", name);
+  }
+  if (j.contains("cgroup")) {
+    r.has_cgroup = true;
+    r.cgroup = field(j, "cgroup", name);
+  }
+  return r;
+}
+
+std::string memory_verdict(const MemoryRecord& a, const MemoryRecord& b, double profile_growth) {
+  double rss = delta(a.rss, b.rss);
+  double heap = a.has_allocator && b.has_allocator ? delta(a.allocated, b.allocated) : profile_growth;
+  auto outside = [](const MemoryRecord& r) {
+    return static_cast<double>(r.anon) - static_cast<double>(r.has_allocator ? r.resident : 0);
+  };
+  double anon_outside = a.has_allocator && b.has_allocator ? outside(b) - outside(a) : delta(a.anon, b.anon) - heap;
+  double shared = delta(a.file + a.shmem, b.file + b.shmem);
+  double beyond = a.has_cgroup && b.has_cgroup ? delta(a.cgroup, b.cgroup) - rss : 0;
+  struct Bucket {
+    double bytes;
+    std::string says;
+  };
+  std::vector<Bucket> grew = {
+      {heap, "the heap grew by " + human_bytes(heap) + ": see the sites below"},
+      {anon_outside, "RSS grew by " + human_bytes(anon_outside) +
+                         " outside the allocator: anonymous mappings (the app's own mmap, thread stacks, a JIT, "
+                         "another allocator), which no heap profile shows"},
+      {shared, "RSS grew by " + human_bytes(shared) +
+                   " in file-backed or shared memory (tmpfs, memory-medium emptyDirs, mapped files, shm)"},
+      {beyond, "the cgroup's charge grew by " + human_bytes(beyond) +
+                   " beyond the processes' RSS: page cache, tmpfs or kernel memory (what the OOM killer counts)"},
+  };
+  auto top = std::max_element(grew.begin(), grew.end(), [](const Bucket& x, const Bucket& y) { return x.bytes < y.bytes; });
+  if (top->bytes < kGrew) return "nothing grew by 1 MiB or more (RSS " + signed_bytes(rss) + ")";
+  if (top == grew.begin()) return top->says;
+  std::string heap_said = heap < kGrew ? "the heap is flat (" + signed_bytes(heap) + "); " : "the heap grew by " + human_bytes(heap) + ", but ";
+  return heap_said + top->says;
+}
+
+std::string memory_change(const MemoryRecord& a, const MemoryRecord& b) {
+  std::string s = "RSS " + human_bytes(static_cast<double>(a.rss)) + " -> " + human_bytes(static_cast<double>(b.rss)) + " (" +
+                  signed_bytes(delta(a.rss, b.rss)) + "): anonymous " + signed_bytes(delta(a.anon, b.anon)) + ", file " +
+                  signed_bytes(delta(a.file, b.file)) + ", shmem " + signed_bytes(delta(a.shmem, b.shmem));
+  if (a.has_allocator && b.has_allocator)
+    s += "; " + b.allocator + " allocated " + signed_bytes(delta(a.allocated, b.allocated));
+  if (a.has_cgroup && b.has_cgroup) s += "; cgroup " + signed_bytes(delta(a.cgroup, b.cgroup));
+  return s;
+}
+
+}  // namespace memprofile
