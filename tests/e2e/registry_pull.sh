@@ -90,6 +90,8 @@ pass "--registry-same-host: a redirect to another host is refused"
 expect_error "@sha256:[0-9a-f]{64}: truncated" --tls-verify=false "docker://${px}/cut/t/ready:v1"
 expect_error "@sha256:[0-9a-f]{64}: digest mismatch" --tls-verify=false "docker://${px}/corrupt/t/ready:v1"
 expect_error "blob sha256:[0-9a-f]{64}: redirect loop" --tls-verify=false "docker://${px}/loop/t/ready:v1"
+expect_error "blob sha256:[0-9a-f]{64}: too many redirects \(10, the last to http://.*\?n10; memprofile follows at most 9\)" \
+  --tls-verify=false "docker://${px}/chain/t/ready:v1"
 expect_error "manifest big/t/ready:v1: larger than 4 MiB" --tls-verify=false "docker://${px}/big/t/ready:v1"
 expect_error "malformed JSON" --tls-verify=false "docker://${px}/badjson/t/ready:v1"
 expect_error "${px} denies access to manifest forbidden/t/ready:v1 \(403 Forbidden\) \(DENIED" \

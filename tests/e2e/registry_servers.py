@@ -187,6 +187,11 @@ def proxy_server(port, upstream, blob_host):
                                   [("Content-Type", "application/json")])
             if kind == "blobs" and fault == "redirect":
                 return self.reply(307, b"", [("Location", f"{blob_host}/blob/{digest}")])
+            if kind == "blobs" and fault == "chain":
+                # Twenty redirects, each to a new URL: a chain, not a loop.
+                base, _, q = self.path.partition("?")
+                n = int(q[1:]) if q.startswith("n") else 0
+                return self.reply(302, b"", [("Location", base + "?n" + str(n + 1))])
             if kind == "blobs" and fault == "loop":
                 base = self.path.split("?")[0]
                 return self.reply(302, b"", [("Location", base + ("?a" if self.path.endswith("?b") else "?b"))])

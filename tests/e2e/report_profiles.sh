@@ -305,3 +305,17 @@ grep -q "^note: left out, cut short: ${last}: truncated: " "${SCRATCH}/with-cut.
   fail "no note for the cut dump: $(grep note "${SCRATCH}/with-cut.txt")"
 report_error "$(basename "${last}"): truncated" --rootfs / "${last}"
 pass "a cut dump among others is left out with a note; alone, it is refused"
+
+# Counts past what int64 holds: --pprof saturates them (go tool pprof showed
+# a negative total before, from INT64_MIN), as the text report sums them.
+dump="$(find "${SCRATCH}/c" -name '*.heap' | sort -V | head -1)"
+awk 'NR == 2 { print "  t*: 1: 9000000000000000000 [0: 0]"; next }
+     /^  t\*: / && NR > 2 { print "  t*: 9000000000000000000: 9000000000000000000 [0: 0]"; next } { print }' "${dump}" \
+  > "${SCRATCH}/huge.heap"
+"${MEMPROFILE}" report --rootfs / --pprof "${SCRATCH}/huge.pb.gz" "${SCRATCH}/huge.heap" > /dev/null 2> "${SCRATCH}/huge.err" ||
+  fail "huge counts: $(cat "${SCRATCH}/huge.err")"
+zcat "${SCRATCH}/huge.pb.gz" | protoc --decode perftools.profiles.Profile -I "${E2E_ROOT}/tool/proto" profile.proto \
+  > "${SCRATCH}/huge.decoded" || fail "huge counts: protoc cannot decode the pprof file"
+if grep -q "^  value: -" "${SCRATCH}/huge.decoded"; then fail "huge counts: negative values in the pprof file"; fi
+grep -q "^  value: 9223372036854775807$" "${SCRATCH}/huge.decoded" || fail "huge counts: not saturated at INT64_MAX"
+pass "--pprof: counts past int64 saturate at INT64_MAX, never negative"
