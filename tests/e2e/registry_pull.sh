@@ -92,6 +92,8 @@ expect_error "@sha256:[0-9a-f]{64}: digest mismatch" --tls-verify=false "docker:
 expect_error "blob sha256:[0-9a-f]{64}: redirect loop" --tls-verify=false "docker://${px}/loop/t/ready:v1"
 expect_error "blob sha256:[0-9a-f]{64}: too many redirects \(10, the last to http://.*\?n10; memprofile follows at most 9\)" \
   --tls-verify=false "docker://${px}/chain/t/ready:v1"
+expect_error "localhost:${proxy_port} answered 401 Unauthorized for blob sha256:[0-9a-f]{64} \(a redirect from ${px}; memprofile sends no credentials to another host\)" \
+  --tls-verify=false --creds alice:s3cret "docker://${px}/elsewhere401/t/ready:v1"
 expect_error "manifest big/t/ready:v1: larger than 4 MiB" --tls-verify=false "docker://${px}/big/t/ready:v1"
 expect_error "malformed JSON" --tls-verify=false "docker://${px}/badjson/t/ready:v1"
 expect_error "${px} denies access to manifest forbidden/t/ready:v1 \(403 Forbidden\) \(DENIED" \

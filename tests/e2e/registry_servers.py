@@ -159,6 +159,9 @@ def proxy_server(port, upstream, blob_host):
 
         def handle_any(self):
             path = self.path
+            if path.startswith("/elsewhere/"):
+                # Another origin (localhost, not 127.0.0.1) that wants credentials.
+                return self.reply(401, b"", [("WWW-Authenticate", 'Basic realm="elsewhere"')])
             if not path.startswith("/v2/") or path == "/v2/":
                 conn, r = self.forward(path)
                 body = r.read()
@@ -187,6 +190,8 @@ def proxy_server(port, upstream, blob_host):
                                   [("Content-Type", "application/json")])
             if kind == "blobs" and fault == "redirect":
                 return self.reply(307, b"", [("Location", f"{blob_host}/blob/{digest}")])
+            if kind == "blobs" and fault == "elsewhere401":
+                return self.reply(307, b"", [("Location", f"http://localhost:{port}/elsewhere/{digest}")])
             if kind == "blobs" and fault == "chain":
                 # Twenty redirects, each to a new URL: a chain, not a loop.
                 base, _, q = self.path.partition("?")
