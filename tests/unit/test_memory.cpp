@@ -107,6 +107,10 @@ TEST_CASE("memory records beside snapshots: which bucket grew, in one line") {
   cache.cgroup += 500 << 20;
   CHECK_THAT(memory_verdict(first, cache, 0), Catch::Contains("the cgroup's charge grew by 500.0 MiB beyond the processes' RSS"));
   CHECK_THAT(memory_verdict(first, flat, 0), Catch::StartsWith("nothing grew by 1 MiB or more"));
+  MemoryRecord fragmented = first;  // many blocks freed, their pages kept
+  fragmented.rss += 40 << 20, fragmented.anon += 40 << 20, fragmented.resident += 40 << 20, fragmented.cgroup += 40 << 20;
+  CHECK_THAT(memory_verdict(first, fragmented, 0),
+             Catch::Contains("the allocator holds 40.0 MiB more than the app uses (resident - allocated): fragmentation or retention"));
   CHECK_THROWS_WITH(parse_memory_record(R"({"rss":-1})", "b.mem.json"), Catch::Contains("b.mem.json: \"rss\" is not a byte count"));
   CHECK_THROWS_WITH(parse_memory_record("[1]", "c.mem.json"), Catch::Contains("not a memory record"));
 }

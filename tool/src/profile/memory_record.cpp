@@ -61,6 +61,10 @@ std::string memory_verdict(const MemoryRecord& a, const MemoryRecord& b, double 
   };
   double anon_outside = a.has_allocator && b.has_allocator ? outside(b) - outside(a) : delta(a.anon, b.anon) - heap;
   double shared = delta(a.file + a.shmem, b.file + b.shmem);
+  auto overhead = [](const MemoryRecord& r) { return static_cast<double>(r.resident) - static_cast<double>(r.allocated); };
+  double kept = a.has_allocator && b.has_allocator ? overhead(b) - overhead(a) : 0;
+  std::string tune = b.allocator == "jemalloc" ? "MALLOC_CONF=dirty_decay_ms:1000,muzzy_decay_ms:0 returns pages sooner"
+                                               : "MALLOC_ARENA_MAX=2 or MALLOC_TRIM_THRESHOLD_ bounds glibc's arenas";
   double beyond = a.has_cgroup && b.has_cgroup ? delta(a.cgroup, b.cgroup) - rss : 0;
   struct Bucket {
     double bytes;
@@ -71,6 +75,8 @@ std::string memory_verdict(const MemoryRecord& a, const MemoryRecord& b, double 
       {anon_outside, "RSS grew by " + human_bytes(anon_outside) +
                          " outside the allocator: anonymous mappings (the app's own mmap, thread stacks, a JIT, "
                          "another allocator), which no heap profile shows"},
+      {kept, "the allocator holds " + human_bytes(kept) +
+                 " more than the app uses (resident - allocated): fragmentation or retention; " + tune},
       {shared, "RSS grew by " + human_bytes(shared) +
                    " in file-backed or shared memory (tmpfs, memory-medium emptyDirs, mapped files, shm)"},
       {beyond, "the cgroup's charge grew by " + human_bytes(beyond) +
