@@ -70,23 +70,31 @@ std::string memory_verdict(const MemoryRecord& a, const MemoryRecord& b, double 
     double bytes;
     std::string says;
   };
+  // The process's own buckets; the cgroup (which may hold other processes
+  // too: a pod's, a CI job's) is said beside them, never instead.
   std::vector<Bucket> grew = {
       {heap, "the heap grew by " + human_bytes(heap) + ": see the sites below"},
+      {kept, "the allocator holds " + human_bytes(kept) +
+                 " more than the app uses (resident - allocated): fragmentation or retention; " + tune},
       {anon_outside, "RSS grew by " + human_bytes(anon_outside) +
                          " outside the allocator: anonymous mappings (the app's own mmap, thread stacks, a JIT, "
                          "another allocator), which no heap profile shows"},
-      {kept, "the allocator holds " + human_bytes(kept) +
-                 " more than the app uses (resident - allocated): fragmentation or retention; " + tune},
       {shared, "RSS grew by " + human_bytes(shared) +
                    " in file-backed or shared memory (tmpfs, memory-medium emptyDirs, mapped files, shm)"},
-      {beyond, "the cgroup's charge grew by " + human_bytes(beyond) +
-                   " beyond the processes' RSS: page cache, tmpfs or kernel memory (what the OOM killer counts)"},
   };
+  std::string cgroup = beyond >= kGrew ? "the cgroup's charge grew by " + human_bytes(beyond) +
+                                             " beyond the processes' RSS: page cache, tmpfs or kernel memory, or other "
+                                             "processes of the cgroup (what the OOM killer counts)"
+                                       : "";
   auto top = std::max_element(grew.begin(), grew.end(), [](const Bucket& x, const Bucket& y) { return x.bytes < y.bytes; });
-  if (top->bytes < kGrew) return "nothing grew by 1 MiB or more (RSS " + signed_bytes(rss) + ")";
-  if (top == grew.begin()) return top->says;
-  std::string heap_said = heap < kGrew ? "the heap is flat (" + signed_bytes(heap) + "); " : "the heap grew by " + human_bytes(heap) + ", but ";
-  return heap_said + top->says;
+  if (top->bytes < kGrew)
+    return cgroup.empty() ? "nothing grew by 1 MiB or more (RSS " + signed_bytes(rss) + ")"
+                          : "the process's memory is flat (RSS " + signed_bytes(rss) + "); " + cgroup;
+  std::string said = top == grew.begin() ? top->says
+                                         : (heap < kGrew ? "the heap is flat (" + signed_bytes(heap) + "); "
+                                                         : "the heap grew by " + human_bytes(heap) + ", but ") +
+                                               top->says;
+  return cgroup.empty() ? said : said + "; besides, " + cgroup;
 }
 
 std::string memory_change(const MemoryRecord& a, const MemoryRecord& b) {
