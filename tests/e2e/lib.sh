@@ -48,9 +48,16 @@ preload_dist() {  # BACKEND ARCH -> directory with the built library
 
 # free_port: a free TCP port on loopback.
 free_port() {
-  local p
+  # A port handed out before is not free yet even if its server has not
+  # bound it (python starting): remembered in a file, as this runs in $(...).
+  local p given="${SCRATCH}/.ports-given"
   for p in $(shuf -i 20000-60000 -n 50); do
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/${p}") 2>/dev/null; then echo "${p}"; return; fi
+    grep -qx "${p}" "${given}" 2>/dev/null && continue
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/${p}") 2>/dev/null; then
+      echo "${p}" >> "${given}"
+      echo "${p}"
+      return
+    fi
   done
   fail "no free port"
 }
