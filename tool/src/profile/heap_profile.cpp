@@ -112,13 +112,13 @@ std::shared_ptr<const std::vector<uint64_t>> StackInterner::intern(std::vector<u
   // A sample's own cost (StackSample and its snapshot's share), then the
   // stack's if it is new: its addresses, the set's node, and what report
   // builds of it later, its frames symbolised for its site's example stack
-  // (about 160 bytes a frame, 64 frames at most: sites.h).
-  constexpr uint64_t kSampleBytes = sizeof(StackSample), kStackBytes = 64, kFrameBytes = 160, kExampleFrames = 64;
+  // (about 160 bytes a frame, kMaxSiteStack frames at most).
+  constexpr uint64_t kSampleBytes = sizeof(StackSample), kStackBytes = 64, kFrameBytes = 160;
   ++samples_;
   bytes_ += kSampleBytes;
   auto v = std::make_shared<const std::vector<uint64_t>>(std::move(pcs));
   auto [it, added] = set_.insert(v);
-  if (added) bytes_ += kStackBytes + 8 * v->size() + kFrameBytes * std::min<uint64_t>(v->size(), kExampleFrames);
+  if (added) bytes_ += kStackBytes + 8 * v->size() + kFrameBytes * std::min<uint64_t>(v->size(), kMaxSiteStack);
   if (bytes_ > budget_)
     throw FileError(name, "the profiles read so far hold more than " + std::to_string(budget_ >> 20) + " MiB of stacks (" +
                               std::to_string(samples_) + " samples, " + std::to_string(set_.size()) +

@@ -56,6 +56,9 @@ struct HeapSnapshot {
 // a few MiB); most frames of one stack (jemalloc records at most 128).
 constexpr uint64_t kMaxProfileFile = 256ull << 20;
 constexpr size_t kMaxStackFrames = 1024;
+// Frames kept of a site's heaviest stack (sites.h; jemalloc records at most
+// 128): also what the run's budget counts for each distinct stack.
+constexpr size_t kMaxSiteStack = 64;
 
 // What one report run may hold of the profiles it read, in all: each
 // distinct stack once (dumps of one process repeat most of theirs), and

@@ -13,9 +13,6 @@
 
 namespace memprofile {
 
-// Frames kept of a site's heaviest stack (jemalloc records at most 128).
-constexpr size_t kMaxSiteStack = 64;
-
 struct Site {
   Frame frame;                  // where the memory was asked for
   std::vector<Frame> stack;     // its heaviest stack, innermost first, allocator frames dropped, kMaxSiteStack at most

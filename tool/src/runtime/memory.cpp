@@ -79,41 +79,40 @@ CgroupMemory read_cgroup_memory(long pid, const std::string& proc, const std::st
     for (std::string one; std::getline(cs, one, ',');)
       if (one == "memory") v1_path = path;
   }
-  if (!v1_path.empty()) {
-    std::string dir = root + "/memory" + (v1_path == "/" ? "" : v1_path);
-    std::string usage = read_small(dir + "/memory.usage_in_bytes");
-    if (!usage.empty()) {
-      std::string stat = read_small(dir + "/memory.stat");
-      c.known = true;
-      c.version = "v1";
-      c.path = v1_path;
-      c.current = first_number(usage);
-      c.anon = stat_value(stat, "rss");
-      c.file = stat_value(stat, "cache");
-      c.shmem = stat_value(stat, "shmem");
-      return c;
+  // The same files under each version's names; v1 where its memory
+  // controller is mounted, else v2's unified tree.
+  struct Layout {
+    const char* version;
+    std::string path, dir;
+    const char *usage, *anon, *file;
+  };
+  std::vector<Layout> layouts;
+  if (!v1_path.empty())
+    layouts.push_back({"v1", v1_path, root + "/memory" + (v1_path == "/" ? "" : v1_path), "memory.usage_in_bytes", "rss", "cache"});
+  if (v2) layouts.push_back({"v2", v2_path, root + (v2_path == "/" ? "" : v2_path), "memory.current", "anon", "file"});
+  for (const auto& l : layouts) {
+    std::string usage = read_small(l.dir + "/" + l.usage);
+    if (usage.empty()) {
+      c.why = l.path == "/" ? std::string("the root cgroup (no ") + l.usage + "): not in a container's cgroup"
+                            : l.dir + "/" + l.usage + " cannot be read (cgroup " + l.version + " not mounted there?)";
+      continue;
     }
-  }
-  if (v2) {
-    std::string dir = root + (v2_path == "/" ? "" : v2_path);
-    std::string current = read_small(dir + "/memory.current");
-    if (current.empty()) {
-      c.why = v2_path == "/" ? "the root cgroup (no memory.current): not in a container's cgroup"
-                             : dir + "/memory.current cannot be read (cgroup v2 not mounted there?)";
-      return c;
-    }
-    std::string stat = read_small(dir + "/memory.stat");
+    std::string stat = read_small(l.dir + "/memory.stat");
     c.known = true;
-    c.version = "v2";
-    c.path = v2_path;
-    c.current = first_number(current);
-    c.anon = stat_value(stat, "anon");
-    c.file = stat_value(stat, "file");
+    c.why.clear();
+    c.version = l.version;
+    c.path = l.path;
+    c.current = first_number(usage);
+    c.anon = stat_value(stat, l.anon);
+    c.file = stat_value(stat, l.file);
     c.shmem = stat_value(stat, "shmem");
-    c.kernel = stat_value(stat, "kernel");
-    if (!c.kernel) c.kernel = stat_value(stat, "kernel_stack") + stat_value(stat, "slab") + stat_value(stat, "pagetables");
+    if (c.version == "v2") {
+      c.kernel = stat_value(stat, "kernel");
+      if (!c.kernel) c.kernel = stat_value(stat, "kernel_stack") + stat_value(stat, "slab") + stat_value(stat, "pagetables");
+    }
     return c;
   }
+  if (!c.why.empty()) return c;
   c.why = "no memory cgroup in /proc/" + std::to_string(pid) + "/cgroup";
   return c;
 }
