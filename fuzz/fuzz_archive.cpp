@@ -15,7 +15,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "image/image.h"
+#include "source/load.h"
 
 namespace {
 
@@ -80,7 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     memprofile::ImageLoadOptions opts;
     opts.all_platforms = true;             // every manifest of an index is loaded
     opts.jobs = 1;                         // deterministic: layers one after another
-    opts.limits.max_tar_bytes = 64 << 20;  // as fuzz_tar
+    opts.source.limits.max_tar_bytes = 64 << 20;  // as fuzz_tar
     auto images = memprofile::load_images(input_path(), opts);
     for (const auto& img : images)
       if (img.tree) img.tree->walk("/", [](const std::string&) {});

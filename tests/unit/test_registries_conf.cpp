@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "base/error.h"
-#include "image/registries_conf.h"
+#include "registry/registries_conf.h"
 #include "support.h"
 
 using namespace memprofile;

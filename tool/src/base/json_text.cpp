@@ -178,4 +178,27 @@ nlohmann::json parse_json_bounded(const std::string& text, const std::string& na
   }
 }
 
+nlohmann::json parse_json_document(const std::string& text, const std::string& name) {
+  nlohmann::json j = parse_json_bounded(text, name);
+  if (!j.is_object() && !j.is_array()) throw FileError(name, "malformed JSON: not an object");
+  return j;
+}
+
+std::string json_string_or(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+std::vector<std::string> json_string_list(const nlohmann::json& j, const char* key, const std::string& name) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_array()) throw FileError(name, std::string("\"") + key + "\" is not an array of strings");
+  std::vector<std::string> out;
+  for (const auto& v : *it) {
+    if (!v.is_string()) throw FileError(name, std::string("\"") + key + "\" is not an array of strings");
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
 }  // namespace memprofile

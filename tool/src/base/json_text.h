@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace memprofile {
 
@@ -23,6 +24,17 @@ std::string json_text(const nlohmann::json& j);
 constexpr size_t kMaxJsonValues = 1u << 17;  // real configs hold a few thousand
 constexpr size_t kMaxJsonDepth = 128;        // real ones nest under 10
 nlohmann::json parse_json_bounded(const std::string& text, const std::string& name);
+
+// The same, for a document that must be an object or an array (a manifest,
+// an index, a config).
+nlohmann::json parse_json_document(const std::string& text, const std::string& name);
+
+// j[key] when it is a string, else "".
+std::string json_string_or(const nlohmann::json& j, const char* key);
+
+// j[key] as a list of strings: absent or null is empty; anything but an
+// array of strings is a FileError naming `name`.
+std::vector<std::string> json_string_list(const nlohmann::json& j, const char* key, const std::string& name);
 
 
 }  // namespace memprofile

@@ -18,7 +18,7 @@
 #include "base/unique_fd.h"
 #include "verdict/findings.h"
 #include "image/file_tree.h"
-#include "image/image.h"
+#include "source/load.h"
 #include "verdict/preflight.h"
 #include "verdict/profiler.h"
 #include "verdict/report.h"
@@ -274,8 +274,9 @@ ExitCode run_preflight(const PreflightCliOptions& opts) {
     lo.platform = opts.platform;
     lo.all_platforms = opts.all_platforms;
     lo.jobs = opts.jobs;
-    lo.limits.max_tar_bytes = opts.max_layer_bytes;
-    lo.registry = {opts.creds, opts.authfile, opts.cert_dir, opts.tls_verify, opts.registries_conf, opts.registry_same_host};
+    lo.source.limits.max_tar_bytes = opts.max_layer_bytes;
+    lo.source.network = &network_sources();
+    lo.source.registry = {opts.creds, opts.authfile, opts.cert_dir, opts.tls_verify, opts.registries_conf, opts.registry_same_host};
     images = load_images(opts.image, lo);
   }
   PreflightOptions po{opts.target, opts.preload};

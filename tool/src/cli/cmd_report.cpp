@@ -30,10 +30,10 @@
 #include "base/unique_fd.h"
 #include "cli/cmd_report.h"
 #include "image/file_tree.h"
-#include "image/image.h"
+#include "source/load.h"
 #include "profile/heap_profile.h"
 #include "profile/charts.h"
-#include "profile/collected.h"
+#include "collect/collected.h"
 #include "profile/heaptrack_trace.h"
 #include "profile/memory_record.h"
 #include "profile/pprof.h"
@@ -362,7 +362,8 @@ std::shared_ptr<FileTree> open_files(const ReportOptions& o, const std::vector<H
     for (const auto& m : s.maps) mapped.insert(m.path);
   ImageLoadOptions lo;
   lo.platform = o.platform;
-  lo.limits.capture = std::make_shared<Capture>([mapped = std::move(mapped)](const std::string& p) {
+  lo.source.network = &network_sources();
+  lo.source.limits.capture = std::make_shared<Capture>([mapped = std::move(mapped)](const std::string& p) {
     return mapped.count(p) || p.rfind("/usr/lib/debug/", 0) == 0 || p.find("/.debug/") != std::string::npos;
   });
   std::vector<LoadedImage> images = load_images(o.image, lo);

@@ -1,9 +1,6 @@
-// Reading container images without a daemon and without extracting them:
-// `docker save` archives (legacy and Docker >= 25's OCI layout inside the
-// tar), OCI image layout directories and OCI archives, from a file or a
-// non-seekable stream. Every blob is checked against its digest, every layer
-// against its diff_id; layers are summarised in parallel where the input can
-// be read at several offsets at once.
+// An image as memprofile judges it: its config (entrypoint, environment,
+// platform) and its flattened file tree. Where images come from and how
+// they are read is source/ (load_images).
 #pragma once
 
 #include <memory>
@@ -12,7 +9,6 @@
 
 #include "image/file_tree.h"
 #include "image/layer.h"
-#include "image/registry.h"
 
 namespace memprofile {
 
@@ -42,18 +38,6 @@ struct LoadedImage {
   std::vector<std::string> notes;
   uint64_t layers = 0, layer_bytes = 0;
 };
-
-struct ImageLoadOptions {
-  std::string platform;       // "" = the only one, or the host's
-  bool all_platforms = false;
-  unsigned jobs = 0;          // parallel layer workers (0 = cores)
-  LayerLimits limits;
-  RegistryOptions registry;   // docker://REF sources
-};
-
-// Loads the image(s) at `source` ("-" for standard input, "docker://REF" for a
-// registry).
-std::vector<LoadedImage> load_images(const std::string& source, const ImageLoadOptions& opts);
 
 // Parses an image config blob (the JSON with "config" and "rootfs").
 ImageConfig parse_image_config(const std::string& json, const std::string& name);

@@ -1,4 +1,4 @@
-#include "image/http.h"
+#include "registry/http.h"
 
 #include <curl/curl.h>
 

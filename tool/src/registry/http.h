@@ -2,7 +2,7 @@
 // the Reader interface as it arrives, with at most kMaxBuffered bytes held
 // per request (the transfer pauses while the reader is behind), so a layer
 // of gigabytes costs a megabyte. Redirects are not followed here: the caller
-// decides what goes to the next host (registry.cpp never sends its
+// decides what goes to the next host (distribution.cpp never sends its
 // Authorization header to another one).
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "image/registry_auth.h"
+#include "registry/auth.h"
 
 #include <fcntl.h>
 #include <poll.h>

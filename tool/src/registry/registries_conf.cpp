@@ -1,4 +1,4 @@
-#include "image/registries_conf.h"
+#include "registry/registries_conf.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "profile/collected.h"
+#include "collect/collected.h"
 
 #include <map>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-#include "image/daemon.h"
+#include "registry/daemon.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>

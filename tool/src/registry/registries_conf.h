@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "image/registry.h"
+#include "registry/reference.h"
 
 namespace memprofile {
 

@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "image/registry.h"
+#include "registry/reference.h"
+#include "source/sources.h"
 
 namespace memprofile {
 

@@ -12,11 +12,9 @@
 #include <string>
 
 #include "base/stream.h"
-#include "image/http.h"
+#include "registry/http.h"
 
 namespace memprofile {
-
-inline bool is_daemon_source(const std::string& source) { return source.rfind("docker-daemon:", 0) == 0; }
 
 // Where the Engine API is, and how to talk to it.
 struct DaemonEndpoint {
