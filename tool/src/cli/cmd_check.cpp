@@ -6,15 +6,14 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <iostream>
 #include <memory>
-#include <thread>
 
 #include "verdict/checker.h"
 #include "base/error.h"
+#include "base/parallel.h"
 #include "image/file_tree.h"
-#include "verdict/report.h"
+#include "verdict/render.h"
 
 namespace memprofile {
 
@@ -96,7 +95,7 @@ ExitCode run_check(const CheckOptions& opts) {
   Checker checker(tree, co);
 
   bool color = !opts.json && isatty(STDOUT_FILENO);
-  unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
+  unsigned jobs = worker_count(opts.jobs);
   size_t checked = 0, good = 0, not_elf = 0, failed = 0;
 
   // Files are judged in batches, in parallel within a batch and printed in
@@ -106,34 +105,28 @@ ExitCode run_check(const CheckOptions& opts) {
   std::vector<Outcome> out;
   auto flush = [&] {
     out.assign(batch.size(), Outcome{});
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < batch.size();) {
-        const auto& [path, explicit_arg] = batch[i];
-        Outcome& o = out[i];
-        try {
-          auto elf = tree.elf_once(path);
-          if (!elf) {
-            if (explicit_arg) throw FileError(tree.display(path), describe_non_elf(tree, path));
-            o.kind = Outcome::Kind::NotElf;
-            continue;
-          }
-          o.report = checker.check(path, elf);
-          o.kind = Outcome::Kind::Checked;
-        } catch (const Error& e) {
-          o.kind = Outcome::Kind::Failed;
-          o.error = e.what();
-        } catch (const std::bad_alloc&) {
-          o.kind = Outcome::Kind::Failed;
-          o.error = tree.display(path) + ": out of memory";
-        }
-      }
-    };
+    // Each file's error is its own outcome: one bad file stops nothing.
     unsigned n = static_cast<unsigned>(std::min<size_t>(jobs, batch.size() / 64 + 1));
-    std::vector<std::thread> pool;
-    for (unsigned t = 1; t < n; ++t) pool.emplace_back(work);
-    work();
-    for (auto& t : pool) t.join();
+    parallel_for(batch.size(), n, [&](size_t i) {
+      const auto& [path, explicit_arg] = batch[i];
+      Outcome& o = out[i];
+      try {
+        auto elf = tree.elf_once(path);
+        if (!elf) {
+          if (explicit_arg) throw FileError(tree.display(path), describe_non_elf(tree, path));
+          o.kind = Outcome::Kind::NotElf;
+          return;
+        }
+        o.report = checker.check(path, elf);
+        o.kind = Outcome::Kind::Checked;
+      } catch (const Error& e) {
+        o.kind = Outcome::Kind::Failed;
+        o.error = e.what();
+      } catch (const std::bad_alloc&) {
+        o.kind = Outcome::Kind::Failed;
+        o.error = tree.display(path) + ": out of memory";
+      }
+    });
     for (const auto& o : out) {
       switch (o.kind) {
         case Outcome::Kind::NotElf:

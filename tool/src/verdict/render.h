@@ -1,11 +1,15 @@
-// Rendering of check results: a human report (colour only on a terminal) and
-// JSON with the same content. The JSON shape is documented in docs/check.md.
+// Rendering of verdicts: check's per-file results and preflight's per-image
+// ones, each as a human report (colour only on a terminal) and as JSON with
+// the same content. The JSON shapes are documented in docs/check.md and
+// docs/preflight.md.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "image/image.h"
 #include "verdict/checker.h"
+#include "verdict/preflight.h"
 
 namespace memprofile {
 
@@ -13,6 +17,10 @@ nlohmann::json to_json(const FileReport& r);
 nlohmann::json to_json(const Finding& f);
 void print_human(std::ostream& out, const FileReport& r, bool color);
 void print_finding(std::ostream& out, const Finding& f, bool color, const char* indent = "  ");
+
+// preflight's verdict on one image.
+nlohmann::json to_json(const LoadedImage& img, const PreflightResult& r);
+void print_preflight(std::ostream& out, const LoadedImage& img, const PreflightResult& r, bool color);
 
 // ANSI colours, or nothing when `on` is false.
 struct Style {
