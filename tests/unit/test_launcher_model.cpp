@@ -15,9 +15,9 @@
 #include "image/image.h"
 #include "support.h"
 #include "verdict/findings.h"
-#include "verdict/launcher.h"
+#include "runtime/launcher.h"
 #include "verdict/preflight.h"
-#include "verdict/profiler.h"
+#include "runtime/backend.h"
 
 using namespace memprofile;
 using nlohmann::json;

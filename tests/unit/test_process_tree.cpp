@@ -10,8 +10,8 @@
 #include "profile/processes.h"
 #include "runtime/proc_tree.h"
 #include "support.h"
-#include "verdict/launcher.h"
-#include "verdict/profiler.h"
+#include "runtime/launcher.h"
+#include "runtime/backend.h"
 
 using namespace memprofile;
 using testing::Scratch;

@@ -17,11 +17,12 @@
 #include <thread>
 
 #include "base/json_text.h"
-#include "cli/cmd_launcher.h"
+#include "cli/commands.h"
+#include "runtime/control_client.h"
 #include "elf/elf_info.h"
 #include "base/error.h"
 #include "base/unique_fd.h"
-#include "verdict/profiler.h"
+#include "runtime/backend.h"
 
 namespace memprofile {
 
@@ -242,21 +243,6 @@ ExitCode run_attached(const AttachedOptions& o) {
 }
 
 }  // namespace
-
-// The process's own environment as exec'd (/proc/PID/environ: unsetenv in
-// the process does not change it), bounded like the kernel's ARG_MAX.
-std::map<std::string, std::string> process_environ(const std::string& proc) {
-  std::map<std::string, std::string> env;
-  std::ifstream in(proc + "/environ", std::ios::binary);
-  std::string entry;
-  size_t total = 0;
-  while (total < (4u << 20) && std::getline(in, entry, '\0')) {
-    total += entry.size() + 1;
-    size_t eq = entry.find('=');
-    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
-  return env;
-}
 
 void setup_attached(CLI::App& app, ExitCode& exit_code) {
   auto o = std::make_shared<AttachedOptions>();

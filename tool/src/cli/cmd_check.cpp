@@ -1,5 +1,8 @@
+// `memprofile check FILE... [--root DIR] [--preload LIB] [--json]`: judge
+// ELF files (verdict/checker.cpp) one by one, or every file of a root, in
+// parallel batches printed in order.
 #include "base/json_text.h"
-#include "cli/cmd_check.h"
+#include "cli/commands.h"
 
 #include <limits.h>
 #include <spdlog/spdlog.h>
@@ -18,6 +21,16 @@
 namespace memprofile {
 
 namespace {
+
+struct CheckOptions {
+  std::vector<std::string> files;
+  std::string root;     // "" = judge each file on its own
+  std::string preload;  // "" = no preload library to check
+  std::string ld_library_path;
+  bool json = false;
+  unsigned jobs = 0;  // 0 = one per core
+};
+
 
 std::string current_dir() {
   char buf[PATH_MAX];
@@ -67,23 +80,6 @@ struct Outcome {
   std::string error;
 };
 
-}  // namespace
-
-void setup_check(CLI::App& app, ExitCode& exit_code) {
-  auto opts = std::make_shared<CheckOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "check", "Say, from the ELF file itself, whether an LD_PRELOAD heap profiler can attach to it, and why not");
-  cmd->add_option("files", opts->files, "ELF files or directories (scanned recursively)")->required();
-  cmd->add_option("--root", opts->root,
-                  "judge the files against this root filesystem: resolve the loader, libraries and glibc "
-                  "versions inside it (absolute FILE paths are taken inside the root)");
-  cmd->add_option("--preload", opts->preload,
-                  "also check this preload library against each file (inside --root when given)");
-  cmd->add_option("--ld-library-path", opts->ld_library_path, "LD_LIBRARY_PATH the program would run with");
-  cmd->add_flag("--json", opts->json, "print one JSON object per file (JSON Lines) instead of the report");
-  cmd->add_option("-j,--jobs", opts->jobs, "parallel workers for directory scans (default: one per core)");
-  cmd->callback([opts, &exit_code] { exit_code = run_check(*opts); });
-}
 
 ExitCode run_check(const CheckOptions& opts) {
   const std::string cwd = current_dir();
@@ -192,6 +188,24 @@ ExitCode run_check(const CheckOptions& opts) {
   std::cout.flush();
   if (arg_error || failed) return ExitCode::InputError;
   return good == checked ? ExitCode::Ok : ExitCode::NotProfilable;
+}
+
+}  // namespace
+
+void setup_check(CLI::App& app, ExitCode& exit_code) {
+  auto opts = std::make_shared<CheckOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "check", "Say, from the ELF file itself, whether an LD_PRELOAD heap profiler can attach to it, and why not");
+  cmd->add_option("files", opts->files, "ELF files or directories (scanned recursively)")->required();
+  cmd->add_option("--root", opts->root,
+                  "judge the files against this root filesystem: resolve the loader, libraries and glibc "
+                  "versions inside it (absolute FILE paths are taken inside the root)");
+  cmd->add_option("--preload", opts->preload,
+                  "also check this preload library against each file (inside --root when given)");
+  cmd->add_option("--ld-library-path", opts->ld_library_path, "LD_LIBRARY_PATH the program would run with");
+  cmd->add_flag("--json", opts->json, "print one JSON object per file (JSON Lines) instead of the report");
+  cmd->add_option("-j,--jobs", opts->jobs, "parallel workers for directory scans (default: one per core)");
+  cmd->callback([opts, &exit_code] { exit_code = run_check(*opts); });
 }
 
 }  // namespace memprofile

@@ -12,10 +12,10 @@
 #include "base/error.h"
 #include "base/stream.h"
 #include "base/unique_fd.h"
-#include "cli/cmd_launcher.h"
+#include "cli/commands.h"
 #include "collect/collect.h"
 #include "collect/collected.h"
-#include "verdict/profiler.h"
+#include "runtime/backend.h"
 
 namespace memprofile {
 

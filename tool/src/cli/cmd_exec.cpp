@@ -23,11 +23,12 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "cli/cmd_launcher.h"
+#include "cli/commands.h"
+#include "cli/logger.h"
 #include "image/file_tree.h"
 #include "verdict/checker.h"
-#include "verdict/launcher.h"
-#include "verdict/profiler.h"
+#include "runtime/launcher.h"
+#include "runtime/backend.h"
 
 extern char** environ;
 

@@ -10,9 +10,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cli/cmd_launcher.h"
+#include "cli/commands.h"
 #include "base/error.h"
-#include "verdict/profiler.h"
+#include "runtime/backend.h"
 
 namespace memprofile {
 

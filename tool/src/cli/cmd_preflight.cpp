@@ -1,6 +1,6 @@
 // `memprofile preflight`: parse, load the images, judge each
 // (verdict/preflight.cpp), print (verdict/render.cpp).
-#include "cli/cmd_preflight.h"
+#include "cli/commands.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -23,6 +23,27 @@ namespace memprofile {
 using nlohmann::json;
 
 namespace {
+
+struct PreflightCliOptions {
+  std::string image;  // archive, OCI layout directory, "-", or docker://REF
+  std::string rootfs;
+  std::string entrypoint, cmd;  // for --rootfs: a JSON array or whitespace-separated words
+  std::vector<std::string> env;
+  std::string user, workdir;
+  std::string platform;
+  bool all_platforms = false;
+  std::string target, preload;
+  bool json = false;
+  bool trace_loader = false;  // --rootfs / only: run the image's own loader in trace mode
+  unsigned jobs = 0;
+  uint64_t max_layer_bytes = 64ull << 30;
+  // docker://REF: --creds, --authfile, --cert-dir, --tls-verify (as skopeo's)
+  std::string creds, authfile, cert_dir;
+  bool tls_verify = true;
+  std::string registries_conf;
+  bool registry_same_host = false;
+};
+
 
 std::vector<std::string> words(const std::string& s, const char* flag) {
   if (s.empty()) return {};
@@ -81,6 +102,27 @@ std::vector<LoadedImage> images_to_judge(const PreflightCliOptions& opts) {
   return load_images(opts.image, lo);
 }
 
+
+ExitCode run_preflight(const PreflightCliOptions& opts) {
+  check_flags(opts);
+  std::vector<LoadedImage> images = images_to_judge(opts);
+  PreflightOptions po{opts.target, opts.preload};
+  bool color = !opts.json && isatty(STDOUT_FILENO);
+  bool all_ready = true;
+  for (size_t i = 0; i < images.size(); ++i) {
+    PreflightResult r = preflight(images[i], po);
+    if (opts.trace_loader && r.ready()) trace_loader(r);
+    all_ready = all_ready && r.ready();
+    if (opts.json) {
+      std::cout << json_text(to_json(images[i], r)) << "\n";
+    } else {
+      if (i) std::cout << "\n";
+      print_preflight(std::cout, images[i], r, color);
+    }
+  }
+  return all_ready ? ExitCode::Ok : ExitCode::NotProfilable;
+}
+
 }  // namespace
 
 void setup_preflight(CLI::App& app, ExitCode& exit_code) {
@@ -121,26 +163,6 @@ void setup_preflight(CLI::App& app, ExitCode& exit_code) {
                   "docker://: the containers-registries.conf(5) file (else CONTAINERS_REGISTRIES_CONF, "
                   "~/.config/containers/registries.conf, /etc/containers/registries.conf)");
   cmd->callback([opts, &exit_code] { exit_code = run_preflight(*opts); });
-}
-
-ExitCode run_preflight(const PreflightCliOptions& opts) {
-  check_flags(opts);
-  std::vector<LoadedImage> images = images_to_judge(opts);
-  PreflightOptions po{opts.target, opts.preload};
-  bool color = !opts.json && isatty(STDOUT_FILENO);
-  bool all_ready = true;
-  for (size_t i = 0; i < images.size(); ++i) {
-    PreflightResult r = preflight(images[i], po);
-    if (opts.trace_loader && r.ready()) trace_loader(r);
-    all_ready = all_ready && r.ready();
-    if (opts.json) {
-      std::cout << json_text(to_json(images[i], r)) << "\n";
-    } else {
-      if (i) std::cout << "\n";
-      print_preflight(std::cout, images[i], r, color);
-    }
-  }
-  return all_ready ? ExitCode::Ok : ExitCode::NotProfilable;
 }
 
 }  // namespace memprofile

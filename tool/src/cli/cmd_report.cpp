@@ -28,7 +28,7 @@
 #include "base/json_text.h"
 #include "base/stream.h"
 #include "base/unique_fd.h"
-#include "cli/cmd_report.h"
+#include "cli/commands.h"
 #include "image/file_tree.h"
 #include "source/load.h"
 #include "profile/heap_profile.h"
@@ -40,7 +40,7 @@
 #include "profile/processes.h"
 #include "profile/sites.h"
 #include "profile/symbolizer.h"
-#include "verdict/profiler.h"
+#include "runtime/backend.h"
 
 namespace memprofile {
 

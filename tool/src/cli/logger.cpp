@@ -5,7 +5,8 @@
 
 #include "base/json_text.h"
 #include "base/terminal.h"
-#include "cli/cmd_launcher.h"
+#include "cli/commands.h"
+#include "cli/logger.h"
 
 namespace memprofile {
 

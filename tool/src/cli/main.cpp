@@ -9,12 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/cmd_check.h"
-#include "cli/cmd_launcher.h"
-#include "cli/cmd_preflight.h"
-#include "cli/cmd_report.h"
 #include "base/error.h"
 #include "base/terminal.h"
+#include "cli/commands.h"
 
 #ifndef MEMPROFILE_VERSION
 #define MEMPROFILE_VERSION "0.0.0-dev"
@@ -38,9 +35,7 @@ int main(int argc, char** argv) {
   setup_collect(app, exit_code);
   setup_image_setup(app, exit_code);
   setup_control(app, exit_code);
-#ifndef MEMPROFILE_NO_REPORT
   setup_report(app, exit_code);
-#endif
 
   auto logger = spdlog::stderr_color_st("memprofile");
   logger->set_pattern("memprofile: %^%l%$: %v");

@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "verdict/profiler.h"
+#include "runtime/backend.h"
 
 namespace memprofile {
 

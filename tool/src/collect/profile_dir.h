@@ -10,7 +10,7 @@
 #include <string>
 
 #include "base/unique_fd.h"
-#include "verdict/profiler.h"
+#include "runtime/backend.h"
 
 namespace memprofile {
 

@@ -13,8 +13,8 @@
 #include "base/unique_fd.h"
 #include "image/image_tree.h"
 #include "image/layer.h"
-#include "verdict/launcher.h"
-#include "verdict/profiler.h"
+#include "runtime/launcher.h"
+#include "runtime/backend.h"
 
 namespace memprofile {
 

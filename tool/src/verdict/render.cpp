@@ -5,7 +5,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "verdict/profiler.h"
+#include "runtime/backend.h"
 
 namespace memprofile {
 

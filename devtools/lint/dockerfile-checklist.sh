@@ -9,7 +9,7 @@
 #   DL3020 COPY, not ADD, for local files; no ADD of URLs
 #   MP001  builder stages that branch on TARGETARCH/TARGETPLATFORM fail on an unknown one
 #   MP002  a final-stage RUN in JSON form (app images may have no shell)
-# usage: tools/lint/dockerfile-checklist.sh DOCKERFILE...
+# usage: devtools/lint/dockerfile-checklist.sh DOCKERFILE...
 set -o errexit -o nounset -o pipefail
 
 status=0

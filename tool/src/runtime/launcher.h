@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "image/file_tree.h"
-#include "verdict/profiler.h"
+#include "runtime/backend.h"
 
 namespace memprofile {
 

@@ -1,4 +1,4 @@
-#include "verdict/profiler.h"
+#include "runtime/backend.h"
 
 #include <cstdlib>
 #include <fstream>

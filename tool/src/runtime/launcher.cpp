@@ -1,4 +1,4 @@
-#include "verdict/launcher.h"
+#include "runtime/launcher.h"
 
 #include <algorithm>
 

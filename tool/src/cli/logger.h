@@ -1,0 +1,23 @@
+// exec's log: one structured line per event on stderr.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace memprofile {
+
+// One structured line per event on stderr: text ("memprofile: info: ...")
+// or JSON ({"level":...,"event":...,"msg":...,<fields>}).
+class Logger {
+ public:
+  explicit Logger(const std::string& format);
+  void info(const std::string& event, const std::string& msg, const nlohmann::json& fields);
+  void warn(const std::string& event, const std::string& msg, const nlohmann::json& fields);
+  void error(const std::string& event, const std::string& msg, const nlohmann::json& fields);
+
+ private:
+  void emit(const char* level, const std::string& event, const std::string& msg, const nlohmann::json& fields);
+  bool json_;
+};
+
+}  // namespace memprofile
