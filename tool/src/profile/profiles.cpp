@@ -1,0 +1,296 @@
+#include "profile/profiles.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <memory>
+
+#include "base/error.h"
+#include "base/stream.h"
+#include "base/unique_fd.h"
+#include "collect/collected.h"
+#include "profile/heap_profile.h"
+#include "profile/heaptrack_trace.h"
+#include "runtime/backend.h"
+
+namespace memprofile {
+
+namespace {
+
+// Most profile files one report reads (a day of dumps every minute).
+constexpr size_t kMaxProfiles = 4096;
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The profile files a PROFILE argument names: itself, or a directory's
+// profiles (not recursive: collect writes them flat).
+void gather(const std::string& arg, std::vector<std::string>& out) {
+  struct stat st;
+  if (stat(arg.c_str(), &st) != 0) throw FileError(arg, std::string("cannot open: ") + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) {
+    out.push_back(arg);
+    return;
+  }
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(arg.c_str()), closedir);
+  if (!dir) throw FileError(arg, std::string("cannot list: ") + std::strerror(errno));
+  std::vector<std::string> names;
+  while (dirent* e = readdir(dir.get())) {
+    std::string n = e->d_name;
+    if (ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || n.rfind("memory-profiling_", 0) == 0 ||
+        ends_with(n, ".dat") || is_process_record(n) || is_memory_record(n))
+      names.push_back(n);
+    if (names.size() > kMaxProfiles)
+      throw FileError(arg, "more than " + std::to_string(kMaxProfiles) + " profiles; name the ones to read");
+  }
+  if (names.empty()) throw FileError(arg, "holds no heap profile (jemalloc *.heap, heaptrack.*, bytehound *.dat)");
+  std::sort(names.begin(), names.end());
+  for (const auto& n : names) out.push_back(arg + "/" + n);
+}
+
+// Profiles of the backends report does not read yet: one line, the tool to use.
+void refuse_other_backends(const std::string& where, const std::string& file, const std::string& head) {
+  std::string name = basename_of(file);
+  if (head.rfind("MEMORY_PROFILER", 0) == 0 || ends_with(name, ".dat"))
+    throw FileError(where, "a bytehound profile: report does not read bytehound's format; use `bytehound server " +
+                               name + "` (or bytehound's export to heaptrack)");
+}
+
+// A jemalloc dump's text, under the cap. What it is is known from its first
+// bytes: anything else is refused there, before the rest is read (`yes |
+// memprofile report /dev/stdin` reads 64 KiB, not 256 MiB).
+std::string read_jemalloc_text(Reader& bytes, const std::string& name, const std::string& file) {
+  std::string text;
+  std::vector<char> buf(1 << 16);
+  bool checked = false;
+  for (size_t r; (r = bytes.read(buf.data(), buf.size())) > 0;) {
+    text.append(buf.data(), r);
+    if (!checked && text.size() >= 16) {
+      checked = true;
+      if (!is_jemalloc_heap(text.substr(0, 16))) break;
+    }
+    if (text.size() > kMaxProfileFile)
+      throw FileError(name, "larger than " + std::to_string(kMaxProfileFile >> 20) + " MiB; not a heap profile memprofile reads");
+  }
+  if (!is_jemalloc_heap(text.substr(0, 16))) {
+    refuse_other_backends(name, file, text.substr(0, 64));
+    throw FileError(name, "not a heap profile memprofile reads (a jemalloc dump starts with \"heap_v2/\", a heaptrack "
+                          "trace is named heaptrack.*)");
+  }
+  return text;
+}
+
+// One profile file, whole, under the cap (--base: a jemalloc dump).
+std::string read_profile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
+  FdReader in(fd.get(), path);
+  return read_jemalloc_text(in, path, path);
+}
+
+// The snapshot at exit comes after the program's own teardown: containers
+// freed by destructors would look like memory given back. jemalloc marks it
+// (its prof_final dump, .f.heap): with other dumps to compare, it is left
+// out. heaptrack's last timestamp looks the same at exit and in a trace
+// copied while the process runs, so there the end is left out only when it
+// holds less than half the peak (a teardown), and the report says so. A
+// teardown can span a timestamp (one every 10 ms): the snapshots under half
+// the peak within its last second all go.
+void drop_exit_snapshot(std::vector<HeapSnapshot>& snaps, std::vector<std::string>& notes) {
+  if (snaps.size() < 2) return;
+  const HeapSnapshot& last = snaps.back();
+  if (last.backend == "heaptrack") {
+    double peak = 0;
+    for (const auto& s : snaps) peak = std::max(peak, s.total_bytes);
+    const uint64_t end_ms = last.time_ms;
+    const double held = last.total_bytes;
+    size_t dropped = 0;
+    while (snaps.size() >= 2 && snaps.back().total_bytes < peak / 2 && end_ms - snaps.back().time_ms <= 1000) {
+      snaps.pop_back();
+      ++dropped;
+    }
+    if (dropped)
+      notes.push_back("the trace's end is left out (" + std::to_string(dropped) +
+                      (dropped == 1 ? " snapshot" : " snapshots") + "): it holds " + human_bytes(held) +
+                      ", under half the peak (" + human_bytes(peak) + "), as a program tearing down does");
+    return;
+  }
+  if (snaps.size() <= 2 || last.trigger != "f") return;
+  notes.push_back("the exit dump " + basename_of(last.file) +
+                  " is left out: it is taken after the program's teardown (name it alone to see it)");
+  snaps.pop_back();
+}
+
+bool is_heaptrack_file(const std::string& path) {
+  std::string name = basename_of(path);
+  return name.rfind("heaptrack.", 0) == 0;
+}
+
+// A tar (what memprofile collect writes), by its ustar magic.
+bool is_tar(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  char magic[5] = {};
+  return fd && pread(fd.get(), magic, sizeof magic, 257) == 5 && std::memcmp(magic, "ustar", 5) == 0;
+}
+
+// The profiles the arguments name, read: jemalloc dumps, heaptrack traces,
+// also from inside collect archives (checked against their manifests in
+// the same pass).
+struct Loaded {
+  std::vector<HeapSnapshot> dumps;
+  std::vector<std::vector<HeapSnapshot>> traces;
+  std::vector<std::string> trace_names;
+  std::map<uint64_t, ProcessInfo> records;  // memprofile-proc.PID.json
+  StackInterner stacks;                      // every dump's, once: the run's budget
+  std::map<std::string, MemoryRecord> memory;  // by dump name: NAME.mem.json beside it
+};
+
+// `name` in messages; `file` the file's own name (an archive entry's is
+// after the archive's).
+void load_one(const std::string& name, const std::string& file, Reader& bytes, Loaded& out) {
+  if (is_memory_record(basename_of(file))) {
+    std::string text;
+    char buf[4096];
+    for (size_t r; (r = bytes.read(buf, sizeof buf)) > 0 && text.size() <= 64 * 1024;) text.append(buf, r);
+    std::string dump = basename_of(file);
+    out.memory[dump.substr(0, dump.size() - std::strlen(".mem.json"))] = parse_memory_record(text, name);
+    return;
+  }
+  if (is_process_record(basename_of(file))) {
+    std::string text;
+    char buf[4096];
+    for (size_t r; (r = bytes.read(buf, sizeof buf)) > 0 && text.size() <= 64 * 1024;) text.append(buf, r);
+    ProcessInfo p = parse_process_record(text, name);
+    out.records[p.pid] = p;
+    return;
+  }
+  if (is_heaptrack_file(file)) {
+    out.traces.push_back(read_heaptrack_trace(bytes, name));
+    out.trace_names.push_back(name);
+    return;
+  }
+  out.dumps.push_back(parse_jemalloc_heap(read_jemalloc_text(bytes, name, file), name, &out.stacks));
+}
+
+void load_archive(const std::string& path, Loaded& out) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
+  FdReader in(fd.get(), path);
+  // A profile that does not parse is said after the manifest check: a
+  // corrupt archive is the first thing to know.
+  std::exception_ptr unreadable;
+  CollectedArchive archive = read_collected(in, path, [&](const std::string& entry, Reader& bytes) {
+    std::string base = basename_of(entry);
+    if (unreadable || !(ends_with(base, ".heap") || is_heaptrack_file(base) || base.rfind("memory-profiling_", 0) == 0 ||
+                        is_process_record(base) || is_memory_record(base)))
+      return;
+    try {
+      load_one(path + ":" + entry, entry, bytes, out);
+    } catch (const Error&) {
+      unreadable = std::current_exception();
+    }
+  });
+  if (!archive.problems.empty()) throw FileError(path, archive.problems.front() + " (memprofile collect --verify)");
+  for (const auto& f : archive.files)
+    if (!f.mismatch.empty())
+      throw FileError(path, "entry '" + f.name + "': " + f.mismatch + "; the archive does not match its manifest");
+  if (unreadable) std::rethrow_exception(unreadable);
+}
+
+// heaptrack.PID.raw's pid (0 when the name has none).
+uint64_t trace_pid(const std::string& file) {
+  std::string name = basename_of(file);
+  size_t dot = name.find('.', 10);
+  std::string digits = name.substr(10, dot == std::string::npos ? std::string::npos : dot - 10);
+  return !digits.empty() && digits.size() <= 9 && digits.find_first_not_of("0123456789") == std::string::npos
+             ? std::stoull(digits)
+             : 0;
+}
+
+// The profiles the arguments name, as processes, each oldest first, its
+// exit snapshot dropped (drop_exit_snapshot); notes per pid.
+std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, const std::string& base_dump,
+                                          std::map<uint64_t, std::vector<std::string>>& process_notes,
+                                          std::map<std::string, MemoryRecord>& memory) {
+  std::vector<std::string> files;
+  for (const auto& p : args) gather(p, files);
+  if (files.size() > kMaxProfiles) throw Error("more than " + std::to_string(kMaxProfiles) + " profiles");
+  Loaded loaded;
+  std::vector<std::string> cut;  // dumps cut short, left out
+  for (const auto& f : files) {
+    if (is_tar(f)) {
+      load_archive(f, loaded);
+      continue;
+    }
+    UniqueFd fd(::open(f.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) throw FileError(f, std::string("cannot open: ") + std::strerror(errno));
+    FdReader in(fd.get(), f);
+    try {
+      load_one(f, f, in, loaded);
+    } catch (const FileError& e) {
+      // Among several, a dump cut short (the disk filled, the process died
+      // while it wrote) is left out and said; named alone, it is the error.
+      std::string what = e.what();
+      if (files.size() < 2 || what.find(": truncated: ") == std::string::npos) throw;
+      cut.push_back(what);
+    }
+  }
+  if (!cut.empty() && loaded.dumps.empty() && loaded.traces.empty()) throw Error(cut.front());
+  memory = std::move(loaded.memory);
+  for (const auto& c : cut) process_notes[0].push_back("left out, cut short: " + c);
+  std::vector<ProcessSeries> processes;
+  // heaptrack: one trace holds a whole process's run, snapshots included;
+  // several traces are several processes.
+  if (!loaded.traces.empty()) {
+    if (!loaded.dumps.empty() || !base_dump.empty())
+      throw Error(loaded.trace_names[0] + ": a heaptrack trace holds the whole run; report reads traces alone (no "
+                  "--base, no jemalloc dumps beside them)");
+    for (size_t i = 0; i < loaded.traces.size(); ++i) {
+      ProcessSeries p;
+      p.info.pid = trace_pid(loaded.trace_names[i]);
+      if (auto it = loaded.records.find(p.info.pid); it != loaded.records.end()) p.info = it->second;
+      p.snaps = std::move(loaded.traces[i]);
+      drop_exit_snapshot(p.snaps, process_notes[p.info.pid]);
+      if (!p.snaps.empty()) processes.push_back(std::move(p));
+    }
+    return processes;
+  }
+  if (loaded.dumps.empty()) throw Error("no profile in " + args[0]);
+  processes = group_by_process(std::move(loaded.dumps), loaded.records);
+  for (auto& p : processes) drop_exit_snapshot(p.snaps, process_notes[p.info.pid]);
+  if (!base_dump.empty()) {
+    std::string text = read_profile(base_dump);
+    HeapSnapshot base = parse_jemalloc_heap(text, base_dump, &loaded.stacks);
+    // The base belongs to its own process; one of another pid is still the
+    // start of the only process there is.
+    ProcessSeries* into = processes.size() == 1 ? &processes[0] : nullptr;
+    for (auto& p : processes)
+      if (p.info.pid == base.pid) into = &p;
+    if (!into) throw Error(base_dump + ": --base is a dump of pid " + std::to_string(base.pid) + ", and the profiles hold no "
+                           "dumps of that process");
+    into->snaps.insert(into->snaps.begin(), std::move(base));
+  }
+  return processes;
+}
+
+}  // namespace
+
+std::string basename_of(const std::string& p) {
+  size_t s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+LoadedProfiles load_profiles(const std::vector<std::string>& args, const std::string& base) {
+  LoadedProfiles out;
+  out.processes = load_processes(args, base, out.notes, out.memory);
+  return out;
+}
+
+}  // namespace memprofile

@@ -1,0 +1,30 @@
+// The profiles a report's arguments name, read: jemalloc dumps, heaptrack
+// traces, the process and memory records beside them, also from inside
+// collect archives (checked against their manifests in the same pass),
+// grouped by process, each oldest first, its exit snapshot left out.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "profile/memory_record.h"
+#include "profile/processes.h"
+
+namespace memprofile {
+
+struct LoadedProfiles {
+  std::vector<ProcessSeries> processes;
+  std::map<uint64_t, std::vector<std::string>> notes;  // by pid; 0: the files' own (a dump cut short)
+  std::map<std::string, MemoryRecord> memory;           // NAME.mem.json, by its dump's name
+};
+
+// `args`: files, directories of them, collect archives. `base`: an earlier
+// jemalloc dump put before its process's first (--base), or "".
+LoadedProfiles load_profiles(const std::vector<std::string>& args, const std::string& base);
+
+// The last path component.
+std::string basename_of(const std::string& path);
+
+}  // namespace memprofile

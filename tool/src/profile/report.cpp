@@ -1,0 +1,153 @@
+#include "profile/report.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "base/error.h"
+#include "image/file_tree.h"
+#include "profile/charts.h"
+#include "profile/pprof.h"
+#include "profile/profiles.h"
+#include "profile/symbolizer.h"
+#include "source/load.h"
+
+namespace memprofile {
+
+namespace {
+
+// Most processes a report analyses one by one (the table lists them all).
+constexpr size_t kMaxViews = 8;
+
+// The image's files, for symbols: a root directory as it is, or an image
+// read in one pass that keeps whole only the files the profiles map and the
+// debug files (nothing extracted to disk).
+std::shared_ptr<FileTree> open_files(const ReportRequest& o, const std::vector<HeapSnapshot>& snaps,
+                                     std::vector<std::string>& notes) {
+  if (!o.rootfs.empty()) return std::make_shared<HostTree>(o.rootfs);
+  std::set<std::string> mapped;
+  for (const auto& s : snaps)
+    for (const auto& m : s.maps) mapped.insert(m.path);
+  ImageLoadOptions lo;
+  lo.platform = o.platform;
+  lo.source.network = o.network;
+  lo.source.limits.capture = std::make_shared<Capture>([mapped = std::move(mapped)](const std::string& p) {
+    return mapped.count(p) || p.rfind("/usr/lib/debug/", 0) == 0 || p.find("/.debug/") != std::string::npos;
+  });
+  std::vector<LoadedImage> images = load_images(o.image, lo);
+  if (images.size() != 1) throw Error(o.image + ": report reads one image; pick its platform with --platform");
+  for (const auto& n : images[0].notes) notes.push_back(o.image + ": " + n);
+  return images[0].tree;
+}
+
+Folded fold_view(const ProcessView& v, Symbolizer& symbolizer) {
+  std::vector<SiteTable> tables;
+  for (const auto* m : v.members) tables.push_back(fold_sites(m->snaps, symbolizer));
+  return {&v, tables.size() == 1 ? std::move(tables[0]) : merge_site_tables(tables)};
+}
+
+// --pprof, --flamegraph and --trend.
+void write_pictures(const ReportRequest& o, const std::vector<ProcessSeries>& processes,
+                    const std::vector<Folded>& views, Symbolizer& symbolizer, std::vector<std::string>& notes) {
+  const Folded& top = views.front();
+  const HeapSnapshot& last = top.snaps().back();
+  if (!o.pprof.empty()) {
+    std::vector<LabeledSnapshot> snaps;
+    std::set<uint64_t> seen;
+    for (const auto& v : views)
+      for (const auto* m : v.view->members)
+        if (seen.insert(m->info.pid).second) snaps.push_back({&m->snaps.back(), m->info.pid});
+    write_pprof(snaps, symbolizer, o.pprof);
+    notes.push_back("pprof profile of the last " + std::string(last.backend == "heaptrack" ? "snapshot" : "dump") +
+                    (snaps.size() > 1 ? " of " + std::to_string(snaps.size()) + " processes, each sample labelled "
+                                        "with its pid," : std::string()) +
+                    " written to " + o.pprof + " (go tool pprof -top " + o.pprof + ")");
+  }
+  const bool grown = !o.base.empty();
+  if (!o.flamegraph.empty()) {
+    std::vector<FoldedStack> stacks;
+    for (const auto* m : top.view->members) {
+      auto more = folded_stacks(m->snaps.back(), symbolizer);
+      if (grown) more = grown_stacks(folded_stacks(m->snaps.front(), symbolizer), more);
+      stacks.insert(stacks.end(), more.begin(), more.end());
+    }
+    std::string title = grown ? "Bytes gained since " + basename_of(top.snaps().front().file) : "Bytes in use";
+    std::string sub = last.backend + " " + (top.view->merged ? top.view->label : basename_of(last.file) +
+                      (last.pid ? ", pid " + std::to_string(last.pid) : "")) + ": click a frame to zoom, Ctrl-F to search";
+    write_whole_file(o.flamegraph, flamegraph_svg(stacks, title, sub));
+    notes.push_back("flame graph of the " + std::string(grown ? "growth" : "bytes in use") + " of " + top.view->label +
+                    " written to " + o.flamegraph);
+  }
+  if (!o.trend.empty()) {
+    // Several processes: one line per process (and all of them). One: the
+    // top sites.
+    const bool per_process = processes.size() > 1 && !o.pid;
+    SiteTable by_process = per_process ? process_trend_table(processes) : SiteTable();
+    const SiteTable& table = per_process ? by_process : top.table;
+    std::vector<const Site*> lines;
+    for (const auto& s : table.sites) lines.push_back(&s);
+    std::stable_sort(lines.begin(), lines.end(), [](const Site* a, const Site* b) { return a->bytes.back() > b->bytes.back(); });
+    if (lines.size() > 8) lines.resize(8);
+    std::vector<std::string> labels;
+    if (per_process || top.view->merged) {
+      for (size_t i = 0; i < table.totals.size(); ++i)
+        labels.push_back("snapshot " + std::to_string(i + 1 - table.totals.size()));
+    } else {
+      for (const auto& s : top.snaps())
+        labels.push_back(s.backend == "heaptrack" ? std::to_string(s.time_ms) + " ms" : basename_of(s.file));
+    }
+    std::string title = per_process ? "Bytes in use per process over their last " + std::to_string(table.totals.size()) +
+                                          " snapshots: all, and the largest processes"
+                                    : "Bytes in use over " + std::to_string(table.totals.size()) +
+                                          " snapshots: all, and the top sites";
+    write_whole_file(o.trend, trend_svg(table, lines, labels, title));
+    notes.push_back(std::string(per_process ? "trend of the processes" : "trend of the top sites") + " written to " +
+                    o.trend);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Report> make_report(const ReportRequest& o) {
+  if (o.rootfs.empty() == o.image.empty())
+    throw Error("report needs the image's files for symbols: --image IMAGE (an archive, an OCI layout, - , docker://REF "
+                "or docker-daemon:NAME, as for preflight) or --rootfs DIR (its root filesystem), one of them");
+  auto report = std::make_unique<Report>();
+  Report& r = *report;
+  LoadedProfiles loaded = load_profiles(o.profiles, o.base);
+  r.processes = std::move(loaded.processes);
+  r.process_notes = std::move(loaded.notes);
+  r.memory = std::move(loaded.memory);
+  std::vector<ProcessSeries>& processes = r.processes;
+  std::vector<std::string>& notes = r.notes;
+  std::map<uint64_t, std::vector<std::string>>& process_notes = r.process_notes;
+  for (const auto& n : process_notes[0]) notes.push_back(n);  // of no one process: the files'
+  process_notes.erase(0);
+  if (processes.empty()) throw Error("no snapshot in " + o.profiles[0]);
+  // --base names one process: the one it was put in front of.
+  uint64_t pid = o.pid;
+  if (!o.base.empty() && processes.size() > 1)
+    for (const auto& p : processes)
+      if (p.snaps.front().file == o.base) pid = p.info.pid;
+  r.choice = choose_views(processes, pid, o.merge, kMaxViews);
+  for (const auto& n : r.choice.notes) notes.push_back(n);
+  std::vector<HeapSnapshot> all_snaps;  // for the files to keep from the image
+  for (const auto& p : processes) all_snaps.insert(all_snaps.end(), p.snaps.begin(), p.snaps.end());
+  std::shared_ptr<FileTree> tree = open_files(o, all_snaps, notes);
+  all_snaps.clear();
+  Symbolizer symbolizer([tree](const std::string& path) -> int {
+    std::optional<Resolved> r;
+    try {
+      r = resolve(*tree, path);
+    } catch (const Error&) {
+      return -1;
+    }
+    if (!r || r->node.kind != FsNode::Kind::Regular) return -1;
+    return tree->open_data(r->path);
+  });
+  for (const auto& v : r.choice.views) r.views.push_back(fold_view(v, symbolizer));
+  write_pictures(o, processes, r.views, symbolizer, notes);
+  return report;
+}
+
+}  // namespace memprofile
