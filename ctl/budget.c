@@ -32,7 +32,7 @@ static int ends_with(const char* s, size_t n, const char* suffix) {
 
 // jemalloc: PREFIX.PID.SEQ.KIND[N].heap (KIND: i interval, m manual, f
 // final, u gdump). Its sequence orders the dumps of one process.
-int jemalloc_dump_name(const char* name, unsigned long long* pid, unsigned long long* seq, char* kind) {
+static int jemalloc_dump_name(const char* name, unsigned long long* pid, unsigned long long* seq, char* kind) {
   size_t n = strlen(name);
   if (!ends_with(name, n, ".heap")) return 0;
   n -= 5;
@@ -66,7 +66,6 @@ static int stream_name(const char* name, unsigned long long* pid) {
   return us > 17 && parse_digits(name + us, end - us, pid);
 }
 
-int stream_file_pid(const char* name, unsigned long long* pid) { return stream_name(name, pid); }
 
 static int profile_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
   *seq = 0;
@@ -74,7 +73,9 @@ static int profile_name(const char* name, unsigned long long* pid, unsigned long
   return ctl.backend == CTL_JEMALLOC ? jemalloc_dump_name(name, pid, seq, &kind) : stream_name(name, pid);
 }
 
-int is_own_file(time_t mtime) { return mtime + 1 >= ctl.start_time; }
+// Whether a file of this pid, modified at `mtime`, is this process's (not an
+// earlier process's with the same pid: PID 1 after a container restart).
+static int is_own_file(time_t mtime) { return mtime + 1 >= ctl.start_time; }
 
 // One pass over the directory: usage, and this process's first, second and
 // newest snapshots by sequence (the second is the oldest in the middle).
@@ -131,7 +132,7 @@ static int scan_dir(struct scan* s) {
   return 0;
 }
 
-int budget_interval_ms(void) {
+static int interval_ms(void) {
   // 100 ms for jemalloc's dumps, 20 ms for a trace that can grow by tens of
   // MB a second; a directory that takes long to read (thousands of files)
   // is read at most 2 % of the time.
@@ -139,7 +140,7 @@ int budget_interval_ms(void) {
   return (int)(cost > base ? (cost < 10000 ? cost : 10000) : base);
 }
 
-int budget_usage(struct usage* u) {
+static int usage(struct usage* u) {
   struct scan s;
   int rc = scan_dir(&s);
   *u = s.u;
@@ -152,7 +153,7 @@ int budget_usage(struct usage* u) {
 static uint64_t growth_rate, last_bytes;
 static int primed;
 
-void budget_reset(void) {
+static void reset(void) {
   primed = 0;
   growth_rate = 0;
 }
@@ -230,9 +231,9 @@ static int make_room(char* why, size_t whylen, int note) {
   }
 }
 
-int budget_make_room(char* why, size_t whylen) { return make_room(why, whylen, 0); }
+static int room(char* why, size_t whylen) { return make_room(why, whylen, 0); }
 
-int budget_fits(uint64_t bytes, char* why, size_t whylen) {
+static int fits(uint64_t bytes, char* why, size_t whylen) {
   struct scan s;
   if (scan_dir(&s) != 0) return 0;  // cannot tell: the next check will
   char size[32], limit[32], free_[32];
@@ -257,41 +258,22 @@ int budget_fits(uint64_t bytes, char* why, size_t whylen) {
 }
 
 // The output filesystem's free bytes, or UINT64_MAX when it cannot be read.
-uint64_t budget_free_bytes(void) {
+static uint64_t free_bytes(void) {
   struct statvfs v;
   return statvfs(ctl.dir, &v) == 0 ? (uint64_t)v.f_bavail * v.f_frsize : UINT64_MAX;
 }
 
-void budget_check(void) {
-  char why[sizeof ctl.stopped_reason];
-  int rc = make_room(why, sizeof why, 1);
-  if (rc == -2) return;  // the directory could not be read for now: try at the next check
-  if (rc == 0) {
-    if (ctl.rotated) {  // after a rotation, growth is measured from what is left
-      struct usage after;
-      memset(&after, 0, sizeof after);
-      if (budget_usage(&after) == 0) last_bytes = after.bytes;
-    }
-    return;
+static int check(char* why, size_t whylen) {
+  int rc = make_room(why, whylen, 1);
+  if (rc == 0 && ctl.rotated) {  // after a rotation, growth is measured from what is left
+    struct usage after;
+    memset(&after, 0, sizeof after);
+    if (usage(&after) == 0) last_bytes = after.bytes;
   }
-  budget_stop(why);
+  return rc;
 }
 
-void budget_stop(const char* why) {
-  char err[256];
-  if (!ctl.recording) return;
-  if (backend_set_recording(0, err, sizeof err) != 0) {
-    // Said once; the profiler goes on, and the budget is not checked again.
-    ctl_log("cannot stop recording at the disk budget (%s): %s", why, err);
-    ctl.cannot_stop = 1;
-    return;
-  }
-  ctl.recording = 0;
-  snprintf(ctl.stopped_reason, sizeof ctl.stopped_reason, "%s", why);
-  ctl_log("recording stopped: %s", why);
-}
-
-size_t budget_list_json(char* buf, size_t len) {
+static size_t list_json(char* buf, size_t len) {
   DIR* d = opendir(ctl.dir);
   if (!d) return 0;
   int dfd = dirfd(d);
@@ -319,4 +301,15 @@ size_t budget_list_json(char* buf, size_t len) {
   closedir(d);
   if (at < len) buf[at] = '\0';
   return at;
+}
+
+// A profile of this process's backend: 1 with its pid.
+static int profile_pid(const char* name, unsigned long long* pid) {
+  unsigned long long seq;
+  return profile_name(name, pid, &seq);
+}
+
+const struct ctl_disk* ctl_disk_budget(void) {
+  static const struct ctl_disk disk = {usage, room, check, fits, free_bytes, reset, list_json, profile_pid, interval_ms};
+  return &disk;
 }

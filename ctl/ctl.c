@@ -1,10 +1,7 @@
-// Scope, the control thread and the socket. See ctl.h.
-//
-// Only the process `memprofile exec` profiles serves: the launcher names it
-// in MEMPROFILE_CTL_TARGET. In a dispatcher that is not it, the library does
-// nothing and stays in LD_PRELOAD, so the target it execs gets it. In the
-// target it removes itself from LD_PRELOAD, so no child that execs another
-// program gets it.
+// The core: the state, the log, the socket and the control thread, the
+// requests, a snapshot's steps, stopping. See ctl.h. The profiler and the
+// disk budget are reached through the tables preload.c hands over
+// (ctl.profiler, ctl.disk), never by name.
 //
 // A process tree is the unit: a child the target forks (prefork workers, a
 // backend per connection) runs the app's code, and where the profiler
@@ -59,6 +56,11 @@ static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER;         // see above: n
 
 static int log_ready;  // the constructor ran: log_fd is what it chose
 
+void ctl_log_to(int fd) {
+  log_fd = fd;
+  log_ready = 1;
+}
+
 void ctl_log(const char* fmt, ...) {
   // Before the constructor (a profiler that opens its file first), stderr.
   int fd = log_ready ? log_fd : 2;
@@ -104,15 +106,6 @@ size_t json_string(char* out, size_t len, const char* s) {
   return at;
 }
 
-static uint64_t env_u64(const char* name, uint64_t fallback) {
-  const char* v = getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = NULL;
-  errno = 0;
-  unsigned long long n = strtoull(v, &end, 10);
-  return errno || *end ? fallback : (uint64_t)n;
-}
-
 // An fd moved above the numbers applications close and reuse.
 static int high_fd(int fd) {
   if (fd < 0) return fd;
@@ -122,43 +115,128 @@ static int high_fd(int fd) {
   return moved;
 }
 
-// Whether this process runs the program the launcher profiles.
-static int is_target(void) {
-  const char* target = getenv("MEMPROFILE_CTL_TARGET");
-  if (!target || !*target) return 1;
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n < 0) {
-    ctl_log("cannot read /proc/self/exe (%s; is /proc mounted?): start/stop/snapshot/status are not available",
-            strerror(errno));
+// ---- snapshots ------------------------------------------------------------
+
+// The dump this thread asked for (ctl_is_asked_dump), and the last name
+// files.c refused (for the snapshot's error; approximate across threads).
+static pthread_t asking_thread;
+static int asking;
+static char asked[256];
+static char refused[sizeof ctl.dir + 256];
+
+int ctl_is_asked_dump(const char* name) {
+  size_t n = strlen(name);
+  if (!__atomic_load_n(&asking, __ATOMIC_ACQUIRE) || !pthread_equal(asking_thread, pthread_self()) || n <= 5 ||
+      strcmp(name + n - 5, ".heap") != 0 || n >= sizeof asked)
     return 0;
-  }
-  exe[n] = '\0';
-  return strcmp(exe, target) == 0;
+  __atomic_store_n(&asking, 0, __ATOMIC_RELEASE);
+  memcpy(asked, name, n + 1);
+  return 1;
 }
 
-// LD_PRELOAD without this library (entries are separated by ':' or spaces).
-static void drop_self_from_preload(void) {
-  const char* v = getenv("LD_PRELOAD");
-  if (!v) return;
-  size_t len = strlen(v);
-  char* out = malloc(len + 1);
-  if (!out) return;
-  size_t o = 0;
-  for (const char* p = v; *p;) {
-    size_t n = strcspn(p, ": \t");
-    if (n && !memmem(p, n, "libmemprofile_ctl", 17)) {
-      if (o) out[o++] = ':';
-      memcpy(out + o, p, n);
-      o += n;
-    }
-    p += n;
-    if (*p) ++p;
+void ctl_note_refused(const char* path) {
+  snprintf(refused, sizeof refused, "%s", path);
+  ctl_log("refused to write %s: the name exists and is not this process's own file (a link, or another "
+          "user's); nothing was written",
+          path);
+  asked[0] = '\0';
+}
+
+void ctl_stop_recording(const char* why) {
+  char err[256];
+  if (!ctl.recording) return;
+  if (ctl.profiler->set_recording(0, err, sizeof err) != 0) {
+    // Said once; the profiler goes on, and the budget is not checked again.
+    ctl_log("cannot stop recording at the disk budget (%s): %s", why, err);
+    ctl.cannot_stop = 1;
+    return;
   }
-  out[o] = '\0';
-  if (o) setenv("LD_PRELOAD", out, 1);
-  else unsetenv("LD_PRELOAD");
-  free(out);
+  ctl.recording = 0;
+  snprintf(ctl.stopped_reason, sizeof ctl.stopped_reason, "%s", why);
+  ctl_log("recording stopped: %s", why);
+}
+
+// A reason into err, cut to fit (the reply and the log have room for one line).
+static void set_error(char* err, size_t errlen, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_error(char* err, size_t errlen, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+// Why a dump failed, into err (the profiler's own reason stays when none
+// of these is why), with the free bytes seen before its part was removed.
+// A full disk stops recording.
+static void dump_failed(int rc, uint64_t free_bytes, char* err, size_t errlen) {
+  if (refused[0])
+    set_error(err, errlen,
+             "refused to write %.200s: the name exists and is not this process's own file (a link, or another "
+             "user's); nothing was written",
+             refused);
+  else if (free_bytes < (1u << 20)) {
+    set_error(err, errlen, "the filesystem of %.200s is full (%llu bytes free): the dump could not be written, and "
+             "what was written of it is removed", ctl.dir, (unsigned long long)free_bytes);
+    ctl_stop_recording(err);
+  } else if (rc == 0)
+    set_error(err, errlen, "%s dumped, but not under %s", ctl.profiler->name, ctl.dir);
+}
+
+// One snapshot: the profiler's dump is written as NAME.part (files.c),
+// then checked: one the profiler could not finish (a full disk), or that
+// crossed the floor or the budget once written, is removed, and recording
+// stops with the reason; one that fits gets its name, and its memory
+// record beside it. So no cut dump is ever left under a profile's name,
+// and a sudden large dump cannot keep the filesystem past its floor.
+static int take_snapshot(char* path, size_t pathlen, char* err, size_t errlen) {
+  if (!ctl.profiler->dump) {
+    set_error(err, errlen,
+             "%s writes one continuous file, not snapshots: copy it out with memprofile collect (it holds the whole "
+             "history)",
+             ctl.profiler->name);
+    return -1;
+  }
+  refused[0] = asked[0] = '\0';
+  asking_thread = pthread_self();
+  __atomic_store_n(&asking, 1, __ATOMIC_RELEASE);
+  int rc = ctl.profiler->dump(err, errlen);
+  __atomic_store_n(&asking, 0, __ATOMIC_RELEASE);
+  if (rc == -2) return -1;  // it could not even try: nothing was written
+  char final_name[256], part[sizeof final_name + 8];
+  snprintf(final_name, sizeof final_name, "%s", asked);
+  snprintf(part, sizeof part, "%s.part", final_name);
+  int dfd = open(ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct stat st;
+  int have_part = final_name[0] && dfd >= 0 && fstatat(dfd, part, &st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (rc != 0 || !have_part) {
+    uint64_t free_bytes = ctl.disk->free_bytes();  // before what was written goes
+    if (have_part) unlinkat(dfd, part, 0);
+    if (dfd >= 0) close(dfd);
+    dump_failed(rc, free_bytes, err, errlen);
+    return -1;
+  }
+  char why[sizeof ctl.stopped_reason];
+  if (ctl.disk->fits((uint64_t)st.st_size, why, sizeof why) != 0) {
+    unlinkat(dfd, part, 0);
+    close(dfd);
+    set_error(err, errlen, "%s: the dump is removed", why);
+    ctl_stop_recording(err);
+    return -1;
+  }
+  rc = renameat(dfd, part, dfd, final_name);
+  int saved = errno;
+  if (rc != 0) unlinkat(dfd, part, 0);
+  if (rc == 0) {
+    struct allocator_stats as;
+    memory_record_write(dfd, final_name, ctl.pid, ctl.profiler->allocator_stats(&as) == 0 ? &as : NULL);
+  }
+  close(dfd);
+  if (rc != 0) {
+    set_error(err, errlen, "cannot name the dump %s/%s: %s", ctl.dir, final_name, strerror(saved));
+    return -1;
+  }
+  snprintf(path, pathlen, "%s/%s", ctl.dir, final_name);
+  return 0;
 }
 
 // ---- requests -------------------------------------------------------------
@@ -187,8 +265,8 @@ static void put_str(struct out* o, const char* key, const char* value) {
 static size_t reply_json(char* buf, size_t len, int ok, const char* error, const char* snapshot) {
   struct usage u;
   memset(&u, 0, sizeof u);
-  budget_usage(&u);
-  int actual = backend_recording();
+  ctl.disk->usage(&u);
+  int actual = ctl.profiler->recording();
   if (actual >= 0) ctl.recording = actual;
   struct out o = {buf, len - 4, 0};  // room for "]}\n"
   put(&o, "{\"ok\":%s,\"pid\":%d,\"parent\":%d", ok ? "true" : "false", (int)ctl.pid, (int)ctl.parent);
@@ -196,9 +274,9 @@ static size_t reply_json(char* buf, size_t len, int ok, const char* error, const
   ssize_t en = readlink("/proc/self/exe", exe, sizeof exe - 1);
   exe[en > 0 ? en : 0] = '\0';
   put_str(&o, "program", exe);
-  put_str(&o, "backend", backend_name());
+  put_str(&o, "backend", ctl.profiler->name);
   struct allocator_stats as;
-  if (backend_allocator_stats(&as) == 0) {
+  if (ctl.profiler->allocator_stats(&as) == 0) {
     if (strcmp(as.name, "jemalloc") == 0)
       put(&o, ",\"allocator\":{\"name\":\"jemalloc\",\"allocated\":%llu,\"active\":%llu,\"resident\":%llu,"
               "\"mapped\":%llu,\"retained\":%llu,\"metadata\":%llu}",
@@ -212,7 +290,7 @@ static size_t reply_json(char* buf, size_t len, int ok, const char* error, const
   // What the profiler does in a child forked without exec: said, never left
   // for the user to find out.
   put(&o, ",\"forked_children\":\"%s\",\"snapshot_every_ms\":%llu,\"snapshots_scheduled\":%u",
-      backend_records_children() ? "recorded" : "not recorded", (unsigned long long)ctl.snapshot_every_ms,
+      ctl.profiler->records_children() ? "recorded" : "not recorded", (unsigned long long)ctl.snapshot_every_ms,
       ctl.snapshots_scheduled);
   put(&o, ",\"recording\":%s", ctl.recording ? "true" : "false");
   put_str(&o, "stopped_reason", ctl.stopped_reason);
@@ -223,7 +301,7 @@ static size_t reply_json(char* buf, size_t len, int ok, const char* error, const
           "\"min_free_bytes\":%llu,\"rotated\":%lu,\"snapshots\":[",
       (unsigned long long)u.bytes, (unsigned long long)u.own_bytes, u.own_files, (unsigned long long)ctl.max_bytes,
       (unsigned long long)u.free_bytes, (unsigned long long)ctl.min_free_bytes, ctl.rotated);
-  if (o.at + 1 < o.len) o.at += budget_list_json(buf + o.at, o.len - o.at);
+  if (o.at + 1 < o.len) o.at += ctl.disk->list_json(buf + o.at, o.len - o.at);
   memcpy(buf + o.at, "]}\n", 4);
   return o.at + 3;
 }
@@ -244,17 +322,17 @@ static void clean_request(char* req) {
 static void set_recording(int on, char* err, size_t errlen, int* ok) {
   if (on && ctl.final_stop) {
     snprintf(err, errlen, "%s stopped for good (%.160s); it cannot record again until the process restarts",
-             backend_name(), ctl.stopped_reason[0] ? ctl.stopped_reason : "stopped");
+             ctl.profiler->name, ctl.stopped_reason[0] ? ctl.stopped_reason : "stopped");
     return;
   }
-  if (on && budget_make_room(err, errlen) != 0) return;  // it would cross the budget at once
-  if (backend_set_recording(on, err, errlen) != 0) return;
+  if (on && ctl.disk->make_room(err, errlen) != 0) return;  // it would cross the budget at once
+  if (ctl.profiler->set_recording(on, err, errlen) != 0) return;
   *ok = 1;
   if (ctl.recording != on) ctl_log("recording %s on request", on ? "started" : "stopped");
   ctl.recording = on;
   if (on) {
     ctl.stopped_reason[0] = '\0';
-    budget_reset();
+    ctl.disk->reset();
   }
 }
 
@@ -273,7 +351,7 @@ static void send_all(int fd, const char* buf, size_t n) {
 static void answer(int fd, char* req) {
   // The control thread's own (static: its stack is small). The reply holds
   // the longest directory name several times; the snapshots listed beyond
-  // it are counted, not named (budget_list_json).
+  // it are counted, not named (the disk's list_json).
   static char reply[64 * 1024], snap[sizeof ctl.dir + 256];
   char err[256] = "";
   snap[0] = '\0';
@@ -285,7 +363,7 @@ static void answer(int fd, char* req) {
   } else if (strcmp(req, "start") == 0 || strcmp(req, "stop") == 0) {
     set_recording(req[2] == 'a', err, sizeof err, &ok);
   } else if (strcmp(req, "snapshot") == 0) {
-    if (budget_make_room(err, sizeof err) == 0 && backend_snapshot(snap, sizeof snap, err, sizeof err) == 0) {
+    if (ctl.disk->make_room(err, sizeof err) == 0 && take_snapshot(snap, sizeof snap, err, sizeof err) == 0) {
       ok = 1;
       ++ctl.snapshots_taken;
     }
@@ -417,11 +495,11 @@ static void* serve(void* arg) {
 // with _exit (no exit dump) leaves its last one.
 static void scheduled_snapshot(void) {
   char err[256], snap[sizeof ctl.dir + 256];
-  if (budget_make_room(err, sizeof err) != 0) {
+  if (ctl.disk->make_room(err, sizeof err) != 0) {
     if (!ctl.schedule_said++) ctl_log("scheduled snapshot skipped: %s", err);
     return;
   }
-  if (backend_snapshot(snap, sizeof snap, err, sizeof err) != 0) {
+  if (take_snapshot(snap, sizeof snap, err, sizeof err) != 0) {
     if (!ctl.schedule_said++) ctl_log("scheduled snapshot failed: %s", err);
     return;
   }
@@ -445,9 +523,8 @@ static void reap_stale_sockets(void) {
   struct dirent* e;
   while ((e = readdir(d)) != NULL) {
     int pid = 0, end = 0;
-    unsigned long long dump_pid, seq;
-    char kind;
-    if (jemalloc_dump_name(e->d_name, &dump_pid, &seq, &kind) || stream_file_pid(e->d_name, &dump_pid)) {
+    unsigned long long dump_pid;
+    if (ctl.disk->profile_pid(e->d_name, &dump_pid)) {
       if (nprofiled < kReap) profiled[nprofiled++] = (int)dump_pid;
       continue;
     }
@@ -526,8 +603,9 @@ static void* serve_loop(void) {
     now = now_ms();
     pthread_mutex_lock(&busy);
     if (ctl.recording && now >= next_check) {
-      budget_check();
-      next_check = now_ms() + budget_interval_ms();
+      char why[sizeof ctl.stopped_reason];
+      if (ctl.disk->check(why, sizeof why) == -1) ctl_stop_recording(why);
+      next_check = now_ms() + ctl.disk->interval_ms();
     }
     if (ctl.snapshot_every_ms && now >= next_snapshot) {
       if (ctl.recording) scheduled_snapshot();
@@ -535,7 +613,7 @@ static void* serve_loop(void) {
     }
     if (!ctl.parent && now >= next_reap) {
       reap_stale_sockets();
-      next_reap = now_ms() + 1000 + budget_interval_ms();
+      next_reap = now_ms() + 1000 + ctl.disk->interval_ms();
     }
     pthread_mutex_unlock(&busy);
   }
@@ -700,8 +778,8 @@ static int open_socket(void) {
   return fd;
 }
 
-static void fork_prepare(void) { pthread_mutex_lock(&busy); }
-static void fork_parent(void) { pthread_mutex_unlock(&busy); }
+void ctl_fork_prepare(void) { pthread_mutex_lock(&busy); }
+void ctl_fork_parent(void) { pthread_mutex_unlock(&busy); }
 
 // The process's record beside its profiles, memprofile-proc.PID.json: who
 // it is in the tree (its parent, its program, when it started), which
@@ -715,7 +793,7 @@ static void write_process_record(void) {
   json_string(quoted, sizeof quoted, exe);
   int len = snprintf(body, sizeof body,
                      "{\"pid\":%d,\"parent\":%d,\"program\":%s,\"backend\":\"%s\",\"started\":%lld}\n",
-                     (int)ctl.pid, (int)ctl.parent, quoted, backend_name(), (long long)ctl.start_time);
+                     (int)ctl.pid, (int)ctl.parent, quoted, ctl.profiler->name, (long long)ctl.start_time);
   snprintf(name, sizeof name, "memprofile-proc.%d.json", (int)ctl.pid);
   snprintf(tmp, sizeof tmp, "%s.new", name);
   int dfd = open(ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -753,7 +831,7 @@ static int start_serving(void) {
 // the recording state it was forked with, its files are those written from
 // now on under its pid, and the budget it answers to is the directory's,
 // shared with the whole tree.
-static void in_child(void) {
+void ctl_fork_child(void) {
   pthread_mutex_init(&busy, NULL);
   pthread_mutex_init(&thread_lock, NULL);
   if (ctl.pid == 0) return;
@@ -766,7 +844,7 @@ static void in_child(void) {
   if (wake_fd[1] >= 0) close(wake_fd[1]);
   listen_fd = wake_fd[0] = wake_fd[1] = -1;
   sock_path[0] = '\0';
-  if (!backend_records_children()) {
+  if (!ctl.profiler->records_children()) {
     ctl.recording = 0;
     return;
   }
@@ -776,48 +854,13 @@ static void in_child(void) {
   ctl.snapshots_taken = ctl.snapshots_scheduled = 0;
   ctl.schedule_said = 0;
   ctl.rotated = 0;
-  budget_reset();
+  ctl.disk->reset();
   if (start_serving() != 0) ctl.pid = 0;
 }
 
-__attribute__((constructor)) static void ctl_init(void) {
-  const char* backend = getenv("MEMPROFILE_CTL_BACKEND");
-  const char* dir = getenv("MEMPROFILE_CTL_DIR");
-  if (!backend || !dir || !*dir) return;
-  log_fd = fcntl(2, F_DUPFD_CLOEXEC, 200);  // -1 when fd 2 is closed: nothing is logged
-  if (log_fd < 0) log_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
-  log_ready = 1;
-  // Every process the profiler loads into writes there, a dispatcher too.
-  files_guard(dir);
-  if (!is_target()) return;
-  drop_self_from_preload();
-  if (strcmp(backend, "jemalloc") == 0) ctl.backend = CTL_JEMALLOC;
-  else if (strcmp(backend, "bytehound") == 0) ctl.backend = CTL_BYTEHOUND;
-  else if (strcmp(backend, "heaptrack") == 0) ctl.backend = CTL_HEAPTRACK;
-  else return;
-  if (strlen(dir) >= sizeof ctl.dir) {
-    ctl_log("output directory name too long (%zu bytes): %.200s...", strlen(dir), dir);
-    return;
-  }
-  strcpy(ctl.dir, dir);
-  ctl.pid = getpid();
-  ctl.start_time = time(NULL);
-  ctl.recording = env_u64("MEMPROFILE_CTL_RECORDING", 1) != 0;
-  ctl.max_bytes = env_u64("MEMPROFILE_CTL_MAX_BYTES", 0);
-  ctl.min_free_bytes = env_u64("MEMPROFILE_CTL_MIN_FREE_BYTES", 0);
-  ctl.snapshot_every_ms = env_u64("MEMPROFILE_CTL_SNAPSHOT_EVERY_MS", 0);
-  backend_init();
-  // The allocator is set up before the fork handlers are registered, so that
-  // its own child handler (registered at its first allocation) runs first.
-  free(malloc(1));
-  if (start_serving() != 0 && wake_fd[0] < 0) {
-    ctl.pid = 0;
-    return;
-  }
-  pthread_atfork(fork_prepare, fork_parent, in_child);
-}
+int ctl_serve(void) { return start_serving() != 0 && wake_fd[0] < 0 ? -1 : 0; }
 
-__attribute__((destructor)) static void ctl_fini(void) {
+void ctl_exit(void) {
   if (ctl.pid != getpid()) return;
   if (sock_path[0]) unlink(sock_path);
   // The first process ends last in most trees: what its children left.

@@ -48,12 +48,6 @@ void files_guard(const char* dir) {
   __atomic_store_n(&guard_known, 1, __ATOMIC_RELEASE);
 }
 
-// The last name refused (for the snapshot's error); approximate across threads.
-static char refused[sizeof ctl.dir + 256];
-
-const char* files_refused(void) { return refused; }
-void files_forget_refused(void) { refused[0] = '\0'; }
-
 static int sys_openat(int dfd, const char* path, int flags, mode_t mode) {
   return (int)syscall(SYS_openat, dfd, path, flags, mode);
 }
@@ -67,47 +61,19 @@ static const char* guarded_name(const char* path) {
   return name;
 }
 
-// A dump the control thread asked for is written under NAME.part and gets
-// its name only once it is whole and fits (backend.c): a disk that fills
-// mid-dump leaves no cut profile behind. Only the asking thread's next
-// create of a *.heap name is taken.
-static pthread_t capture_thread;
-static int capturing;
-static char captured[256];
-
-void files_begin_dump(void) {
-  captured[0] = '\0';
-  capture_thread = pthread_self();
-  __atomic_store_n(&capturing, 1, __ATOMIC_RELEASE);
-}
-
-const char* files_end_dump(void) {
-  __atomic_store_n(&capturing, 0, __ATOMIC_RELEASE);
-  return captured;
-}
-
-static int ends_with_heap(const char* name) {
-  size_t n = strlen(name);
-  return n > 5 && strcmp(name + n - 5, ".heap") == 0;
-}
-
 static int create_guarded(const char* path, const char* name, int flags, mode_t mode) {
   int dfd = sys_openat(AT_FDCWD, guarded_dir, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
   if (dfd < 0) return -1;
+  // A dump the control thread asked for is written under NAME.part and
+  // gets its name only once it is whole and fits (ctl.c): a disk that
+  // fills mid-dump leaves no cut profile behind.
   char part[256];
-  if (__atomic_load_n(&capturing, __ATOMIC_ACQUIRE) && pthread_equal(capture_thread, pthread_self()) &&
-      ends_with_heap(name) && strlen(name) + 6 <= sizeof part) {
-    __atomic_store_n(&capturing, 0, __ATOMIC_RELEASE);
+  if (strlen(name) + 6 <= sizeof part && ctl_is_asked_dump(name)) {
     snprintf(part, sizeof part, "%s.part", name);
-    snprintf(captured, sizeof captured, "%s", name);
     // The final name must not be taken by someone else meanwhile either.
     struct stat st;
     if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && (!S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
-      snprintf(refused, sizeof refused, "%s", path);
-      ctl_log("refused to write %s: the name exists and is not this process's own file (a link, or another "
-              "user's); nothing was written",
-              path);
-      captured[0] = '\0';
+      ctl_note_refused(path);
       close(dfd);
       errno = EEXIST;
       return -1;
@@ -127,10 +93,7 @@ static int create_guarded(const char* path, const char* name, int flags, mode_t 
     }
     if (fd < 0) {
       int saved = errno == ELOOP ? EEXIST : errno;
-      snprintf(refused, sizeof refused, "%s", path);
-      ctl_log("refused to write %s: the name exists and is not this process's own file (a link, or another "
-              "user's); nothing was written",
-              path);
+      ctl_note_refused(path);
       close(dfd);
       errno = saved;
       return -1;

@@ -1,7 +1,7 @@
 // Beside each snapshot the control library takes, a record of where the
 // process's memory was at that moment: NAME.mem.json, one JSON line with
 // RSS as the kernel splits it (/proc/self/status), the allocator's view
-// (backend_allocator_stats) and the cgroup's charge (memory.current, or
+// (the profiler's allocator_stats, handed in) and the cgroup's charge (memory.current, or
 // v1's memory.usage_in_bytes). collect carries it; report compares the
 // first and last to say which bucket grew (the heap, anonymous memory
 // outside the allocator, file-backed or shared memory, the cgroup beyond
@@ -57,22 +57,21 @@ static long long cgroup_charge(void) {
   return -1;
 }
 
-void memory_record_write(int dfd, const char* dump_name) {
+void memory_record_write(int dfd, const char* dump_name, pid_t pid, const struct allocator_stats* as) {
   static char status[8192], body[1024], name[300], tmp[310];
   if (read_small("/proc/self/status", status + 1, sizeof status - 1) <= 0) return;
   status[0] = '\n';
   int n = snprintf(body, sizeof body,
                    "{\"pid\":%d,\"dump\":\"%.200s\",\"time\":%lld,\"rss\":%llu,\"anon\":%llu,\"file\":%llu,\"shmem\":%llu,"
                    "\"swap\":%llu",
-                   (int)ctl.pid, dump_name, (long long)time(NULL), status_bytes(status, "VmRSS"),
+                   (int)pid, dump_name, (long long)time(NULL), status_bytes(status, "VmRSS"),
                    status_bytes(status, "RssAnon"), status_bytes(status, "RssFile"), status_bytes(status, "RssShmem"),
                    status_bytes(status, "VmSwap"));
-  struct allocator_stats as;
-  if (n > 0 && (size_t)n < sizeof body && backend_allocator_stats(&as) == 0) {
-    int jem = strcmp(as.name, "jemalloc") == 0;
+  if (n > 0 && (size_t)n < sizeof body && as) {
+    int jem = strcmp(as->name, "jemalloc") == 0;
     n += snprintf(body + n, sizeof body - (size_t)n, ",\"allocator\":\"%s\",\"allocated\":%llu,\"allocator_resident\":%llu",
-                  as.name, (unsigned long long)(jem ? as.allocated : as.in_use),
-                  (unsigned long long)(jem ? as.resident : as.arena + as.mmapped));
+                  as->name, (unsigned long long)(jem ? as->allocated : as->in_use),
+                  (unsigned long long)(jem ? as->resident : as->arena + as->mmapped));
   }
   long long charge = cgroup_charge();
   if (n > 0 && (size_t)n < sizeof body && charge >= 0)

@@ -1,0 +1,105 @@
+// The library's entry: which process serves, and the constructor, the
+// destructor and the fork handlers that hand the core (ctl.c) its tables.
+//
+// Only the process `memprofile exec` profiles serves: the launcher names it
+// in MEMPROFILE_CTL_TARGET. In a dispatcher that is not it, the library does
+// nothing and stays in LD_PRELOAD, so the target it execs gets it. In the
+// target it removes itself from LD_PRELOAD, so no child that execs another
+// program gets it. Children forked without exec: ctl_fork_child.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+
+
+static uint64_t env_u64(const char* name, uint64_t fallback) {
+  const char* v = getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = NULL;
+  errno = 0;
+  unsigned long long n = strtoull(v, &end, 10);
+  return errno || *end ? fallback : (uint64_t)n;
+}
+
+// Whether this process runs the program the launcher profiles.
+static int is_target(void) {
+  const char* target = getenv("MEMPROFILE_CTL_TARGET");
+  if (!target || !*target) return 1;
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n < 0) {
+    ctl_log("cannot read /proc/self/exe (%s; is /proc mounted?): start/stop/snapshot/status are not available",
+            strerror(errno));
+    return 0;
+  }
+  exe[n] = '\0';
+  return strcmp(exe, target) == 0;
+}
+
+// LD_PRELOAD without this library (entries are separated by ':' or spaces).
+static void drop_self_from_preload(void) {
+  const char* v = getenv("LD_PRELOAD");
+  if (!v) return;
+  size_t len = strlen(v);
+  char* out = malloc(len + 1);
+  if (!out) return;
+  size_t o = 0;
+  for (const char* p = v; *p;) {
+    size_t n = strcspn(p, ": \t");
+    if (n && !memmem(p, n, "libmemprofile_ctl", 17)) {
+      if (o) out[o++] = ':';
+      memcpy(out + o, p, n);
+      o += n;
+    }
+    p += n;
+    if (*p) ++p;
+  }
+  out[o] = '\0';
+  if (o) setenv("LD_PRELOAD", out, 1);
+  else unsetenv("LD_PRELOAD");
+  free(out);
+}
+
+__attribute__((constructor)) static void ctl_init(void) {
+  const char* backend = getenv("MEMPROFILE_CTL_BACKEND");
+  const char* dir = getenv("MEMPROFILE_CTL_DIR");
+  if (!backend || !dir || !*dir) return;
+  int log_fd = fcntl(2, F_DUPFD_CLOEXEC, 200);  // -1 when fd 2 is closed: nothing is logged
+  if (log_fd < 0) log_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+  ctl_log_to(log_fd);
+  // Every process the profiler loads into writes there, a dispatcher too.
+  files_guard(dir);
+  if (!is_target()) return;
+  drop_self_from_preload();
+  const struct ctl_profiler* profiler = ctl_profiler_named(backend, &ctl.backend);
+  if (!profiler) return;
+  if (strlen(dir) >= sizeof ctl.dir) {
+    ctl_log("output directory name too long (%zu bytes): %.200s...", strlen(dir), dir);
+    return;
+  }
+  strcpy(ctl.dir, dir);
+  ctl.pid = getpid();
+  ctl.start_time = time(NULL);
+  ctl.recording = env_u64("MEMPROFILE_CTL_RECORDING", 1) != 0;
+  ctl.max_bytes = env_u64("MEMPROFILE_CTL_MAX_BYTES", 0);
+  ctl.min_free_bytes = env_u64("MEMPROFILE_CTL_MIN_FREE_BYTES", 0);
+  ctl.snapshot_every_ms = env_u64("MEMPROFILE_CTL_SNAPSHOT_EVERY_MS", 0);
+  ctl.disk = ctl_disk_budget();
+  ctl.profiler = profiler;
+  // The allocator is set up before the fork handlers are registered, so that
+  // its own child handler (registered at its first allocation) runs first.
+  free(malloc(1));
+  if (ctl_serve() != 0) {
+    ctl.pid = 0;
+    return;
+  }
+  pthread_atfork(ctl_fork_prepare, ctl_fork_parent, ctl_fork_child);
+}
+
+__attribute__((destructor)) static void ctl_fini(void) { ctl_exit(); }
