@@ -200,7 +200,7 @@ static int make_room(char* why, size_t whylen, int note) {
     int can_rotate = ctl.backend == CTL_JEMALLOC && s.u.own_files >= 3 && s.second_seq != s.newest_seq &&
                      s.second[0] && deleted < 4096;
     if (can_rotate) {
-      int dfd = open(ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      int dfd = openat(AT_FDCWD, ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
       int rc = dfd >= 0 ? unlinkat(dfd, s.second, 0) : -1;
       if (rc == 0) {  // its memory record goes with it
         char record[sizeof s.second + 16];

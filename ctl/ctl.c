@@ -205,7 +205,7 @@ static int take_snapshot(char* path, size_t pathlen, char* err, size_t errlen) {
   char final_name[256], part[sizeof final_name + 8];
   snprintf(final_name, sizeof final_name, "%s", asked);
   snprintf(part, sizeof part, "%s.part", final_name);
-  int dfd = open(ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dfd = openat(AT_FDCWD, ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   struct stat st;
   int have_part = final_name[0] && dfd >= 0 && fstatat(dfd, part, &st, AT_SYMLINK_NOFOLLOW) == 0;
   if (rc != 0 || !have_part) {
@@ -737,7 +737,7 @@ static int at_dir(int fd, const char* dir, const char* name, int (*op)(int, cons
   a.sun_family = AF_UNIX;
   int n = snprintf(a.sun_path, sizeof a.sun_path, "%s/%s", dir, name);
   if (n >= 0 && (size_t)n < sizeof a.sun_path) return op(fd, (struct sockaddr*)&a, sizeof a);
-  int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  int dfd = openat(AT_FDCWD, dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return -1;
   n = snprintf(a.sun_path, sizeof a.sun_path, "/proc/self/fd/%d/%s", dfd, name);
   int rc = n >= 0 && (size_t)n < sizeof a.sun_path ? op(fd, (struct sockaddr*)&a, sizeof a) : (errno = ENAMETOOLONG, -1);
@@ -796,7 +796,7 @@ static void write_process_record(void) {
                      (int)ctl.pid, (int)ctl.parent, quoted, ctl.profiler->name, (long long)ctl.start_time);
   snprintf(name, sizeof name, "memprofile-proc.%d.json", (int)ctl.pid);
   snprintf(tmp, sizeof tmp, "%s.new", name);
-  int dfd = open(ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dfd = openat(AT_FDCWD, ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return;
   unlinkat(dfd, tmp, 0);
   int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);

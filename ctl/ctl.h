@@ -24,17 +24,9 @@
 #include <sys/types.h>
 #include <time.h>
 
-enum ctl_backend { CTL_JEMALLOC, CTL_BYTEHOUND, CTL_HEAPTRACK };
+#include "memrecord.h"
 
-// The allocator's view of the process's memory: jemalloc's stats (through
-// mallctl, after an epoch refresh), or glibc malloc's (mallinfo2) for the
-// backends that leave malloc to glibc.
-struct allocator_stats {
-  const char* name;  // "jemalloc", "glibc"
-  uint64_t allocated, active, resident, mapped, retained, metadata;  // jemalloc
-  uint64_t arena, in_use, free, mmapped;                              // glibc: in_use counts mmapped blocks
-  int wraps;  // glibc older than 2.33: mallinfo's ints, which wrap past 2 GiB
-};
+enum ctl_backend { CTL_JEMALLOC, CTL_BYTEHOUND, CTL_HEAPTRACK };
 
 // What one profiler does on the core's requests (backend.c). Each that can
 // fail returns 0, or -1 with the reason in err.
@@ -153,10 +145,6 @@ void ctl_fork_child(void);
 // At exit, in the process served.
 void ctl_exit(void);
 
-// memrecord.c: NAME.mem.json beside the dump NAME in the directory `dfd`,
-// for process `pid`, with the allocator's view when `as` is not NULL.
-void memory_record_write(int dfd, const char* dump_name, pid_t pid, const struct allocator_stats* as);
-
 // backend.c: the profiler named "jemalloc", "bytehound" or "heaptrack"
 // (NULL for another name), its enum in *which; set up in the process.
 const struct ctl_profiler* ctl_profiler_named(const char* name, enum ctl_backend* which);
@@ -166,5 +154,6 @@ const struct ctl_disk* ctl_disk_budget(void);
 
 // files.c: profiles are created in the output directory only exclusively,
 // never through a link, nor into a file of another user (open, open64,
-// creat and creat64 are the library's own, for the profilers' calls).
+// creat and creat64 are the library's own, for the profilers' calls; the
+// library's own files are opened with openat, straight to the kernel).
 void files_guard(const char* dir);

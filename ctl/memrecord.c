@@ -15,11 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "memrecord.h"
 
 // A small file of /proc or /sys, whole, into buf; its length or -1.
 static ssize_t read_small(const char* path, char* buf, size_t len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
   size_t got = 0;
   for (ssize_t n; got + 1 < len && (n = read(fd, buf + got, len - 1 - got)) > 0;) got += (size_t)n;
