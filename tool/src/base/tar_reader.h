@@ -43,6 +43,18 @@ class TarReader {
   size_t read_stored(void* buf, size_t n);
   void read_sparse_map_v1(uint64_t at);
   void check_sparse(uint64_t stored, uint64_t at);
+  // next(), one step each: a header, the extended headers before an entry,
+  // the entry, where its content is.
+  struct Extended;
+  bool read_header(unsigned char* h, uint64_t& at);
+  bool read_extended(char type, uint64_t size, uint64_t at, Extended& x);
+  void read_pax(uint64_t size, uint64_t at, Extended& x);
+  void pax_record(const std::string& key, const std::string& value, uint64_t at, Extended& x) const;
+  void pax_sparse_map(const std::string& value, uint64_t at, Extended& x) const;
+  uint64_t pax_number(const std::string& key, const std::string& value, uint64_t at) const;
+  TarEntry make_entry(const unsigned char* h, uint64_t at, char type, uint64_t size, const Extended& x) const;
+  void read_old_sparse(const unsigned char* h, uint64_t at);
+  void start_content(const unsigned char* h, uint64_t at, Extended& x, TarEntry& e);
 
   Reader& in_;
   std::string name_;
