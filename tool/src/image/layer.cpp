@@ -329,6 +329,220 @@ bool is_config_file(const std::string& path) {
          path.rfind("/etc/memprofile/", 0) == 0;
 }
 
+namespace {
+
+// One layer's pass, one member per step: each entry is checked (its name),
+// classified (whiteouts, then its type) and, for a regular file, read
+// (ELF facts, kept heads and configs, a whole copy when asked); at the end
+// repeated paths are settled and the digests taken.
+class LayerPass {
+ public:
+  LayerPass(TarReader& tar, const std::string& name, const LayerLimits& limits, LayerSummary& s)
+      : tar_(tar), name_(name), limits_(limits), s_(s), buf_(kChunk) {
+    s_.held = Charge(limits.budget);
+  }
+
+  void run() {
+    TarEntry e;
+    while (tar_.next(e)) {
+      if (++s_.entries > kMaxLayerEntries)
+        throw FileError(name_, "layer holds more than " + std::to_string(kMaxLayerEntries) + " entries (memprofile's limit)");
+      std::string path;
+      if (!usable_path(e, path)) continue;
+      LayerNode n;
+      n.mode = e.mode;
+      n.uid = e.uid;
+      n.gid = e.gid;
+      n.size = e.size;
+      n.file_caps = e.file_caps;
+      if (whiteout(e, path, n)) continue;
+      if (!classify(e, path, n)) continue;
+      n.path = keep_name(path);
+      if (n.kind == LayerNode::Kind::File) read_file(e, path, n);
+      keep_node(std::move(n));
+    }
+    keep_last_of_each_path(s_, [this](std::string what) { anomaly(std::move(what)); });
+    if (more_anomalies_) s_.anomalies.push_back("... and " + std::to_string(more_anomalies_) + " more");
+    if (specials_)
+      s_.anomalies.push_back(std::to_string(specials_) + " device node" + (specials_ == 1 ? "" : "s") + " or FIFO" +
+                             (specials_ == 1 ? "" : "s") + " (e.g. " + first_special_ + "): recorded, never opened");
+  }
+
+  std::vector<char>& buffer() { return buf_; }
+
+ private:
+  // Every name and node is charged to the run's budget as it is kept.
+  std::string_view keep_name(std::string_view text) {
+    uint64_t before = s_.names->bytes();
+    std::string_view kept = s_.names->add(text);
+    if (s_.names->bytes() != before) s_.held.add(s_.names->bytes() - before, name_, "the layers' file names");
+    return kept;
+  }
+  void keep_node(LayerNode&& n) {
+    s_.held.add(sizeof(LayerNode), name_, "the layers' file lists");
+    s_.nodes.push_back(std::move(n));
+  }
+  void anomaly(std::string what) {
+    if (s_.anomalies.size() < kMaxAnomalies) s_.anomalies.push_back(std::move(what));
+    else ++more_anomalies_;
+  }
+
+  // The entry's path in the image, or false for one that is ignored (too
+  // long or deep, climbing out of the root, the root itself).
+  bool usable_path(const TarEntry& e, std::string& path) {
+    if (e.name.size() > kMaxEntryName || e.linkname.size() > kMaxEntryName ||
+        std::count(e.name.begin(), e.name.end(), '/') > static_cast<std::ptrdiff_t>(kMaxEntryDepth)) {
+      anomaly("entry at offset " + std::to_string(e.offset) + ": name or link target longer than " +
+              std::to_string(kMaxEntryName) + " bytes (PATH_MAX) or deeper than " + std::to_string(kMaxEntryDepth) +
+              " directories; ignored");
+      return false;
+    }
+    bool escaped = false;
+    if (!e.name.empty() && e.name[0] == '/') anomaly(note(e, "absolute path, taken relative to the image root"));
+    path = clean_entry_path(e.name, &escaped);
+    if (escaped) {
+      anomaly(note(e, "path climbs out of the image root with '..'; ignored"));
+      return false;
+    }
+    return path != "/";  // the root directory itself
+  }
+
+  // An opaque marker or a whiteout: kept (or ignored with a note), true.
+  bool whiteout(const TarEntry& e, const std::string& path, LayerNode& n) {
+    std::string dir = dirname_of(path), base = path.substr(path.rfind('/') + 1);
+    if (base == ".wh..wh..opq") {
+      n.kind = LayerNode::Kind::Opaque;
+      n.path = keep_name(dir);
+      keep_node(std::move(n));
+      return true;
+    }
+    if (base.rfind(".wh.", 0) != 0) return false;
+    n.kind = LayerNode::Kind::Whiteout;
+    if (base.size() == 4) {
+      anomaly(note(e, "whiteout with an empty name; ignored"));
+      return true;
+    }
+    n.path = keep_name((dir == "/" ? "" : dir) + "/" + base.substr(4));
+    keep_node(std::move(n));
+    return true;
+  }
+
+  // The node's kind from the entry's type; false for one that is ignored.
+  bool classify(const TarEntry& e, const std::string& path, LayerNode& n) {
+    switch (e.type) {
+      case '0':
+      case '7':
+      case 'S':
+        n.kind = LayerNode::Kind::File;
+        return true;
+      case '1': {
+        n.kind = LayerNode::Kind::Hardlink;
+        bool esc = false;
+        std::string target = clean_entry_path(e.linkname, &esc);
+        if (esc || e.linkname.empty()) {
+          anomaly(note(e, "hard link to '" + e.linkname + "' escapes the image root; ignored"));
+          return false;
+        }
+        n.link = keep_name(target);
+        return true;
+      }
+      case '2':
+        n.kind = LayerNode::Kind::Symlink;
+        n.link = keep_name(e.linkname);
+        return true;
+      case '5':
+        n.kind = LayerNode::Kind::Dir;
+        return true;
+      case '3':
+      case '4':
+      case '6':
+        n.kind = LayerNode::Kind::Other;
+        if (specials_++ == 0) first_special_ = path;
+        return true;
+      default:
+        anomaly(note(e, std::string("unknown entry type '") + e.type + "'; ignored"));
+        return false;
+    }
+  }
+
+  // Within the layer's budget for kept contents; past it, said once.
+  bool affordable(const TarEntry& e, size_t bytes) {
+    if (kept_bytes_ + bytes <= kKeptBudget) {
+      s_.held.add(bytes, name_, "the layers' kept file contents");
+      kept_bytes_ += bytes;
+      return true;
+    }
+    if (!budget_noted_)
+      anomaly(note(e, "the layer's budget for kept file contents (" + std::to_string(kKeptBudget >> 20) +
+                          " MiB) is spent; contents of this and later files are not kept"));
+    budget_noted_ = true;
+    return false;
+  }
+
+  // A regular file's content as it streams past: ELF facts, the head of a
+  // script or executable, a config file whole, a whole copy when asked.
+  void read_file(const TarEntry& e, const std::string& path, LayerNode& n) {
+    Charge reading(limits_.budget);
+    std::unique_ptr<ElfCapture> elf;
+    std::unique_ptr<PathStrings> strings;
+    std::string kept;
+    bool config = is_config_file(path);
+    bool first = true;
+    bool executable = n.mode & 0111;
+    auto say = [this](std::string what) { anomaly(std::move(what)); };
+    UniqueFd whole = capture_file(limits_, path, e.size, name_, say);
+    for (size_t r; (r = tar_.read(buf_.data(), buf_.size())) > 0;) {
+      if (whole) write_all(whole.get(), buf_.data(), r, name_ + ":" + path);
+      if (first) {
+        first = false;
+        if (has_elf_magic(buf_.data(), r)) {
+          // What the capture may hold while the file streams past.
+          reading.add(std::min<uint64_t>(e.size, kHead + kPrefix + kElfBudget), name_, "the ELF files being read");
+          elf = std::make_unique<ElfCapture>(e.size);
+          if (executable) strings = std::make_unique<PathStrings>();
+        }
+      }
+      if (elf) elf->feed(buf_.data(), r);
+      if (strings) strings->feed(buf_.data(), r);
+      size_t cap = config ? kConfigMax : (executable || kept.rfind("#!", 0) == 0 || kept.empty()) ? kScriptHead : 0;
+      if (!elf && kept.size() < cap) kept.append(buf_.data(), std::min(r, cap - kept.size()));
+    }
+    std::shared_ptr<FileFacts> facts;
+    if (elf) {
+      facts = std::make_shared<FileFacts>();
+      try {
+        facts->elf = elf->finish(path);
+      } catch (const Error& err) {
+        facts->elf_error = err.what();
+      }
+      s_.held.add(facts->elf ? facts_bytes(*facts->elf) : sizeof(FileFacts) + facts->elf_error.size(), name_,
+                  "the layers' ELF facts");
+      if (strings)
+        if (auto found = strings->finish(); found && affordable(e, found->size())) facts->path_strings = *found;
+    } else if (!kept.empty() && (config || executable || kept.rfind("#!", 0) == 0) && affordable(e, kept.size())) {
+      facts = std::make_shared<FileFacts>();
+      facts->content = std::move(kept);
+    }
+    if (whole) {
+      if (!facts) facts = std::make_shared<FileFacts>();
+      facts->data = std::make_shared<const UniqueFd>(std::move(whole));
+    }
+    if (facts) n.facts = std::move(facts);
+  }
+
+  TarReader& tar_;
+  const std::string& name_;
+  const LayerLimits& limits_;
+  LayerSummary& s_;
+  std::vector<char> buf_;
+  size_t specials_ = 0, more_anomalies_ = 0;
+  uint64_t kept_bytes_ = 0;
+  bool budget_noted_ = false;
+  std::string first_special_;
+};
+
+}  // namespace
+
 LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerLimits& limits) {
   LayerSummary s;
   s.name = name;
@@ -339,171 +553,10 @@ LayerSummary summarize_layer(Reader& blob, const std::string& name, const LayerL
   PrefetchReader ahead(*tar_stream);
   HashingReader tar_bytes(ahead);
   TarReader tar(tar_bytes, name);
-  std::vector<char> buf(kChunk);
-  s.held = Charge(limits.budget);
-  // Every name and node is charged to the run's budget as it is kept.
-  auto keep_name = [&](std::string_view text) {
-    uint64_t before = s.names->bytes();
-    std::string_view kept = s.names->add(text);
-    if (s.names->bytes() != before) s.held.add(s.names->bytes() - before, name, "the layers' file names");
-    return kept;
-  };
-  auto keep_node = [&](LayerNode&& n) {
-    s.held.add(sizeof(LayerNode), name, "the layers' file lists");
-    s.nodes.push_back(std::move(n));
-  };
-  size_t specials = 0, more_anomalies = 0;
-  uint64_t kept_bytes = 0;
-  bool budget_noted = false;
-  std::string first_special;
-  auto anomaly = [&](std::string what) {
-    if (s.anomalies.size() < kMaxAnomalies) s.anomalies.push_back(std::move(what));
-    else ++more_anomalies;
-  };
-  TarEntry e;
-  while (tar.next(e)) {
-    if (++s.entries > kMaxLayerEntries)
-      throw FileError(name, "layer holds more than " + std::to_string(kMaxLayerEntries) + " entries (memprofile's limit)");
-    if (e.name.size() > kMaxEntryName || e.linkname.size() > kMaxEntryName ||
-        std::count(e.name.begin(), e.name.end(), '/') > static_cast<std::ptrdiff_t>(kMaxEntryDepth)) {
-      anomaly("entry at offset " + std::to_string(e.offset) + ": name or link target longer than " +
-              std::to_string(kMaxEntryName) + " bytes (PATH_MAX) or deeper than " + std::to_string(kMaxEntryDepth) +
-              " directories; ignored");
-      continue;
-    }
-    bool escaped = false;
-    if (!e.name.empty() && e.name[0] == '/') anomaly(note(e, "absolute path, taken relative to the image root"));
-    std::string path = clean_entry_path(e.name, &escaped);
-    if (escaped) {
-      anomaly(note(e, "path climbs out of the image root with '..'; ignored"));
-      continue;
-    }
-    if (path == "/") continue;  // the root directory itself
-    LayerNode n;
-    n.mode = e.mode;
-    n.uid = e.uid;
-    n.gid = e.gid;
-    n.size = e.size;
-    n.file_caps = e.file_caps;
-    std::string dir = dirname_of(path), base = path.substr(path.rfind('/') + 1);
-    if (base == ".wh..wh..opq") {
-      n.kind = LayerNode::Kind::Opaque;
-      n.path = keep_name(dir);
-      keep_node(std::move(n));
-      continue;
-    }
-    if (base.rfind(".wh.", 0) == 0) {
-      n.kind = LayerNode::Kind::Whiteout;
-      if (base.size() == 4) {
-        anomaly(note(e, "whiteout with an empty name; ignored"));
-        continue;
-      }
-      n.path = keep_name((dir == "/" ? "" : dir) + "/" + base.substr(4));
-      keep_node(std::move(n));
-      continue;
-    }
-    switch (e.type) {
-      case '0':
-      case '7':
-      case 'S':
-        n.kind = LayerNode::Kind::File;
-        break;
-      case '1': {
-        n.kind = LayerNode::Kind::Hardlink;
-        bool esc = false;
-        std::string target = clean_entry_path(e.linkname, &esc);
-        if (esc || e.linkname.empty()) {
-          anomaly(note(e, "hard link to '" + e.linkname + "' escapes the image root; ignored"));
-          continue;
-        }
-        n.link = keep_name(target);
-        break;
-      }
-      case '2':
-        n.kind = LayerNode::Kind::Symlink;
-        n.link = keep_name(e.linkname);
-        break;
-      case '5':
-        n.kind = LayerNode::Kind::Dir;
-        break;
-      case '3':
-      case '4':
-      case '6':
-        n.kind = LayerNode::Kind::Other;
-        if (specials++ == 0) first_special = path;
-        break;
-      default:
-        anomaly(note(e, std::string("unknown entry type '") + e.type + "'; ignored"));
-        continue;
-    }
-    n.path = keep_name(path);
-    if (n.kind == LayerNode::Kind::File) {
-      Charge reading(limits.budget);
-      std::unique_ptr<ElfCapture> elf;
-      std::unique_ptr<PathStrings> strings;
-      std::string kept;
-      bool config = is_config_file(path);
-      bool first = true;
-      bool executable = n.mode & 0111;
-      UniqueFd whole = capture_file(limits, path, e.size, name, anomaly);
-      for (size_t r; (r = tar.read(buf.data(), buf.size())) > 0;) {
-        if (whole) write_all(whole.get(), buf.data(), r, name + ":" + path);
-        if (first) {
-          first = false;
-          if (has_elf_magic(buf.data(), r)) {
-            // What the capture may hold while the file streams past.
-            reading.add(std::min<uint64_t>(e.size, kHead + kPrefix + kElfBudget), name, "the ELF files being read");
-            elf = std::make_unique<ElfCapture>(e.size);
-            if (executable) strings = std::make_unique<PathStrings>();
-          }
-        }
-        if (elf) elf->feed(buf.data(), r);
-        if (strings) strings->feed(buf.data(), r);
-        size_t cap = config ? kConfigMax : (executable || kept.rfind("#!", 0) == 0 || kept.empty()) ? kScriptHead : 0;
-        if (!elf && kept.size() < cap) kept.append(buf.data(), std::min(r, cap - kept.size()));
-      }
-      // Within the layer's budget for kept contents; past it, say so once.
-      auto affordable = [&](size_t bytes) {
-        if (kept_bytes + bytes <= kKeptBudget) {
-          s.held.add(bytes, name, "the layers' kept file contents");
-          kept_bytes += bytes;
-          return true;
-        }
-        if (!budget_noted) anomaly(note(e, "the layer's budget for kept file contents (" + std::to_string(kKeptBudget >> 20) +
-                                               " MiB) is spent; contents of this and later files are not kept"));
-        budget_noted = true;
-        return false;
-      };
-      std::shared_ptr<FileFacts> facts;
-      if (elf) {
-        facts = std::make_shared<FileFacts>();
-        try {
-          facts->elf = elf->finish(path);
-        } catch (const Error& err) {
-          facts->elf_error = err.what();
-        }
-        s.held.add(facts->elf ? facts_bytes(*facts->elf) : sizeof(FileFacts) + facts->elf_error.size(), name,
-                      "the layers' ELF facts");
-        if (strings)
-          if (auto found = strings->finish(); found && affordable(found->size())) facts->path_strings = *found;
-      } else if (!kept.empty() && (config || executable || kept.rfind("#!", 0) == 0) && affordable(kept.size())) {
-        facts = std::make_shared<FileFacts>();
-        facts->content = std::move(kept);
-      }
-      if (whole) {
-        if (!facts) facts = std::make_shared<FileFacts>();
-        facts->data = std::make_shared<const UniqueFd>(std::move(whole));
-      }
-      if (facts) n.facts = std::move(facts);
-    }
-    keep_node(std::move(n));
-  }
-  keep_last_of_each_path(s, anomaly);
-  if (more_anomalies) s.anomalies.push_back("... and " + std::to_string(more_anomalies) + " more");
-  if (specials)
-    s.anomalies.push_back(std::to_string(specials) + " device node" + (specials == 1 ? "" : "s") + " or FIFO" +
-                          (specials == 1 ? "" : "s") + " (e.g. " + first_special + "): recorded, never opened");
+  LayerPass pass(tar, name, limits, s);
+  pass.run();
   // Trailing zero blocks and padding belong to the tar too (diff_id).
+  std::vector<char>& buf = pass.buffer();
   for (size_t r; (r = tar_bytes.read(buf.data(), buf.size())) > 0;) {
   }
   ahead.finish();
