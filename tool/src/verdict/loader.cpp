@@ -175,174 +175,221 @@ std::optional<std::string> Loader::try_candidate(const std::string& candidate, c
   return r->path;
 }
 
-LoadResult Loader::load(const std::string& exe_path, const ElfInfo& exe, const LoadOptions& opts) const {
-  LoadResult result;
-  const bool musl = exe.libc() == Libc::Musl;
+// One simulated start, one member per step of ld.so's: the interpreter,
+// then the breadth-first mapping of preloads and needs (each name searched
+// as glibc or musl searches it), then the version checks.
+class Loader::Run {
+ public:
+  Run(const Loader& loader, const std::string& exe_path, const ElfInfo& exe, const LoadOptions& opts)
+      : loader_(loader),
+        exe_(exe),
+        musl_(exe.libc() == Libc::Musl),
+        platform_(machine_name(exe.machine)),
+        triplet_(multiarch_triplet(exe.machine, exe.elf_class)),
+        defaults_(loader.default_dirs(exe.machine, exe.elf_class, musl_)),
+        env_dirs_(split_list(opts.ld_library_path, ":;")),
+        opts_(opts) {
+    nodes_.push_back({exe_path, std::make_shared<ElfInfo>(exe), -1});
+  }
+
+  LoadResult run() {
+    map_interpreter();
+    map_objects();
+    check_versions(nodes_[0].path, exe_);
+    for (const auto& o : result_.objects)
+      if (o.elf) check_versions(o.path, *o.elf);
+    return std::move(result_);
+  }
+
+ private:
   struct Node {
     std::string path;
     std::shared_ptr<const ElfInfo> elf;
     int parent;  // who loaded it; -1 for the executable
   };
-  std::vector<Node> nodes;
-  nodes.push_back({exe_path, std::make_shared<ElfInfo>(exe), -1});
-  std::map<std::string, size_t>& by_name = result.names;
 
-  if (!exe.interpreter.empty()) {
+  // ld.so is loaded before anything else, so a DT_NEEDED on its soname
+  // matches it instead of searching.
+  void map_interpreter() {
+    const std::string& interp = exe_.interpreter;
+    if (interp.empty()) return;
     try {
-      if (auto r = resolve(tree_, exe.interpreter); r && r->node.kind == FsNode::Kind::Regular) {
-        result.interpreter = r->path;
-        // ld.so is loaded before anything else, so a DT_NEEDED on its soname
-        // matches it instead of searching.
-        std::shared_ptr<const ElfInfo> info;
-        try {
-          info = tree_.elf(r->path);
-        } catch (const Error&) {
-        }
-        LoadedObject o{exe.interpreter, exe_path, r->path, "PT_INTERP", {}, info, false};
-        result.objects.push_back(o);
-        size_t idx = result.objects.size() - 1;
-        by_name[exe.interpreter] = idx;
-        by_name[exe.interpreter.substr(exe.interpreter.rfind('/') + 1)] = idx;
-        if (info && !info->soname.empty()) by_name[info->soname] = idx;
-        // musl's loader is also its libc and answers to libc's names itself.
-        if (musl)
-          for (const char* alias : {"libc.so", "libc.musl-x86_64.so.1", "libc.musl-aarch64.so.1"}) by_name[alias] = idx;
+      auto r = resolve(loader_.tree_, interp);
+      if (!r || r->node.kind != FsNode::Kind::Regular) return;
+      result_.interpreter = r->path;
+      std::shared_ptr<const ElfInfo> info;
+      try {
+        info = loader_.tree_.elf(r->path);
+      } catch (const Error&) {
       }
+      result_.objects.push_back(LoadedObject{interp, nodes_[0].path, r->path, "PT_INTERP", {}, info, false});
+      size_t idx = result_.objects.size() - 1;
+      auto& by_name = result_.names;
+      by_name[interp] = idx;
+      by_name[interp.substr(interp.rfind('/') + 1)] = idx;
+      if (info && !info->soname.empty()) by_name[info->soname] = idx;
+      // musl's loader is also its libc and answers to libc's names itself.
+      if (musl_)
+        for (const char* alias : {"libc.so", "libc.musl-x86_64.so.1", "libc.musl-aarch64.so.1"}) by_name[alias] = idx;
     } catch (const Error&) {
     }
   }
 
-  const std::string platform = machine_name(exe.machine);
-  const std::string triplet = multiarch_triplet(exe.machine, exe.elf_class);
-  auto expand = [&](std::string s, const Node& n) {
+  // $ORIGIN, $LIB and $PLATFORM, as the object `n` sees them.
+  std::string expand(std::string s, const Node& n) const {
     if (s.find('$') == std::string::npos) return s;
     std::string origin = dirname_of(n.path);
-    std::string lib = triplet.empty() ? (exe.is_64() ? "lib64" : "lib") : "lib/" + triplet;
-    for (const auto& [k, v] : {std::pair<std::string, std::string>{"ORIGIN", origin}, {"LIB", lib}, {"PLATFORM", platform}}) {
+    std::string lib = triplet_.empty() ? (exe_.is_64() ? "lib64" : "lib") : "lib/" + triplet_;
+    for (const auto& [k, v] : {std::pair<std::string, std::string>{"ORIGIN", origin}, {"LIB", lib}, {"PLATFORM", platform_}}) {
       replace_all(s, "${" + k + "}", v);
       replace_all(s, "$" + k, v);
     }
     return s;
-  };
-  const std::vector<std::string> defaults = default_dirs(exe.machine, exe.elf_class, musl);
-  const std::vector<std::string> env_dirs = split_list(opts.ld_library_path, ":;");
+  }
 
-  auto search = [&](const std::string& raw_name, int requester, bool preload) {
+  bool found(LoadedObject& o, const std::string& candidate, const char* via) const {
+    auto p = loader_.try_candidate(candidate, exe_, &o.skipped, &o.elf);
+    if (!p) return false;
+    o.path = *p;
+    o.via = via;
+    return true;
+  }
+
+  // `name` in each of `dirs` (expanded as `owner` sees them) until found.
+  bool try_dirs(LoadedObject& o, const std::string& name, const std::vector<std::string>& dirs, const Node& owner,
+                const char* via) const {
+    for (const auto& d : dirs) {
+      std::string dir = expand(d, owner);
+      if (dir.empty() || dir[0] != '/') continue;  // relative to the cwd of a process we do not have
+      if (found(o, dir + "/" + name, via)) return true;
+    }
+    return false;
+  }
+
+  // musl: LD_LIBRARY_PATH, each loader's rpath or runpath up the chain, the defaults.
+  void search_musl(LoadedObject& o, const std::string& name, int requester) const {
+    const Node& req = nodes_[static_cast<size_t>(requester)];
+    if (try_dirs(o, name, env_dirs_, req, "LD_LIBRARY_PATH")) return;
+    for (int l = requester; l >= 0; l = nodes_[static_cast<size_t>(l)].parent) {
+      const Node& n = nodes_[static_cast<size_t>(l)];
+      const std::string& list = n.elf->runpath.empty() ? n.elf->rpath : n.elf->runpath;
+      if (try_dirs(o, name, split_list(list, ":"), n, "rpath")) return;
+    }
+    try_dirs(o, name, defaults_, req, "default");
+  }
+
+  // glibc's DT_RPATH chain: the requester's and its loaders' up to the
+  // executable, while none of them has a DT_RUNPATH.
+  bool search_rpaths(LoadedObject& o, const std::string& name, int requester) const {
+    bool did_main = false;
+    for (int l = requester; l >= 0; l = nodes_[static_cast<size_t>(l)].parent) {
+      const Node& n = nodes_[static_cast<size_t>(l)];
+      did_main |= l == 0;
+      if (n.elf->runpath.empty() && try_dirs(o, name, split_list(n.elf->rpath, ":"), n, "rpath")) return true;
+    }
+    const Node& exe = nodes_[0];
+    return !did_main && exe.elf->runpath.empty() && try_dirs(o, name, split_list(exe.elf->rpath, ":"), exe, "rpath");
+  }
+
+  // glibc takes the cache's first entry for the name (hwcaps variants
+  // aside) and opens only that; a few more are tried here for hwcaps
+  // subdirectories, but never every one of a crafted cache's thousands.
+  bool search_cache(LoadedObject& o, const std::string& name) const {
+    size_t tried = 0;
+    for (const auto& e : loader_.ld_cache()) {
+      if (e.name != name || !ld_cache_flags_match(e.flags, exe_.machine, exe_.elf_class)) continue;
+      if (++tried > kMaxCacheCandidates) break;
+      if (found(o, std::string(e.path), "ld.so.cache")) return true;
+    }
+    return false;
+  }
+
+  // glibc: DT_RPATH, LD_LIBRARY_PATH, DT_RUNPATH, ld.so.cache, the defaults.
+  void search_glibc(LoadedObject& o, const std::string& name, int requester) const {
+    const Node& req = nodes_[static_cast<size_t>(requester)];
+    if (req.elf->runpath.empty() && search_rpaths(o, name, requester)) return;
+    if (try_dirs(o, name, env_dirs_, req, "LD_LIBRARY_PATH")) return;
+    if (try_dirs(o, name, split_list(req.elf->runpath, ":"), req, "runpath")) return;
+    if (req.elf->nodeflib) return;
+    if (search_cache(o, name)) return;
+    try_dirs(o, name, defaults_, req, "default");
+  }
+
+  LoadedObject search(const std::string& raw_name, int requester, bool preload) const {
     LoadedObject o;
     o.name = raw_name;
     o.preload = preload;
-    const Node& req = nodes[static_cast<size_t>(requester)];
+    const Node& req = nodes_[static_cast<size_t>(requester)];
     o.requested_by = req.path;
     std::string name = expand(raw_name, req);
-    auto try_dirs = [&](const std::vector<std::string>& dirs, const Node& owner, const char* via) {
-      for (const auto& d : dirs) {
-        std::string dir = expand(d, owner);
-        if (dir.empty() || dir[0] != '/') continue;  // relative to the cwd of a process we do not have
-        if (auto p = try_candidate(dir + "/" + name, exe, &o.skipped, &o.elf)) {
-          o.path = *p;
-          o.via = via;
-          return true;
-        }
-      }
-      return false;
-    };
-    if (name.find('/') != std::string::npos) {
-      if (auto p = try_candidate(name[0] == '/' ? name : "/" + name, exe, &o.skipped, &o.elf)) {
-        o.path = *p;
-        o.via = "path";
-      }
-      return o;
-    }
-    if (musl) {
-      if (try_dirs(env_dirs, req, "LD_LIBRARY_PATH")) return o;
-      for (int l = requester; l >= 0; l = nodes[static_cast<size_t>(l)].parent) {
-        const Node& n = nodes[static_cast<size_t>(l)];
-        const std::string& list = n.elf->runpath.empty() ? n.elf->rpath : n.elf->runpath;
-        if (try_dirs(split_list(list, ":"), n, "rpath")) return o;
-      }
-      try_dirs(defaults, req, "default");
-      return o;
-    }
-    if (req.elf->runpath.empty()) {
-      bool did_main = false;
-      for (int l = requester; l >= 0; l = nodes[static_cast<size_t>(l)].parent) {
-        const Node& n = nodes[static_cast<size_t>(l)];
-        did_main |= l == 0;
-        if (n.elf->runpath.empty() && try_dirs(split_list(n.elf->rpath, ":"), n, "rpath")) return o;
-      }
-      if (!did_main && nodes[0].elf->runpath.empty() && try_dirs(split_list(nodes[0].elf->rpath, ":"), nodes[0], "rpath"))
-        return o;
-    }
-    if (try_dirs(env_dirs, req, "LD_LIBRARY_PATH")) return o;
-    if (try_dirs(split_list(req.elf->runpath, ":"), req, "runpath")) return o;
-    if (req.elf->nodeflib) return o;
-    // glibc takes the cache's first entry for the name (hwcaps variants
-    // aside) and opens only that; a few more are tried here for hwcaps
-    // subdirectories, but never every one of a crafted cache's thousands.
-    size_t tried = 0;
-    for (const auto& e : ld_cache()) {
-      if (e.name != name || !ld_cache_flags_match(e.flags, exe.machine, exe.elf_class)) continue;
-      if (++tried > kMaxCacheCandidates) break;
-      if (auto p = try_candidate(std::string(e.path), exe, &o.skipped, &o.elf)) {
-        o.path = *p;
-        o.via = "ld.so.cache";
-        return o;
-      }
-    }
-    try_dirs(defaults, req, "default");
+    if (name.find('/') != std::string::npos)
+      found(o, name[0] == '/' ? name : "/" + name, "path");
+    else if (musl_)
+      search_musl(o, name, requester);
+    else
+      search_glibc(o, name, requester);
     return o;
-  };
+  }
 
   // Breadth-first like _dl_map_object_deps: preloads, then the executable's
   // needs, then theirs.
-  std::deque<std::pair<int, std::pair<std::string, bool>>> queue;
-  for (const auto& p : opts.preload) queue.push_back({0, {p, true}});
-  for (const auto& n : exe.needed) queue.push_back({0, {n, false}});
-  while (!queue.empty() && result.objects.size() < kMaxObjects) {
-    auto [requester, item] = queue.front();
-    queue.pop_front();
-    const auto& [name, preload] = item;
-    if (!preload) {
-      auto it = by_name.find(name);
-      if (it != by_name.end()) continue;
-    }
-    LoadedObject o = search(name, requester, preload);
-    // Already loaded under another name (e.g. by its soname, or a preload by path)?
-    if (!o.path.empty()) {
-      auto same = std::find_if(result.objects.begin(), result.objects.end(),
-                               [&](const LoadedObject& x) { return x.path == o.path; });
-      if (same != result.objects.end()) {
-        by_name[name] = static_cast<size_t>(same - result.objects.begin());
-        if (!preload) continue;
+  void map_objects() {
+    auto& by_name = result_.names;
+    std::deque<std::pair<int, std::pair<std::string, bool>>> queue;
+    for (const auto& p : opts_.preload) queue.push_back({0, {p, true}});
+    for (const auto& n : exe_.needed) queue.push_back({0, {n, false}});
+    while (!queue.empty() && result_.objects.size() < kMaxObjects) {
+      auto [requester, item] = queue.front();
+      queue.pop_front();
+      const auto& [name, preload] = item;
+      if (!preload && by_name.count(name)) continue;
+      LoadedObject o = search(name, requester, preload);
+      // Already loaded under another name (e.g. by its soname, or a preload by path)?
+      if (!o.path.empty()) {
+        auto same = std::find_if(result_.objects.begin(), result_.objects.end(),
+                                 [&](const LoadedObject& x) { return x.path == o.path; });
+        if (same != result_.objects.end()) {
+          by_name[name] = static_cast<size_t>(same - result_.objects.begin());
+          if (!preload) continue;
+        }
       }
-    }
-    result.objects.push_back(o);
-    size_t idx = result.objects.size() - 1;
-    by_name[name] = idx;
-    if (o.elf) {
-      if (!o.elf->soname.empty()) by_name.emplace(o.elf->soname, idx);
-      nodes.push_back({o.path, o.elf, requester});
-      int me = static_cast<int>(nodes.size() - 1);
-      for (const auto& n : o.elf->needed) queue.push_back({me, {n, false}});
+      result_.objects.push_back(o);
+      size_t idx = result_.objects.size() - 1;
+      by_name[name] = idx;
+      if (o.elf) {
+        if (!o.elf->soname.empty()) by_name.emplace(o.elf->soname, idx);
+        nodes_.push_back({o.path, o.elf, requester});
+        int me = static_cast<int>(nodes_.size() - 1);
+        for (const auto& n : o.elf->needed) queue.push_back({me, {n, false}});
+      }
     }
   }
 
   // The versions ld.so checks before running anything.
-  auto check_versions = [&](const std::string& path, const ElfInfo& elf) {
+  void check_versions(const std::string& path, const ElfInfo& elf) {
     for (const auto& vn : elf.verneed) {
-      auto it = by_name.find(vn.file);
-      if (it == by_name.end()) continue;
-      const LoadedObject& provider = result.objects[it->second];
+      auto it = result_.names.find(vn.file);
+      if (it == result_.names.end()) continue;
+      const LoadedObject& provider = result_.objects[it->second];
       if (!provider.elf || provider.elf->verdef.empty()) continue;  // glibc only warns then
       for (const auto& v : vn.versions)
         if (std::find(provider.elf->verdef.begin(), provider.elf->verdef.end(), v) == provider.elf->verdef.end())
-          result.version_problems.push_back({path, vn.file, v, provider.path});
+          result_.version_problems.push_back({path, vn.file, v, provider.path});
     }
-  };
-  check_versions(exe_path, exe);
-  for (const auto& o : result.objects)
-    if (o.elf) check_versions(o.path, *o.elf);
-  return result;
+  }
+
+  const Loader& loader_;
+  const ElfInfo& exe_;
+  const bool musl_;
+  const std::string platform_, triplet_;
+  const std::vector<std::string> defaults_, env_dirs_;
+  const LoadOptions& opts_;
+  std::vector<Node> nodes_;
+  LoadResult result_;
+};
+
+LoadResult Loader::load(const std::string& exe_path, const ElfInfo& exe, const LoadOptions& opts) const {
+  return Run(*this, exe_path, exe, opts).run();
 }
 
 }  // namespace memprofile

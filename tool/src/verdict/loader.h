@@ -78,6 +78,7 @@ class Loader {
   std::vector<std::string> default_dirs(uint16_t machine, int elf_class, bool musl) const;
 
  private:
+  class Run;  // one load(), as named steps (loader.cpp)
   const std::vector<LdCacheEntry>& ld_cache() const;
   std::optional<std::string> try_candidate(const std::string& candidate, const ElfInfo& want,
                                            std::vector<std::string>* skipped,
