@@ -208,132 +208,143 @@ void log_not_profiling(Logger& log, bool strict, const std::string& program, con
             {{"program", program}, {"target", target}, {"code", p.code}, {"fix", p.fix}, {"strict", strict}});
 }
 
-ExitCode run_exec(const ExecArgs& o) {
-  Logger log(o.log_format);
-  LaunchPlan plan = plan_launch(o, read_config(o.config), o.config, process_env);
-  // The output directory as an absolute path: the application may chdir,
-  // and the profiler and the control library resolve it after it does.
-  plan.cfg.output_dir = absolute(plan.cfg.output_dir, current_dir());
-  const LauncherConfig& cfg = plan.cfg;
-  const bool strict = plan.strict;
+// One launch: what the plan settled, the program found, what the checks
+// said, and the environment the program gets.
+struct Launch {
+  Launch(const ExecArgs& args, LaunchPlan p) : o(args), plan(std::move(p)), log(args.log_format) {}
+  const ExecArgs& o;
+  LaunchPlan plan;
+  Logger log;
+  std::string cwd, path_env;
+  std::string program, target;
+  std::optional<FoundProgram> target_found;
+  std::vector<std::string> env, unprofiled_env, added;
+  std::vector<Finding> problems;
+  std::string ctl_lib, ctl_problem;
+  bool aarch64 = false;
+};
+
+// The plan's own refusals, before anything is looked up: nullopt when it can go on.
+std::optional<ExitCode> refuse_plan(Launch& l) {
   // Without its command nothing can run: said with the code preflight gives it.
-  if (o.from_config && !plan.config_error.empty()) {
-    Finding f = make_finding("LAUNCHER_CONFIG", plan.config_error);
-    log.error("launcher_config", f.message, {{"code", f.code}});
+  if (l.o.from_config && !l.plan.config_error.empty()) {
+    Finding f = make_finding("LAUNCHER_CONFIG", l.plan.config_error);
+    l.log.error("launcher_config", f.message, {{"code", f.code}});
     return ExitCode::Refused;
   }
-  const std::vector<std::string>& argv = plan.argv;
+  const std::vector<std::string>& argv = l.plan.argv;
   if (argv.empty() || argv[0].empty()) {
-    Finding f = make_finding("LAUNCHER_CONFIG", o.from_config ? o.config + " has no entrypoint or cmd to run"
-                                                              : "no PROGRAM given (exec [options] -- PROGRAM [ARGS...])");
-    log.error("no_command", f.message, {{"code", f.code}});
+    Finding f = make_finding("LAUNCHER_CONFIG", l.o.from_config ? l.o.config + " has no entrypoint or cmd to run"
+                                                                : "no PROGRAM given (exec [options] -- PROGRAM [ARGS...])");
+    l.log.error("no_command", f.message, {{"code", f.code}});
     return ExitCode::InputError;
   }
-  // The program and the target are found as preflight finds them in an
-  // image: execvp's search, here over the live root.
-  HostTree root("/");
-  const std::string cwd = current_dir();
-  const char* path_var = getenv("PATH");
-  const std::string path_env = path_var ? path_var : kDefaultPath;
-  auto found = lookup_program(root, argv[0], path_env, cwd);
-  if (!found) {
-    log.error("program_not_found",
-              argv[0] + (argv[0].find('/') == std::string::npos ? " is not found on PATH" : " does not exist"),
-              {{"program", argv[0]}});
-    return ExitCode::NotFound;
-  }
-  const std::string program = found->path;
-  std::vector<std::string> env = current_env();
-  if (process_env("MEMPROFILE_DISABLE") == "1") {
-    log.info("disabled", "MEMPROFILE_DISABLE=1: running " + program + " unprofiled", {{"program", program}});
-    become(program, argv, env);
-  }
+  return std::nullopt;
+}
 
-  std::optional<FoundProgram> target_found = found;
-  std::string target = program;
-  if (!cfg.target.empty()) {
-    target_found = lookup_program(root, cfg.target, path_env, cwd);
-    target = target_found ? target_found->path : cfg.target;
+// The program and the target, found as preflight finds them in an image:
+// execvp's search, here over the live root. False when there is no program.
+bool find_programs(Launch& l, const HostTree& root) {
+  const std::vector<std::string>& argv = l.plan.argv;
+  auto found = lookup_program(root, argv[0], l.path_env, l.cwd);
+  if (!found) {
+    l.log.error("program_not_found",
+                argv[0] + (argv[0].find('/') == std::string::npos ? " is not found on PATH" : " does not exist"),
+                {{"program", argv[0]}});
+    return false;
   }
-  std::vector<Finding> problems;
+  l.program = found->path;
+  l.target_found = found;
+  l.target = l.program;
+  if (!l.plan.cfg.target.empty()) {
+    l.target_found = lookup_program(root, l.plan.cfg.target, l.path_env, l.cwd);
+    l.target = l.target_found ? l.target_found->path : l.plan.cfg.target;
+  }
+  return true;
+}
+
+// Whether the profiler will attach and record, and whether the control
+// library can serve: problems, or none.
+void check_launch(Launch& l, const HostTree& root) {
+  const LauncherConfig& cfg = l.plan.cfg;
   uint16_t machine = 0;
-  if (!plan.error.empty())
-    problems.push_back(make_finding("LAUNCHER_CONFIG", plan.error, "fix the flags or " + o.config));
+  if (!l.plan.error.empty())
+    l.problems.push_back(make_finding("LAUNCHER_CONFIG", l.plan.error, "fix the flags or " + l.o.config));
   else
-    problems = check_everything(root, target, target_found, plan.preload, cwd, cfg.output_dir, cfg.min_free_mb, &machine);
-  const bool aarch64 = machine == 183;  // EM_AARCH64
+    l.problems = check_everything(root, l.target, l.target_found, l.plan.preload, l.cwd, cfg.output_dir, cfg.min_free_mb,
+                                  &machine);
+  l.aarch64 = machine == 183;  // EM_AARCH64
   // Dormant needs the control library: without it nothing could ever start
   // recording. Otherwise it only adds the budget and status.
-  const std::string ctl_lib = absolute(cfg.ctl_library, cwd);
-  std::string ctl_problem;
-  if (problems.empty()) ctl_problem = ctl_library_problem(root, ctl_lib, target_found->file.path, root.elf(target_found->file.path), cwd, cfg.output_dir);
-  if (!ctl_problem.empty() && cfg.dormant)
-    problems.push_back(make_finding("CTL_LIBRARY_MISSING", "dormant mode needs the control library: " + ctl_problem));
-  if (!problems.empty()) {
-    log_not_profiling(log, strict, program, target, problems);
-    if (strict) return ExitCode::Refused;
-    become(program, argv, env);
-  }
+  l.ctl_lib = absolute(cfg.ctl_library, l.cwd);
+  if (l.problems.empty())
+    l.ctl_problem = ctl_library_problem(root, l.ctl_lib, l.target_found->file.path, root.elf(l.target_found->file.path),
+                                        l.cwd, cfg.output_dir);
+  if (!l.ctl_problem.empty() && cfg.dormant)
+    l.problems.push_back(make_finding("CTL_LIBRARY_MISSING", "dormant mode needs the control library: " + l.ctl_problem));
+}
 
-  // The user's own settings win over memprofile's defaults.
-  const Backend backend = plan.backend;
-  const std::vector<std::string> unprofiled_env = env;
-  bool dispatcher = target != program;
-  std::vector<std::string> added;
-  for (const auto& [k, v] : backend_env(backend, cfg.output_dir, dispatcher, aarch64, cfg.dormant)) {
+// The backend's settings; the user's own win over memprofile's defaults.
+void add_backend_env(Launch& l) {
+  const LauncherConfig& cfg = l.plan.cfg;
+  bool dispatcher = l.target != l.program;
+  for (const auto& [k, v] : backend_env(l.plan.backend, cfg.output_dir, dispatcher, l.aarch64, cfg.dormant)) {
     // Dormant bytehound must start off and toggle on SIGUSR1, whatever the
     // environment says: start/stop send that signal.
     bool forced = cfg.dormant && (k == "MEMORY_PROFILER_DISABLE_BY_DEFAULT" || k == "MEMORY_PROFILER_REGISTER_SIGUSR1");
     if (forced)
-      env.erase(std::remove_if(env.begin(), env.end(), [&](const std::string& e) { return e.rfind(k + "=", 0) == 0; }),
-                env.end());
-    else if (env_has(env, k))
+      l.env.erase(std::remove_if(l.env.begin(), l.env.end(), [&](const std::string& e) { return e.rfind(k + "=", 0) == 0; }),
+                  l.env.end());
+    else if (env_has(l.env, k))
       continue;
-    env.push_back(k + "=" + v);
-    added.push_back(k);
+    l.env.push_back(k + "=" + v);
+    l.added.push_back(k);
   }
-  std::string lib = absolute(plan.preload, cwd);
-  const bool with_ctl = ctl_problem.empty();
-  const uint64_t max_bytes = budget_bytes(cfg);
-  // What the backend does with the tree, said in the start line: a child
-  // forked without exec is recorded (jemalloc) or not (the others), and
-  // scheduled snapshots exist only where snapshots do.
-  const std::string children_note = forked_children_unrecorded(backend);
-  const bool can_schedule = backend == Backend::Jemalloc;
-  const uint64_t snapshot_every_ms = with_ctl && can_schedule ? cfg.snapshot_every_ms : 0;
-  if (with_ctl) {
-    // The control library's settings are memprofile's own: a value inherited
-    // from an outer launcher never applies to this process.
-    env.erase(std::remove_if(env.begin(), env.end(),
-                             [](const std::string& e) { return e.rfind("MEMPROFILE_CTL_", 0) == 0; }),
-              env.end());
-    for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
-             {"MEMPROFILE_CTL_BACKEND", to_string(backend)},
-             {"MEMPROFILE_CTL_DIR", cfg.output_dir},
-             {"MEMPROFILE_CTL_TARGET", real_path(target)},
-             {"MEMPROFILE_CTL_RECORDING", cfg.dormant ? "0" : "1"},
-             {"MEMPROFILE_CTL_MAX_BYTES", std::to_string(max_bytes)},
-             {"MEMPROFILE_CTL_MIN_FREE_BYTES", std::to_string(cfg.min_free_mb * 1024 * 1024)},
-             {"MEMPROFILE_CTL_SNAPSHOT_EVERY_MS", std::to_string(snapshot_every_ms)}}) {
-      env.push_back(k + "=" + v);
-      added.push_back(k);
-    }
-  } else {
-    log.warn("no_control", "no disk budget and no memprofile start/stop/snapshot/status: " + ctl_problem,
-             {{"ctl_library", ctl_lib}});
+}
+
+// The control library's settings are memprofile's own: a value inherited
+// from an outer launcher never applies to this process.
+void add_control_env(Launch& l, uint64_t max_bytes, uint64_t snapshot_every_ms) {
+  const LauncherConfig& cfg = l.plan.cfg;
+  l.env.erase(std::remove_if(l.env.begin(), l.env.end(), [](const std::string& e) { return e.rfind("MEMPROFILE_CTL_", 0) == 0; }),
+              l.env.end());
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"MEMPROFILE_CTL_BACKEND", to_string(l.plan.backend)},
+           {"MEMPROFILE_CTL_DIR", cfg.output_dir},
+           {"MEMPROFILE_CTL_TARGET", real_path(l.target)},
+           {"MEMPROFILE_CTL_RECORDING", cfg.dormant ? "0" : "1"},
+           {"MEMPROFILE_CTL_MAX_BYTES", std::to_string(max_bytes)},
+           {"MEMPROFILE_CTL_MIN_FREE_BYTES", std::to_string(cfg.min_free_mb * 1024 * 1024)},
+           {"MEMPROFILE_CTL_SNAPSHOT_EVERY_MS", std::to_string(snapshot_every_ms)}}) {
+    l.env.push_back(k + "=" + v);
+    l.added.push_back(k);
   }
-  if (env_has(env, "LD_PRELOAD")) {
-    // The user's own list stays; the control library goes after it.
-    log.warn("ld_preload_set", std::string("LD_PRELOAD is already set in the environment; leaving it as it is") +
-                                   (with_ctl ? ", with the control library added at its end" : ""), {});
+}
+
+// LD_PRELOAD: the profiler, then the control library. The user's own list
+// stays; the control library goes after it.
+void add_preload(Launch& l, const std::string& lib, bool with_ctl) {
+  if (env_has(l.env, "LD_PRELOAD")) {
+    l.log.warn("ld_preload_set", std::string("LD_PRELOAD is already set in the environment; leaving it as it is") +
+                                     (with_ctl ? ", with the control library added at its end" : ""), {});
     if (with_ctl)
-      for (auto& e : env)
-        if (e.rfind("LD_PRELOAD=", 0) == 0) e += ":" + ctl_lib;
+      for (auto& e : l.env)
+        if (e.rfind("LD_PRELOAD=", 0) == 0) e += ":" + l.ctl_lib;
   } else {
-    env.push_back("LD_PRELOAD=" + lib + (with_ctl ? ":" + ctl_lib : ""));
+    l.env.push_back("LD_PRELOAD=" + lib + (with_ctl ? ":" + l.ctl_lib : ""));
   }
+}
+
+// The start line: what is profiled, with what, where, within which budget,
+// and what the backend does with the tree (a child forked without exec is
+// recorded, jemalloc, or not, the others; scheduled snapshots exist only
+// where snapshots do).
+void log_start(Launch& l, const std::string& lib, bool with_ctl, uint64_t max_bytes, uint64_t snapshot_every_ms) {
+  const LauncherConfig& cfg = l.plan.cfg;
+  const Backend backend = l.plan.backend;
+  const std::string children_note = forked_children_unrecorded(backend);
   json settings = json::array();
-  for (const auto& k : added) settings.push_back(k);
+  for (const auto& k : l.added) settings.push_back(k);
   char budget_mib[32];
   snprintf(budget_mib, sizeof budget_mib, "%.1f", static_cast<double>(max_bytes) / (1024.0 * 1024.0));
   std::string budget = with_ctl ? std::string(" (budget ") + budget_mib + " MiB, keeping " +
@@ -343,38 +354,80 @@ ExitCode run_exec(const ExecArgs& o) {
                                              "start/stop/snapshot/status"
                                            : "; forked children are not recorded: " + children_note;
   if (snapshot_every_ms) tree += "; a snapshot every " + std::to_string(snapshot_every_ms / 1000) + " s while recording";
-  else if (cfg.snapshot_every_ms && !can_schedule)
+  else if (cfg.snapshot_every_ms && backend != Backend::Jemalloc)
     tree += std::string("; --snapshot-every ignored: ") + to_string(backend) + " writes one continuous file, not snapshots";
   else if (cfg.snapshot_every_ms) tree += "; --snapshot-every ignored: it needs the control library";
-  log.info("start",
-           std::string(cfg.dormant ? "loaded dormant (recording off until memprofile start): " : "profiling ") +
-               target + " with " + to_string(backend) + " (" + lib + "), output in " + cfg.output_dir + budget + tree,
-           {{"backend", to_string(backend)},
-            {"library", lib},
-            {"program", program},
-            {"target", target},
-            {"output_dir", cfg.output_dir},
-            {"dormant", cfg.dormant},
-            {"control", with_ctl},
-            {"max_profile_bytes", with_ctl ? json(max_bytes) : json(nullptr)},
-            {"forked_children", children_note.empty() ? "recorded" : "not recorded"},
-            {"snapshot_every_seconds", snapshot_every_ms / 1000},
-            {"settings", settings}});
-  int err = try_exec(program, argv, env);
-  if (err != E2BIG) exec_failed(program, err);
-  // The kernel bounds argv and the environment together (a quarter of the
-  // stack limit, at most 6 MiB): one that only just fits without our
-  // variables would keep the application from starting with them. Profiling
-  // must never take the service down, so it runs as it would have without us.
+  l.log.info("start",
+             std::string(cfg.dormant ? "loaded dormant (recording off until memprofile start): " : "profiling ") +
+                 l.target + " with " + to_string(backend) + " (" + lib + "), output in " + cfg.output_dir + budget + tree,
+             {{"backend", to_string(backend)},
+              {"library", lib},
+              {"program", l.program},
+              {"target", l.target},
+              {"output_dir", cfg.output_dir},
+              {"dormant", cfg.dormant},
+              {"control", with_ctl},
+              {"max_profile_bytes", with_ctl ? json(max_bytes) : json(nullptr)},
+              {"forked_children", children_note.empty() ? "recorded" : "not recorded"},
+              {"snapshot_every_seconds", snapshot_every_ms / 1000},
+              {"settings", settings}});
+}
+
+// execve failed with E2BIG: the kernel bounds argv and the environment
+// together (a quarter of the stack limit, at most 6 MiB), and one that only
+// just fits without our variables would keep the application from starting
+// with them. Profiling must never take the service down, so it runs as it
+// would have without us.
+ExitCode run_unprofiled_too_large(Launch& l) {
   size_t extra = 0;
-  for (size_t i = unprofiled_env.size(); i < env.size(); ++i) extra += env[i].size() + 1 + sizeof(char*);
-  log_not_profiling(log, strict, program, target,
+  for (size_t i = l.unprofiled_env.size(); i < l.env.size(); ++i) extra += l.env[i].size() + 1 + sizeof(char*);
+  log_not_profiling(l.log, l.plan.strict, l.program, l.target,
                     {make_finding("ENV_TOO_LARGE",
                                   "the environment and arguments are too large for the kernel (E2BIG) once the "
                                   "profiler's " + std::to_string(extra) + " bytes of settings are added",
                                   "make the environment or the arguments smaller")});
-  if (strict) return ExitCode::Refused;
-  become(program, argv, unprofiled_env);
+  if (l.plan.strict) return ExitCode::Refused;
+  become(l.program, l.plan.argv, l.unprofiled_env);
+}
+
+ExitCode run_exec(const ExecArgs& o) {
+  Launch l(o, plan_launch(o, read_config(o.config), o.config, process_env));
+  // The output directory as an absolute path: the application may chdir,
+  // and the profiler and the control library resolve it after it does.
+  l.cwd = current_dir();
+  l.plan.cfg.output_dir = absolute(l.plan.cfg.output_dir, l.cwd);
+  if (auto refused = refuse_plan(l)) return *refused;
+  const char* path_var = getenv("PATH");
+  l.path_env = path_var ? path_var : kDefaultPath;
+  HostTree root("/");
+  if (!find_programs(l, root)) return ExitCode::NotFound;
+  l.env = current_env();
+  if (process_env("MEMPROFILE_DISABLE") == "1") {
+    l.log.info("disabled", "MEMPROFILE_DISABLE=1: running " + l.program + " unprofiled", {{"program", l.program}});
+    become(l.program, l.plan.argv, l.env);
+  }
+  check_launch(l, root);
+  if (!l.problems.empty()) {
+    log_not_profiling(l.log, l.plan.strict, l.program, l.target, l.problems);
+    if (l.plan.strict) return ExitCode::Refused;
+    become(l.program, l.plan.argv, l.env);
+  }
+  l.unprofiled_env = l.env;
+  add_backend_env(l);
+  const std::string lib = absolute(l.plan.preload, l.cwd);
+  const bool with_ctl = l.ctl_problem.empty();
+  const uint64_t max_bytes = budget_bytes(l.plan.cfg);
+  const uint64_t snapshot_every_ms = with_ctl && l.plan.backend == Backend::Jemalloc ? l.plan.cfg.snapshot_every_ms : 0;
+  if (with_ctl)
+    add_control_env(l, max_bytes, snapshot_every_ms);
+  else
+    l.log.warn("no_control", "no disk budget and no memprofile start/stop/snapshot/status: " + l.ctl_problem,
+               {{"ctl_library", l.ctl_lib}});
+  add_preload(l, lib, with_ctl);
+  log_start(l, lib, with_ctl, max_bytes, snapshot_every_ms);
+  int err = try_exec(l.program, l.plan.argv, l.env);
+  if (err != E2BIG) exec_failed(l.program, err);
+  return run_unprofiled_too_large(l);
 }
 
 }  // namespace
