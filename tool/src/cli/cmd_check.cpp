@@ -80,6 +80,122 @@ struct Outcome {
   std::string error;
 };
 
+// Files judged in batches, in parallel within a batch and printed in order,
+// so a scan of a whole tree runs in bounded memory.
+class BatchScan {
+ public:
+  BatchScan(const HostTree& tree, const Checker& checker, const CheckOptions& opts)
+      : tree_(tree), checker_(checker), opts_(opts), jobs_(worker_count(opts.jobs)),
+        color_(!opts.json && isatty(STDOUT_FILENO)) {}
+
+  void add(const std::string& path, bool explicit_arg) {
+    batch_.emplace_back(path, explicit_arg);
+    if (batch_.size() >= kBatch) flush();
+  }
+
+  void flush() {
+    judge();
+    print();
+    batch_.clear();
+  }
+
+  // "N ELF files checked: ..." for a scan of several files.
+  void summary(std::ostream& out, size_t files) const {
+    if (files <= 1 && not_elf_ == 0) return;
+    out << "memprofile: " << checked_ << " ELF file" << (checked_ == 1 ? "" : "s") << " checked: " << good_
+        << " profilable, " << checked_ - good_ << " not";
+    if (not_elf_) out << "; " << not_elf_ << " non-ELF file" << (not_elf_ == 1 ? "" : "s") << " skipped";
+    if (failed_) out << "; " << failed_ << " unreadable";
+    out << "\n";
+  }
+
+  bool failed() const { return failed_ > 0; }
+  bool all_good() const { return good_ == checked_; }
+
+ private:
+  static constexpr size_t kBatch = 2048;
+
+  // Each file's error is its own outcome: one bad file stops nothing.
+  void judge() {
+    out_.assign(batch_.size(), Outcome{});
+    unsigned n = static_cast<unsigned>(std::min<size_t>(jobs_, batch_.size() / 64 + 1));
+    parallel_for(batch_.size(), n, [&](size_t i) { out_[i] = judge_one(batch_[i].first, batch_[i].second); });
+  }
+
+  Outcome judge_one(const std::string& path, bool explicit_arg) const {
+    Outcome o;
+    try {
+      auto elf = tree_.elf_once(path);
+      if (!elf) {
+        if (explicit_arg) throw FileError(tree_.display(path), describe_non_elf(tree_, path));
+        o.kind = Outcome::Kind::NotElf;
+        return o;
+      }
+      o.report = checker_.check(path, elf);
+      o.kind = Outcome::Kind::Checked;
+    } catch (const Error& e) {
+      o.kind = Outcome::Kind::Failed;
+      o.error = e.what();
+    } catch (const std::bad_alloc&) {
+      o.kind = Outcome::Kind::Failed;
+      o.error = tree_.display(path) + ": out of memory";
+    }
+    return o;
+  }
+
+  void print() {
+    for (const auto& o : out_) {
+      switch (o.kind) {
+        case Outcome::Kind::NotElf:
+          ++not_elf_;
+          break;
+        case Outcome::Kind::Failed:
+          ++failed_;
+          std::cerr << "memprofile: " << o.error << "\n";
+          break;
+        case Outcome::Kind::Checked:
+          ++checked_;
+          good_ += o.report->profilable();
+          if (opts_.json)
+            std::cout << json_text(to_json(*o.report)) << "\n";
+          else
+            print_human(std::cout, *o.report, color_);
+          break;
+        case Outcome::Kind::Pending:
+          break;
+      }
+    }
+  }
+
+  const HostTree& tree_;
+  const Checker& checker_;
+  const CheckOptions& opts_;
+  const unsigned jobs_;
+  const bool color_;
+  std::vector<std::pair<std::string, bool>> batch_;  // canonical path, named on the command line
+  std::vector<Outcome> out_;
+  size_t checked_ = 0, good_ = 0, not_elf_ = 0, failed_ = 0;
+};
+
+// One command-line argument into the scan: a file, or a directory's every
+// file, each counted in `files` as it is added.
+void add_argument(BatchScan& scan, const HostTree& tree, const std::string& arg, const CheckOptions& opts,
+                  const std::string& cwd, size_t& files) {
+  std::string p = tree_path(arg, opts.root, cwd);
+  auto r = resolve(tree, p);
+  if (!r) throw FileError(arg, "no such file or directory" + (opts.root.empty() ? "" : " in " + opts.root));
+  if (r->node.kind == FsNode::Kind::Directory) {
+    tree.walk(r->path, [&](const std::string& f) {
+      ++files;
+      scan.add(f, false);
+    });
+  } else if (r->node.kind == FsNode::Kind::Regular) {
+    ++files;
+    scan.add(r->path, true);
+  } else {
+    throw FileError(arg, "not a regular file or directory");
+  }
+}
 
 ExitCode run_check(const CheckOptions& opts) {
   const std::string cwd = current_dir();
@@ -89,105 +205,23 @@ ExitCode run_check(const CheckOptions& opts) {
   co.ld_library_path = opts.ld_library_path;
   if (!opts.preload.empty()) co.preload = tree_path(opts.preload, opts.root, cwd);
   Checker checker(tree, co);
-
-  bool color = !opts.json && isatty(STDOUT_FILENO);
-  unsigned jobs = worker_count(opts.jobs);
-  size_t checked = 0, good = 0, not_elf = 0, failed = 0;
-
-  // Files are judged in batches, in parallel within a batch and printed in
-  // order, so a scan of a whole tree runs in bounded memory.
-  constexpr size_t kBatch = 2048;
-  std::vector<std::pair<std::string, bool>> batch;  // canonical path, named on the command line
-  std::vector<Outcome> out;
-  auto flush = [&] {
-    out.assign(batch.size(), Outcome{});
-    // Each file's error is its own outcome: one bad file stops nothing.
-    unsigned n = static_cast<unsigned>(std::min<size_t>(jobs, batch.size() / 64 + 1));
-    parallel_for(batch.size(), n, [&](size_t i) {
-      const auto& [path, explicit_arg] = batch[i];
-      Outcome& o = out[i];
-      try {
-        auto elf = tree.elf_once(path);
-        if (!elf) {
-          if (explicit_arg) throw FileError(tree.display(path), describe_non_elf(tree, path));
-          o.kind = Outcome::Kind::NotElf;
-          return;
-        }
-        o.report = checker.check(path, elf);
-        o.kind = Outcome::Kind::Checked;
-      } catch (const Error& e) {
-        o.kind = Outcome::Kind::Failed;
-        o.error = e.what();
-      } catch (const std::bad_alloc&) {
-        o.kind = Outcome::Kind::Failed;
-        o.error = tree.display(path) + ": out of memory";
-      }
-    });
-    for (const auto& o : out) {
-      switch (o.kind) {
-        case Outcome::Kind::NotElf:
-          ++not_elf;
-          break;
-        case Outcome::Kind::Failed:
-          ++failed;
-          std::cerr << "memprofile: " << o.error << "\n";
-          break;
-        case Outcome::Kind::Checked:
-          ++checked;
-          good += o.report->profilable();
-          if (opts.json)
-            std::cout << json_text(to_json(*o.report)) << "\n";
-          else
-            print_human(std::cout, *o.report, color);
-          break;
-        case Outcome::Kind::Pending:
-          break;
-      }
-    }
-    batch.clear();
-  };
-  auto add = [&](const std::string& path, bool explicit_arg) {
-    batch.emplace_back(path, explicit_arg);
-    if (batch.size() >= kBatch) flush();
-  };
-
+  BatchScan scan(tree, checker, opts);
   bool arg_error = false;
   size_t files = 0;
   for (const auto& arg : opts.files) {
     try {
-      std::string p = tree_path(arg, opts.root, cwd);
-      auto r = resolve(tree, p);
-      if (!r) throw FileError(arg, "no such file or directory" + (opts.root.empty() ? "" : " in " + opts.root));
-      if (r->node.kind == FsNode::Kind::Directory) {
-        tree.walk(r->path, [&](const std::string& f) {
-          ++files;
-          add(f, false);
-        });
-      } else if (r->node.kind == FsNode::Kind::Regular) {
-        ++files;
-        add(r->path, true);
-      } else {
-        throw FileError(arg, "not a regular file or directory");
-      }
+      add_argument(scan, tree, arg, opts, cwd, files);
     } catch (const Error& e) {
       std::cout.flush();
       std::cerr << "memprofile: " << e.what() << "\n";
       arg_error = true;
     }
   }
-  flush();
-
-  std::ostream& summary = opts.json ? std::cerr : std::cout;
-  if (files > 1 || not_elf > 0) {
-    summary << "memprofile: " << checked << " ELF file" << (checked == 1 ? "" : "s") << " checked: " << good
-            << " profilable, " << checked - good << " not";
-    if (not_elf) summary << "; " << not_elf << " non-ELF file" << (not_elf == 1 ? "" : "s") << " skipped";
-    if (failed) summary << "; " << failed << " unreadable";
-    summary << "\n";
-  }
+  scan.flush();
+  scan.summary(opts.json ? std::cerr : std::cout, files);
   std::cout.flush();
-  if (arg_error || failed) return ExitCode::InputError;
-  return good == checked ? ExitCode::Ok : ExitCode::NotProfilable;
+  if (arg_error || scan.failed()) return ExitCode::InputError;
+  return scan.all_good() ? ExitCode::Ok : ExitCode::NotProfilable;
 }
 
 }  // namespace
