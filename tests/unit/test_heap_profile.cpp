@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "profile/heap_profile.h"
 #include "profile/heaptrack_trace.h"
+#include "profile/pprof.h"
 #include "profile/sites.h"
 #include "profile/symbolizer.h"
 #include "support.h"
@@ -327,4 +328,27 @@ TEST_CASE("one report's stacks: each distinct one kept once across dumps, a budg
   CHECK_THROWS_WITH(parse_jemalloc_heap(kDump, "/p/jeprof.1.2.i2.heap", &small),
                     Catch::Contains("/p/jeprof.1.2.i2.heap: the profiles read so far hold more than 0 MiB of stacks (5 samples, "
                                     "2 distinct stacks): memprofile's limit for one report"));
+}
+
+TEST_CASE("heaptrack: an allocation with no frames (trace 0) is a sample without locations in --pprof, not a crash",
+          "[profile]") {
+  testing::Scratch dir;
+  std::string path = write_trace(dir, "heaptrack.1.raw",
+                                 "v 10400 3\n"
+                                 "t 555500001100 0\n"
+                                 "+ 10 1 aa0\n"
+                                 "+ 20 0 bb0\n"  // trace 0: no frames
+                                 "c 10\n");
+  auto snaps = read_heaptrack_trace(path);
+  REQUIRE(!snaps.empty());
+  bool frameless = false;
+  for (const auto& s : snaps.back().stacks) frameless |= s.stack().empty();
+  CHECK(frameless);
+  Symbolizer symbolizer([](const std::string&) { return -1; });
+  std::string out = dir / "p.pb.gz";
+  write_pprof(snaps.back(), symbolizer, out);
+  std::string bytes = testing::read_file(out);
+  REQUIRE(bytes.size() > 2);
+  CHECK(static_cast<unsigned char>(bytes[0]) == 0x1f);
+  CHECK(static_cast<unsigned char>(bytes[1]) == 0x8b);
 }

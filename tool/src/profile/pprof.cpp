@@ -67,54 +67,70 @@ void write_pprof(const HeapSnapshot& snap, Symbolizer& symbolizer, const std::st
   write_pprof(std::vector<LabeledSnapshot>{{&snap, 0}}, symbolizer, path);
 }
 
-void write_pprof(const std::vector<LabeledSnapshot>& snaps, Symbolizer& symbolizer, const std::string& path) {
-  if (snaps.empty()) throw FileError(path, "no snapshot to write");
-  const HeapSnapshot& first = *snaps.front().snap;
-  pb::Profile p;
-  Strings str(p);
-  auto value_type = [&](pb::ValueType* v, const char* type, const char* unit) {
-    v->set_type(str.id(type));
-    v->set_unit(str.id(unit));
-  };
-  if (first.has_allocated) {
-    value_type(p.add_sample_type(), "alloc_objects", "count");
-    value_type(p.add_sample_type(), "alloc_space", "bytes");
-  }
-  value_type(p.add_sample_type(), "inuse_objects", "count");
-  value_type(p.add_sample_type(), "inuse_space", "bytes");
-  p.set_default_sample_type(str.id("inuse_space"));
-  value_type(p.mutable_period_type(), "space", "bytes");
-  p.set_period(static_cast<int64_t>(first.sample_period));
-  for (const auto& ls : snaps) p.add_comment(str.id("memprofile report: " + ls.snap->backend + " " + ls.snap->file));
+namespace {
 
-  // Mappings, the main binary first (pprof's convention): the file mapped
-  // lowest with an executable segment, else the first. Processes forked
-  // from one another share their mappings: each is written once.
-  std::map<std::tuple<uint64_t, uint64_t, uint64_t, std::string>, uint64_t> mapping_ids;
-  std::map<const Mapping*, uint64_t> mapping_id;
-  auto add_mapping = [&](const Mapping* m) {
+// One profile.proto built from the snapshots, one member per part: the
+// header (sample types, period, comments), the mappings, and each sample
+// with its locations and functions, each written once.
+class PprofBuilder {
+ public:
+  PprofBuilder(const std::vector<LabeledSnapshot>& snaps, Symbolizer& symbolizer)
+      : snaps_(snaps), symbolizer_(symbolizer), str_(p_) {}
+
+  const pb::Profile& build() {
+    header();
+    for (const auto& ls : snaps_) sorted_per_snap_.push_back(add_mappings(*ls.snap));
+    pid_key_ = snaps_.size() > 1 ? str_.id("pid") : 0;
+    for (size_t si = 0; si < snaps_.size(); ++si)
+      for (const auto& sample : snaps_[si].snap->stacks) add_sample(si, sample);
+    return p_;
+  }
+
+ private:
+  void value_type(pb::ValueType* v, const char* type, const char* unit) {
+    v->set_type(str_.id(type));
+    v->set_unit(str_.id(unit));
+  }
+
+  void header() {
+    const HeapSnapshot& first = *snaps_.front().snap;
+    if (first.has_allocated) {
+      value_type(p_.add_sample_type(), "alloc_objects", "count");
+      value_type(p_.add_sample_type(), "alloc_space", "bytes");
+    }
+    value_type(p_.add_sample_type(), "inuse_objects", "count");
+    value_type(p_.add_sample_type(), "inuse_space", "bytes");
+    p_.set_default_sample_type(str_.id("inuse_space"));
+    value_type(p_.mutable_period_type(), "space", "bytes");
+    p_.set_period(static_cast<int64_t>(first.sample_period));
+    for (const auto& ls : snaps_) p_.add_comment(str_.id("memprofile report: " + ls.snap->backend + " " + ls.snap->file));
+  }
+
+  // Processes forked from one another share their mappings: each is written once.
+  void add_mapping(const Mapping* m) {
     auto key = std::make_tuple(m->start, m->end, m->offset, m->path);
-    if (auto it = mapping_ids.find(key); it != mapping_ids.end()) {
-      mapping_id[m] = it->second;
+    if (auto it = mapping_ids_.find(key); it != mapping_ids_.end()) {
+      mapping_id_[m] = it->second;
       return;
     }
-    pb::Mapping* pm = p.add_mapping();
-    pm->set_id(static_cast<uint64_t>(p.mapping_size()));
+    pb::Mapping* pm = p_.add_mapping();
+    pm->set_id(static_cast<uint64_t>(p_.mapping_size()));
     pm->set_memory_start(m->start);
     pm->set_memory_limit(m->end);
     pm->set_file_offset(m->offset_is_vaddr ? 0 : m->offset);
-    pm->set_filename(str.id(m->path));
-    std::string id = symbolizer.build_id(m->path);
-    if (!id.empty()) pm->set_build_id(str.id(id));
+    pm->set_filename(str_.id(m->path));
+    std::string id = symbolizer_.build_id(m->path);
+    if (!id.empty()) pm->set_build_id(str_.id(id));
     pm->set_has_functions(true);
     pm->set_has_filenames(true);
     pm->set_has_line_numbers(true);
     pm->set_has_inline_frames(true);
-    mapping_ids[key] = mapping_id[m] = pm->id();
-  };
-  std::vector<std::vector<const Mapping*>> sorted_per_snap;
-  for (const auto& ls : snaps) {
-    const HeapSnapshot& snap = *ls.snap;
+    mapping_ids_[key] = mapping_id_[m] = pm->id();
+  }
+
+  // A snapshot's mappings, the main binary first (pprof's convention): the
+  // file mapped lowest, then the rest. Returns them by address.
+  std::vector<const Mapping*> add_mappings(const HeapSnapshot& snap) {
     std::vector<const Mapping*> maps;
     for (const auto& m : snap.maps) maps.push_back(&m);
     std::sort(maps.begin(), maps.end(), [](const Mapping* a, const Mapping* b) { return a->start < b->start; });
@@ -123,89 +139,109 @@ void write_pprof(const std::vector<LabeledSnapshot>& snaps, Symbolizer& symboliz
       if (m->path == main_path) add_mapping(m);
     for (const Mapping* m : maps)
       if (m->path != main_path) add_mapping(m);
-    sorted_per_snap.push_back(std::move(maps));
+    return maps;
   }
 
-  std::map<std::tuple<std::string, std::string, std::string>, uint64_t> function_id;
-  auto function = [&](const Frame& f) {
+  uint64_t function(const Frame& f) {
     std::string name = f.function.empty() ? f.module + "+0x" + [&] {
       char b[20];
       std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(f.module_offset));
       return std::string(b);
     }() : f.function;
     auto key = std::make_tuple(name, f.file, f.module);
-    auto it = function_id.find(key);
-    if (it != function_id.end()) return it->second;
-    pb::Function* pf = p.add_function();
-    pf->set_id(static_cast<uint64_t>(p.function_size()));
-    pf->set_name(str.id(name));
-    pf->set_system_name(str.id(name));
-    pf->set_filename(str.id(f.file));
-    return function_id[key] = pf->id();
-  };
-  std::map<std::pair<uint64_t, uint64_t>, uint64_t> location_id;  // by mapping and address
-  const int64_t pid_key = snaps.size() > 1 ? str.id("pid") : 0;
+    auto it = function_id_.find(key);
+    if (it != function_id_.end()) return it->second;
+    pb::Function* pf = p_.add_function();
+    pf->set_id(static_cast<uint64_t>(p_.function_size()));
+    pf->set_name(str_.id(name));
+    pf->set_system_name(str_.id(name));
+    pf->set_filename(str_.id(f.file));
+    return function_id_[key] = pf->id();
+  }
 
-  for (size_t si = 0; si < snaps.size(); ++si) {
-  const HeapSnapshot& snap = *snaps[si].snap;
-  const std::vector<const Mapping*>& maps = sorted_per_snap[si];
-  for (const auto& sample : snap.stacks) {
-    std::vector<std::pair<uint64_t, std::vector<Frame>>> stack;  // per pc, its frames
+  // The location of `pc` (by mapping and address), with its frames.
+  uint64_t location(const std::vector<const Mapping*>& maps, uint64_t pc, const std::vector<Frame>& frames) {
+    const Mapping* at = find_mapping(maps, pc);
+    auto lkey = std::make_pair(at ? mapping_id_[at] : 0, pc);
+    auto it = location_id_.find(lkey);
+    if (it != location_id_.end()) return it->second;
+    pb::Location* loc = p_.add_location();
+    loc->set_id(static_cast<uint64_t>(p_.location_size()));
+    loc->set_address(pc);
+    if (at) loc->set_mapping_id(mapping_id_[at]);
+    for (const Frame& f : frames) {
+      pb::Line* line = loc->add_line();
+      line->set_function_id(function(f));
+      line->set_line(f.line);
+    }
+    return location_id_.emplace(lkey, loc->id()).first->second;
+  }
+
+  // A sample's stack, symbolised; the allocator's frames at the leaf go, as
+  // for report's sites, and in the leaf kept the allocator's inlined frames
+  // too (std::vector's allocate inlined into the function that grew it):
+  // pprof's flat view names the innermost line. Returns where it starts.
+  size_t symbolised_stack(const HeapSnapshot& snap, const std::vector<const Mapping*>& maps, const StackSample& sample,
+                          std::vector<std::pair<uint64_t, std::vector<Frame>>>& stack) {
     for (size_t i = 0; i < sample.stack().size(); ++i) {
       const Mapping* m = find_mapping(maps, sample.stack()[i]);
       std::vector<Frame> frames;
-      if (m) frames = symbolizer.lookup(*m, sample.stack()[i], i > 0 && !snap.call_sites);
+      if (m) frames = symbolizer_.lookup(*m, sample.stack()[i], i > 0 && !snap.call_sites);
       stack.push_back({sample.stack()[i], std::move(frames)});
     }
-    // The allocator's frames at the leaf go, as for report's sites.
+    if (stack.empty()) return 0;  // an allocation heaptrack recorded with no frames (trace 0)
     size_t first = 0;
     auto all_allocator = [](const std::vector<Frame>& fs) {
       return !fs.empty() && std::all_of(fs.begin(), fs.end(), [](const Frame& f) { return is_allocator_frame(f); });
     };
     while (first < stack.size() && all_allocator(stack[first].second)) ++first;
     if (first == stack.size()) first = 0;
-    // In the leaf kept, the allocator's inlined frames go too (std::vector's
-    // allocate inlined into the function that grew it): pprof's flat view
-    // names the innermost line.
     auto& leaf = stack[first].second;
     size_t inner = 0;
     while (inner + 1 < leaf.size() && is_allocator_frame(leaf[inner])) ++inner;
     leaf.erase(leaf.begin(), leaf.begin() + static_cast<std::ptrdiff_t>(inner));
-    pb::Sample* ps = p.add_sample();
-    for (size_t i = first; i < stack.size(); ++i) {
-      uint64_t pc = stack[i].first;
-      const Mapping* at = find_mapping(maps, pc);
-      auto lkey = std::make_pair(at ? mapping_id[at] : 0, pc);
-      auto it = location_id.find(lkey);
-      if (it == location_id.end()) {
-        pb::Location* loc = p.add_location();
-        loc->set_id(static_cast<uint64_t>(p.location_size()));
-        loc->set_address(pc);
-        if (at) loc->set_mapping_id(mapping_id[at]);
-        for (const Frame& f : stack[i].second) {
-          pb::Line* line = loc->add_line();
-          line->set_function_id(function(f));
-          line->set_line(f.line);
-        }
-        it = location_id.emplace(lkey, loc->id()).first;
-      }
-      ps->add_location_id(it->second);
-    }
+    return first;
+  }
+
+  void add_sample(size_t si, const StackSample& sample) {
+    const HeapSnapshot& snap = *snaps_[si].snap;
+    const std::vector<const Mapping*>& maps = sorted_per_snap_[si];
+    std::vector<std::pair<uint64_t, std::vector<Frame>>> stack;  // per pc, its frames
+    size_t first = symbolised_stack(snap, maps, sample, stack);
+    pb::Sample* ps = p_.add_sample();
+    for (size_t i = first; i < stack.size(); ++i) ps->add_location_id(location(maps, stack[i].first, stack[i].second));
     if (snap.has_allocated) {
       ps->add_value(pprof_value(sample.alloc_objects));
       ps->add_value(pprof_value(sample.alloc_bytes));
     }
     ps->add_value(pprof_value(sample.objects));
     ps->add_value(pprof_value(sample.bytes));
-    if (pid_key) {
+    if (pid_key_) {
       pb::Label* l = ps->add_label();
-      l->set_key(pid_key);
-      l->set_num(static_cast<int64_t>(snaps[si].pid));
+      l->set_key(pid_key_);
+      l->set_num(static_cast<int64_t>(snaps_[si].pid));
     }
   }
-  }
+
+  const std::vector<LabeledSnapshot>& snaps_;
+  Symbolizer& symbolizer_;
+  pb::Profile p_;
+  Strings str_;
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t, std::string>, uint64_t> mapping_ids_;
+  std::map<const Mapping*, uint64_t> mapping_id_;
+  std::vector<std::vector<const Mapping*>> sorted_per_snap_;
+  std::map<std::tuple<std::string, std::string, std::string>, uint64_t> function_id_;
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> location_id_;  // by mapping and address
+  int64_t pid_key_ = 0;
+};
+
+}  // namespace
+
+void write_pprof(const std::vector<LabeledSnapshot>& snaps, Symbolizer& symbolizer, const std::string& path) {
+  if (snaps.empty()) throw FileError(path, "no snapshot to write");
+  PprofBuilder builder(snaps, symbolizer);
   std::string bytes;
-  if (!p.SerializeToString(&bytes)) throw FileError(path, "cannot encode the profile");
+  if (!builder.build().SerializeToString(&bytes)) throw FileError(path, "cannot encode the profile");
   write_whole_file(path, gzip(bytes, path));
 }
 
