@@ -316,55 +316,65 @@ json member_json(const Member& m) {
   return j;
 }
 
-ExitCode run_control(const ControlOptions& o) {
-  if (o.pid <= 0) throw Error("memprofile " + o.action + ": PID must be a positive number");
-  std::string dir = control_dir(o);
-  std::vector<Member> ms = members(o, dir);
-  ask_all(ms, o.action, o.timeout);
+// What one command learnt of the tree: every member's answer, how many
+// answered and failed, and for status where the memory is.
+struct TreeAnswer {
+  std::string dir;
+  std::vector<Member> ms;
   size_t served = 0, failed = 0;
-  for (const auto& m : ms) {
+  uint64_t rss_all = 0, rss_profiled = 0;
+  CgroupMemory cgroup;
+};
+
+TreeAnswer ask_tree(const ControlOptions& o) {
+  TreeAnswer t;
+  t.dir = control_dir(o);
+  t.ms = members(o, t.dir);
+  ask_all(t.ms, o.action, o.timeout);
+  for (const auto& m : t.ms) {
     if (!m.reply.is_object()) continue;
-    ++served;
-    if (!m.reply.value("ok", false)) ++failed;
+    ++t.served;
+    if (!m.reply.value("ok", false)) ++t.failed;
   }
   // Every answer says what it covers: the memory of the whole tree, and
   // the share of it in the processes that are profiled.
-  uint64_t rss_all = 0, rss_profiled = 0;
-  if (o.action == "status")
-    for (auto& m : ms) {
+  if (o.action == "status") {
+    for (auto& m : t.ms) {
       m.memory = read_process_memory(m.pid);
-      rss_all += m.memory.rss;
-      if (m.reply.is_object()) rss_profiled += m.memory.rss;
+      t.rss_all += m.memory.rss;
+      if (m.reply.is_object()) t.rss_profiled += m.memory.rss;
     }
-  CgroupMemory cgroup = o.action == "status" ? read_cgroup_memory(ms.front().pid) : CgroupMemory{};
-  auto share = [](uint64_t part, uint64_t whole) {
-    return whole ? std::to_string(static_cast<int>(100.0 * static_cast<double>(part) / static_cast<double>(whole) + 0.5)) + " %"
-                 : std::string("-");
-  };
-  if (served == 0) {
-    // Nobody answered: the first member's reason is the error, as it was
-    // for one process.
-    if (!ms.front().error.empty()) throw Error(ms.front().error);
-    throw FileError(dir + "/" + ctl_socket_name(ms.front().pid), ms.front().why);
+    t.cgroup = read_cgroup_memory(t.ms.front().pid);
   }
-  if (o.json) {
-    // The first process's answer, as for one process, with the whole tree.
-    json j = member_json(ms.front());
-    j["processes"] = json::array();
-    for (const auto& m : ms) j["processes"].push_back(member_json(m));
-    j["tree"] = {{"processes", ms.size()}, {"served", served}, {"failed", failed}};
-    if (o.action == "status") {
-      j["tree"]["rss"] = rss_all;
-      j["tree"]["rss_profiled"] = rss_profiled;
-      j["cgroup"] = cgroup.known ? json{{"version", cgroup.version}, {"path", cgroup.path}, {"current", cgroup.current},
-                                         {"anon", cgroup.anon}, {"file", cgroup.file}, {"shmem", cgroup.shmem},
-                                         {"kernel", cgroup.kernel}}
-                                   : json{{"error", cgroup.why}};
-    }
-    std::cout << json_text(j) << "\n";
-    return failed ? ExitCode::NotProfilable : ExitCode::Ok;
+  return t;
+}
+
+std::string share(uint64_t part, uint64_t whole) {
+  return whole ? std::to_string(static_cast<int>(100.0 * static_cast<double>(part) / static_cast<double>(whole) + 0.5)) + " %"
+               : std::string("-");
+}
+
+// The first process's answer, as for one process, with the whole tree.
+json tree_json(const ControlOptions& o, const TreeAnswer& t) {
+  json j = member_json(t.ms.front());
+  j["processes"] = json::array();
+  for (const auto& m : t.ms) j["processes"].push_back(member_json(m));
+  j["tree"] = {{"processes", t.ms.size()}, {"served", t.served}, {"failed", t.failed}};
+  if (o.action == "status") {
+    const CgroupMemory& cg = t.cgroup;
+    j["tree"]["rss"] = t.rss_all;
+    j["tree"]["rss_profiled"] = t.rss_profiled;
+    j["cgroup"] = cg.known ? json{{"version", cg.version}, {"path", cg.path}, {"current", cg.current}, {"anon", cg.anon},
+                                  {"file", cg.file}, {"shmem", cg.shmem}, {"kernel", cg.kernel}}
+                           : json{{"error", cg.why}};
   }
-  for (const auto& m : ms) {
+  return j;
+}
+
+// Each member's line (or block, for status); one on stderr for each that
+// was not reached or refused.
+void print_members(const ControlOptions& o, const TreeAnswer& t) {
+  for (const auto& m : t.ms) {
     if (!m.reply.is_object()) {
       std::cerr << "memprofile: " << o.action << ": pid " << m.pid << (m.comm.empty() ? "" : " (" + m.comm + ")")
                 << ": " << m.why << "\n";
@@ -383,20 +393,40 @@ ExitCode run_control(const ControlOptions& o) {
                 << (r.value("recording", false) ? "on" : "off") << "\n";
     }
   }
-  if (ms.size() > 1 && o.action == "status")
-    std::cout << "tree of pid " << ms.front().pid << ": " << ms.size() << " processes, " << served << " served"
-              << (ms.size() > served ? ", " + std::to_string(ms.size() - served) + " not reached (said above)" : "")
-              << "; RSS " << mib(rss_all) << ", " << share(rss_profiled, rss_all) << " of it in the profiled processes\n";
-  if (o.action == "status") {
-    if (cgroup.known)
-      std::cout << "cgroup " << cgroup.path << " (" << cgroup.version << "): " << mib(cgroup.current)
-                << " charged (what the OOM killer counts): anon " << mib(cgroup.anon) << ", file " << mib(cgroup.file)
-                << ", shmem " << mib(cgroup.shmem) << (cgroup.version == "v2" ? ", kernel " + mib(cgroup.kernel) : "")
-                << "; the tree's RSS is " << share(rss_all, cgroup.current) << " of it\n";
-    else
-      std::cout << "cgroup: " << cgroup.why << "\n";
+}
+
+// status's last lines: the tree's RSS and its profiled share, the cgroup.
+void print_tree_memory(const TreeAnswer& t) {
+  if (t.ms.size() > 1)
+    std::cout << "tree of pid " << t.ms.front().pid << ": " << t.ms.size() << " processes, " << t.served << " served"
+              << (t.ms.size() > t.served ? ", " + std::to_string(t.ms.size() - t.served) + " not reached (said above)" : "")
+              << "; RSS " << mib(t.rss_all) << ", " << share(t.rss_profiled, t.rss_all) << " of it in the profiled processes\n";
+  const CgroupMemory& cg = t.cgroup;
+  if (cg.known)
+    std::cout << "cgroup " << cg.path << " (" << cg.version << "): " << mib(cg.current)
+              << " charged (what the OOM killer counts): anon " << mib(cg.anon) << ", file " << mib(cg.file)
+              << ", shmem " << mib(cg.shmem) << (cg.version == "v2" ? ", kernel " + mib(cg.kernel) : "")
+              << "; the tree's RSS is " << share(t.rss_all, cg.current) << " of it\n";
+  else
+    std::cout << "cgroup: " << cg.why << "\n";
+}
+
+ExitCode run_control(const ControlOptions& o) {
+  if (o.pid <= 0) throw Error("memprofile " + o.action + ": PID must be a positive number");
+  TreeAnswer t = ask_tree(o);
+  if (t.served == 0) {
+    // Nobody answered: the first member's reason is the error, as it was
+    // for one process.
+    if (!t.ms.front().error.empty()) throw Error(t.ms.front().error);
+    throw FileError(t.dir + "/" + ctl_socket_name(t.ms.front().pid), t.ms.front().why);
   }
-  return failed ? ExitCode::NotProfilable : ExitCode::Ok;
+  if (o.json) {
+    std::cout << json_text(tree_json(o, t)) << "\n";
+  } else {
+    print_members(o, t);
+    if (o.action == "status") print_tree_memory(t);
+  }
+  return t.failed ? ExitCode::NotProfilable : ExitCode::Ok;
 }
 
 }  // namespace
