@@ -1,5 +1,7 @@
-// The memprofile binary as users run it: exit codes, JSON, directory scans,
-// and bad input that must give one clear line, exit 2, and never a crash.
+// Unit tier: synthetic inputs only. The cases on the binary on the fixtures real toolchains built are
+// tests/integration/test_cli_fixtures.cpp.
+// The memprofile binary on hand-built input: bad files give one clear line,
+// exit 2, and never a crash.
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>

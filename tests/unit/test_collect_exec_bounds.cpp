@@ -1,7 +1,8 @@
+// Unit tier: synthetic inputs only. The cases on exec against the kernel's real argument limit are
+// tests/integration/test_exec_env_limit.cpp.
 // The edges of the in-pod commands: `collect` never following a link out of
 // the output directory, `collect --verify` taking every archive collect
-// writes and nothing else, and `exec` starting the application even when the
-// profiler's settings do not fit in the kernel's argument limit.
+// writes and nothing else.
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>

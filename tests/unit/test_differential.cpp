@@ -1,5 +1,6 @@
-// Differential: over every ELF file under /usr/bin and the machine's
-// multiarch library directory, what memprofile reads agrees with readelf.
+// Unit tier: needs nothing but this machine's own /usr. The cases on every
+// ELF file under /usr against readelf are tests/integration/test_differential_readelf.cpp.
+// What no ordinary library of this machine's /usr is called.
 #include <catch2/catch.hpp>
 #include <map>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,6 @@
-// Classification of real binaries made by real toolchains.
+// Unit tier: synthetic inputs only. The cases on binaries real toolchains made are
+// tests/integration/test_elf_toolchains.cpp.
+// ELF facts that need no toolchain: version ordering, non-ELF refusals.
 #include <elf.h>
 #include <fcntl.h>
 #include <unistd.h>

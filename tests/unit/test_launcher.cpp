@@ -1,6 +1,7 @@
-// The launcher and the in-pod commands, with real processes and real
-// preload libraries: the tests' probe library, Debian's libjemalloc2 and
-// heaptrack's preload library.
+// Unit tier: synthetic inputs only. The cases on real processes and real preload libraries are
+// tests/integration/test_launcher_processes.cpp.
+// The in-pod commands that need no profiler: image-setup's config, collect's
+// archive and its refusals.
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,4 +1,6 @@
-// The loader model against real Debian root filesystems.
+// Unit tier: synthetic inputs only. The cases on real Debian root filesystems are
+// tests/integration/test_loader_roots.cpp.
+// ld.so.cache parsing of hand-made input.
 #include <elf.h>
 #include <fcntl.h>
 #include <unistd.h>

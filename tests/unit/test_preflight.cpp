@@ -1,5 +1,6 @@
-// preflight over real images built with buildah (tests/fixtures/images.sh)
-// and over hand-built hostile archives.
+// Unit tier: synthetic inputs only. The cases on real images built with buildah are
+// tests/integration/test_preflight_images.cpp.
+// preflight over hand-built hostile archives.
 #include <sys/stat.h>
 #include <zstd.h>
 

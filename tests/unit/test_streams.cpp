@@ -1,4 +1,7 @@
-// The streaming layer: decompression, tar parsing, and flattening rules.
+// Unit tier: synthetic inputs only. The cases on real layers are
+// tests/integration/test_streams_layers.cpp.
+// The streaming layer on hand-built input: decompression, tar parsing, and
+// flattening rules.
 #include <catch2/catch.hpp>
 
 #include "archive_builder.h"

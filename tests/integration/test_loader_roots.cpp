@@ -1,3 +1,5 @@
+// Integration tier: real Debian root filesystems. The cases on synthetic inputs are
+// tests/unit/test_loader.cpp.
 // The loader model against real Debian root filesystems.
 #include <elf.h>
 #include <fcntl.h>

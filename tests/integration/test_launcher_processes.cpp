@@ -1,3 +1,5 @@
+// Integration tier: real processes and real preload libraries. The cases on synthetic inputs are
+// tests/unit/test_launcher.cpp.
 // The launcher and the in-pod commands, with real processes and real
 // preload libraries: the tests' probe library, Debian's libjemalloc2 and
 // heaptrack's preload library.

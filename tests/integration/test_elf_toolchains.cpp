@@ -1,3 +1,5 @@
+// Integration tier: binaries real toolchains made. The cases on synthetic inputs are
+// tests/unit/test_elf.cpp.
 // Classification of real binaries made by real toolchains.
 #include <elf.h>
 #include <fcntl.h>

@@ -1,3 +1,5 @@
+// Integration tier: real images built with buildah. The cases on synthetic inputs are
+// tests/unit/test_preflight.cpp.
 // preflight over real images built with buildah (tests/fixtures/images.sh)
 // and over hand-built hostile archives.
 #include <sys/stat.h>

@@ -1,3 +1,5 @@
+// Integration tier: exec against the kernel's real argument limit. The cases on synthetic inputs are
+// tests/unit/test_collect_exec_bounds.cpp.
 // The edges of the in-pod commands: `collect` never following a link out of
 // the output directory, `collect --verify` taking every archive collect
 // writes and nothing else, and `exec` starting the application even when the

@@ -1,3 +1,5 @@
+// Integration tier: the binary on the fixtures real toolchains built. The cases on synthetic inputs are
+// tests/unit/test_cli.cpp.
 // The memprofile binary as users run it: exit codes, JSON, directory scans,
 // and bad input that must give one clear line, exit 2, and never a crash.
 #include <sys/stat.h>

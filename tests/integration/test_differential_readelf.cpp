@@ -1,3 +1,5 @@
+// Integration tier: every ELF file under /usr against readelf. The cases on synthetic inputs are
+// tests/unit/test_differential.cpp.
 // Differential: over every ELF file under /usr/bin and the machine's
 // multiarch library directory, what memprofile reads agrees with readelf.
 #include <catch2/catch.hpp>

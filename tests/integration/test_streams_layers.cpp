@@ -1,3 +1,5 @@
+// Integration tier: real layers. The cases on synthetic inputs are
+// tests/unit/test_streams.cpp.
 // The streaming layer: decompression, tar parsing, and flattening rules.
 #include <catch2/catch.hpp>
 
