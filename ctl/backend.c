@@ -4,6 +4,8 @@
 //   bytehound  its SIGUSR1 toggle (MEMORY_PROFILER_REGISTER_SIGUSR1)
 //   heaptrack  heaptrack_stop(): it records from the first allocation and
 //              cannot resume without losing the frees in between
+//   none       no profiler: nothing starts or stops; a snapshot is a memory
+//              record, and the allocator is whichever the process has
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
@@ -164,11 +166,27 @@ static int heaptrack_set_recording(int on, char* err, size_t errlen) {
   return 0;
 }
 
+static int none_set_recording(int on, char* err, size_t errlen) {
+  snprintf(err, errlen,
+           "no heap profiler is loaded (memprofile exec --backend none): there is nothing to %s; status and snapshot "
+           "give the memory",
+           on ? "start" : "stop");
+  return -1;
+}
+
+static int always(void) { return 1; }
+
+// The application's own allocator: jemalloc when it links it (mallctl is
+// there), else glibc's.
+static int none_stats(struct allocator_stats* s) { return mallctl_ptr ? jemalloc_stats(s) : glibc_stats(s); }
+
 static const struct ctl_profiler jemalloc = {"jemalloc", jemalloc_active, jemalloc_recording,
-                                             jemalloc_records_children, jemalloc_dump, jemalloc_stats};
+                                             jemalloc_records_children, jemalloc_dump, jemalloc_stats, 0};
 // bytehound and heaptrack leave malloc to glibc, and write one continuous file.
-static const struct ctl_profiler bytehound = {"bytehound", bytehound_set_recording, unknown, never, NULL, glibc_stats};
-static const struct ctl_profiler heaptrack = {"heaptrack", heaptrack_set_recording, unknown, never, NULL, glibc_stats};
+static const struct ctl_profiler bytehound = {"bytehound", bytehound_set_recording, unknown, never, NULL, glibc_stats, 0};
+static const struct ctl_profiler heaptrack = {"heaptrack", heaptrack_set_recording, unknown, never, NULL, glibc_stats, 0};
+// Every process of the tree is served: what it reports is its own memory.
+static const struct ctl_profiler none = {"none", none_set_recording, never, always, NULL, none_stats, 1};
 
 const struct ctl_profiler* ctl_profiler_named(const char* name, enum ctl_backend* which) {
   if (strcmp(name, "jemalloc") == 0) {
@@ -183,6 +201,11 @@ const struct ctl_profiler* ctl_profiler_named(const char* name, enum ctl_backend
   if (strcmp(name, "heaptrack") == 0) {
     *which = CTL_HEAPTRACK;
     return &heaptrack;
+  }
+  if (strcmp(name, "none") == 0) {
+    *which = CTL_NONE;
+    mallctl_ptr = (mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
+    return &none;
   }
   return NULL;
 }

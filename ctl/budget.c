@@ -67,9 +67,19 @@ static int stream_name(const char* name, unsigned long long* pid) {
 }
 
 
+// memprofile-mem.PID.SEQ.mem.json: CTL_NONE's snapshots.
+static int record_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
+  size_t n = strlen(name);
+  if (n <= 15 + 9 || strncmp(name, "memprofile-mem.", 15) != 0 || !ends_with(name, n, ".mem.json")) return 0;
+  const char* dot = memchr(name + 15, '.', n - 15 - 9);
+  return dot && parse_digits(name + 15, (size_t)(dot - name) - 15, pid) &&
+         parse_digits(dot + 1, (size_t)(name + n - 9 - dot - 1), seq);
+}
+
 static int profile_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
   *seq = 0;
   char kind;
+  if (ctl.backend == CTL_NONE) return record_name(name, pid, seq);
   return ctl.backend == CTL_JEMALLOC ? jemalloc_dump_name(name, pid, seq, &kind) : stream_name(name, pid);
 }
 
@@ -136,7 +146,7 @@ static int interval_ms(void) {
   // 100 ms for jemalloc's dumps, 20 ms for a trace that can grow by tens of
   // MB a second; a directory that takes long to read (thousands of files)
   // is read at most 2 % of the time.
-  uint64_t base = ctl.backend == CTL_JEMALLOC ? 100 : 20, cost = ctl.scan_ns / 1000000u * 50;
+  uint64_t base = ctl.backend == CTL_JEMALLOC || ctl.backend == CTL_NONE ? 100 : 20, cost = ctl.scan_ns / 1000000u * 50;
   return (int)(cost > base ? (cost < 10000 ? cost : 10000) : base);
 }
 
@@ -170,7 +180,7 @@ static void note_growth(uint64_t bytes) {
 // about as large as the largest so far, and for a trace a small margin.
 static uint64_t headroom(const struct usage* u) {
   uint64_t base;
-  if (ctl.backend == CTL_JEMALLOC) {
+  if (ctl.backend == CTL_JEMALLOC || ctl.backend == CTL_NONE) {
     base = 2 * (u->largest_own > 65536 ? u->largest_own : 65536);
   } else {
     base = ctl.max_bytes / 64;
@@ -197,7 +207,7 @@ static int make_room(char* why, size_t whylen, int note) {
     int under_floor = ctl.min_free_bytes && s.u.free_bytes < ctl.min_free_bytes + need;
     if (!over_budget && !under_floor) return 0;
     // The first and the newest snapshots stay; the oldest in between goes.
-    int can_rotate = ctl.backend == CTL_JEMALLOC && s.u.own_files >= 3 && s.second_seq != s.newest_seq &&
+    int can_rotate = (ctl.backend == CTL_JEMALLOC || ctl.backend == CTL_NONE) && s.u.own_files >= 3 && s.second_seq != s.newest_seq &&
                      s.second[0] && deleted < 4096;
     if (can_rotate) {
       int dfd = openat(AT_FDCWD, ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

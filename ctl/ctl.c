@@ -188,7 +188,38 @@ static void dump_failed(int rc, uint64_t free_bytes, char* err, size_t errlen) {
 // stops with the reason; one that fits gets its name, and its memory
 // record beside it. So no cut dump is ever left under a profile's name,
 // and a sudden large dump cannot keep the filesystem past its floor.
+// CTL_NONE's snapshot: the memory record alone, memprofile-mem.PID.SEQ,
+// kept only within the budget and above the floor.
+static int take_record(char* path, size_t pathlen, char* err, size_t errlen) {
+  char name[64], file[80], why[sizeof ctl.stopped_reason];
+  snprintf(name, sizeof name, "memprofile-mem.%d.%u", (int)ctl.pid, ctl.records_written + 1);
+  snprintf(file, sizeof file, "%s.mem.json", name);
+  int dfd = openat(AT_FDCWD, ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    set_error(err, errlen, "cannot open the output directory %s: %s", ctl.dir, strerror(errno));
+    return -1;
+  }
+  struct allocator_stats as;
+  long bytes = memory_record_write(dfd, name, ctl.pid, ctl.profiler->allocator_stats(&as) == 0 ? &as : NULL);
+  if (bytes < 0) {
+    set_error(err, errlen, "cannot write the memory record %s/%s: %s", ctl.dir, file, strerror(errno));
+    close(dfd);
+    return -1;
+  }
+  if (ctl.disk->fits((uint64_t)bytes, why, sizeof why) != 0) {
+    unlinkat(dfd, file, 0);
+    close(dfd);
+    set_error(err, errlen, "%s: the memory record is removed", why);
+    return -1;
+  }
+  close(dfd);
+  ++ctl.records_written;
+  snprintf(path, pathlen, "%s/%s", ctl.dir, file);
+  return 0;
+}
+
 static int take_snapshot(char* path, size_t pathlen, char* err, size_t errlen) {
+  if (ctl.profiler->records_only) return take_record(path, pathlen, err, errlen);
   if (!ctl.profiler->dump) {
     set_error(err, errlen,
              "%s writes one continuous file, not snapshots: copy it out with memprofile collect (it holds the whole "
@@ -562,7 +593,8 @@ static void* serve_loop(void) {
     // request comes.
     int64_t wake = -1;
     if (ctl.recording && (ctl.max_bytes || ctl.min_free_bytes) && !ctl.cannot_stop) wake = next_check;
-    if (ctl.recording && ctl.snapshot_every_ms && (wake < 0 || next_snapshot < wake)) wake = next_snapshot;
+    const int scheduling = ctl.recording || ctl.profiler->records_only;
+    if (scheduling && ctl.snapshot_every_ms && (wake < 0 || next_snapshot < wake)) wake = next_snapshot;
     if (!ctl.parent && (wake < 0 || next_reap < wake)) wake = next_reap;
     for (int i = 0; i < nconns; ++i)
       if (wake < 0 || conns[i].deadline < wake) wake = conns[i].deadline;
@@ -608,7 +640,7 @@ static void* serve_loop(void) {
       next_check = now_ms() + ctl.disk->interval_ms();
     }
     if (ctl.snapshot_every_ms && now >= next_snapshot) {
-      if (ctl.recording) scheduled_snapshot();
+      if (ctl.recording || ctl.profiler->records_only) scheduled_snapshot();
       next_snapshot = now_ms() + (int64_t)ctl.snapshot_every_ms;
     }
     if (!ctl.parent && now >= next_reap) {
@@ -851,7 +883,7 @@ void ctl_fork_child(void) {
   ctl.pid = getpid();
   ctl.parent = parent;
   ctl.start_time = time(NULL);
-  ctl.snapshots_taken = ctl.snapshots_scheduled = 0;
+  ctl.snapshots_taken = ctl.snapshots_scheduled = ctl.records_written = 0;
   ctl.schedule_said = 0;
   ctl.rotated = 0;
   ctl.disk->reset();

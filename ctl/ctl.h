@@ -11,7 +11,7 @@
 //               thread, the requests, the snapshot's steps, stopping
 //   memrecord.c the record beside each snapshot (called by the core; libc only)
 //   backend.c   what start/stop/snapshot mean for jemalloc, bytehound,
-//               heaptrack: a table per profiler (struct ctl_profiler)
+//               heaptrack, and none: a table per profiler (struct ctl_profiler)
 //   budget.c    the profiles in the output directory: usage, rotation, the
 //               floor (struct ctl_disk)
 //   files.c     the profilers' open/creat in the output directory
@@ -26,7 +26,9 @@
 
 #include "memrecord.h"
 
-enum ctl_backend { CTL_JEMALLOC, CTL_BYTEHOUND, CTL_HEAPTRACK };
+// CTL_NONE: no heap profiler (memprofile exec --backend none); the library
+// alone serves status and takes memory records as snapshots.
+enum ctl_backend { CTL_JEMALLOC, CTL_BYTEHOUND, CTL_HEAPTRACK, CTL_NONE };
 
 // What one profiler does on the core's requests (backend.c). Each that can
 // fail returns 0, or -1 with the reason in err.
@@ -46,6 +48,9 @@ struct ctl_profiler {
   // continuous file and takes no snapshots.
   int (*dump)(char* err, size_t errlen);
   int (*allocator_stats)(struct allocator_stats* s);
+  // A snapshot is the memory record alone (memprofile-mem.PID.SEQ.mem.json),
+  // taken whether or not anything records: CTL_NONE.
+  int records_only;
 };
 
 struct usage {
@@ -99,6 +104,7 @@ struct ctl_state {
   uint64_t min_free_bytes;   // the free-space floor of the output filesystem
   unsigned snapshots_taken;  // by request
   unsigned snapshots_scheduled;  // by --snapshot-every
+  unsigned records_written;  // CTL_NONE: memory records, named by this count
   unsigned schedule_said;    // a scheduled snapshot failed (said once)
   uint64_t snapshot_every_ms;  // --snapshot-every (0: none)
   unsigned long rotated;     // snapshots deleted to stay within the budget
@@ -145,8 +151,8 @@ void ctl_fork_child(void);
 // At exit, in the process served.
 void ctl_exit(void);
 
-// backend.c: the profiler named "jemalloc", "bytehound" or "heaptrack"
-// (NULL for another name), its enum in *which; set up in the process.
+// backend.c: the profiler named "jemalloc", "bytehound", "heaptrack" or
+// "none" (NULL for another name), its enum in *which; set up in the process.
 const struct ctl_profiler* ctl_profiler_named(const char* name, enum ctl_backend* which);
 
 // budget.c: the disk budget's table.

@@ -57,9 +57,9 @@ static long long cgroup_charge(void) {
   return -1;
 }
 
-void memory_record_write(int dfd, const char* dump_name, pid_t pid, const struct allocator_stats* as) {
+long memory_record_write(int dfd, const char* dump_name, pid_t pid, const struct allocator_stats* as) {
   static char status[8192], body[1024], name[300], tmp[310];
-  if (read_small("/proc/self/status", status + 1, sizeof status - 1) <= 0) return;
+  if (read_small("/proc/self/status", status + 1, sizeof status - 1) <= 0) return -1;
   status[0] = '\n';
   int n = snprintf(body, sizeof body,
                    "{\"pid\":%d,\"dump\":\"%.200s\",\"time\":%lld,\"rss\":%llu,\"anon\":%llu,\"file\":%llu,\"shmem\":%llu,"
@@ -76,15 +76,17 @@ void memory_record_write(int dfd, const char* dump_name, pid_t pid, const struct
   long long charge = cgroup_charge();
   if (n > 0 && (size_t)n < sizeof body && charge >= 0)
     n += snprintf(body + n, sizeof body - (size_t)n, ",\"cgroup\":%lld", charge);
-  if (n <= 0 || (size_t)n + 3 > sizeof body) return;
+  if (n <= 0 || (size_t)n + 3 > sizeof body) return -1;
   memcpy(body + n, "}\n", 3);
   n += 2;
   snprintf(name, sizeof name, "%.280s.mem.json", dump_name);
   snprintf(tmp, sizeof tmp, "%s.new", name);
   unlinkat(dfd, tmp, 0);
   int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return;
+  if (fd < 0) return -1;
   int ok = write(fd, body, (size_t)n) == n;
   close(fd);
-  if (!ok || renameat(dfd, tmp, dfd, name) != 0) unlinkat(dfd, tmp, 0);
+  if (ok && renameat(dfd, tmp, dfd, name) == 0) return n;
+  unlinkat(dfd, tmp, 0);
+  return -1;
 }

@@ -16,5 +16,6 @@ struct allocator_stats {
 };
 
 // NAME.mem.json beside the dump NAME in the directory `dfd`, for process
-// `pid`, with the allocator's view when `as` is not NULL.
-void memory_record_write(int dfd, const char* dump_name, pid_t pid, const struct allocator_stats* as);
+// `pid`, with the allocator's view when `as` is not NULL. Its size in bytes,
+// or -1 when it could not be written.
+long memory_record_write(int dfd, const char* dump_name, pid_t pid, const struct allocator_stats* as);

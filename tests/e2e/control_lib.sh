@@ -64,5 +64,8 @@ wait_until() {
 
 # The control sockets in DIR; sockets_are DIR N for wait_until, which runs
 # its command again each time (a "$(...)" in its arguments is counted once).
+# workers_of PID: its children's pids, ascending.
+workers_of() { pgrep -P "$1" | sort -n; }
+
 sockets() { find "$1" -maxdepth 1 -name 'memprofile-ctl.*.sock' | wc -l; }
 sockets_are() { [[ "$(sockets "$1")" -eq "$2" ]]; }

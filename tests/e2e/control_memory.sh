@@ -62,7 +62,11 @@ for f in "${first}" "${second}"; do
     fail "records: ${f}.mem.json: $(cat "${f}.mem.json" 2>&1)"
 done
 kill -KILL "${pid}"
-"${MEMPROFILE}" report --rootfs / "${out}" > "${SCRATCH}/records.txt" 2>&1 || fail "records: report: $(cat "${SCRATCH}/records.txt")"
+"${MEMPROFILE}" report --rootfs / "${out}" --trend "${SCRATCH}/records.svg" > "${SCRATCH}/records.txt" 2>&1 ||
+  fail "records: report: $(cat "${SCRATCH}/records.txt")"
+# The trend draws RSS and the allocator's resident bytes beside the sites.
+grep -q 'data-name="RSS (' "${SCRATCH}/records.svg" || fail "records: the trend has no RSS line"
+grep -q 'data-name="allocator resident (' "${SCRATCH}/records.svg" || fail "records: the trend has no allocator line"
 grep -q "^memory of pid ${pid}, first snapshot to last: RSS .* -> .* (+.*): anonymous +6[0-9].[0-9] MiB" "${SCRATCH}/records.txt" ||
   fail "records: no memory line: $(head -8 "${SCRATCH}/records.txt")"
 grep -q "^  where it grew: the heap is flat (.*); RSS grew by 6[0-9].[0-9] MiB outside the allocator: anonymous mappings" \

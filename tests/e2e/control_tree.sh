@@ -17,7 +17,6 @@ gcc -O1 -g -o "${SCRATCH}/prefork" "${E2E_ROOT}/tests/fixtures/src/prefork.c"
 JEMALLOC="$(preload_dist jemalloc amd64)/libjemalloc.so.2"
 HEAPTRACK="$(preload_dist heaptrack amd64)/libheaptrack_preload.so"
 
-workers_of() { pgrep -P "$1" | sort -n; }
 
 # 0. preflight says before anything runs what each backend does with a
 # forked child.

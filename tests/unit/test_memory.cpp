@@ -3,10 +3,13 @@
 // and /sys/fs/cgroup trees.
 #include <catch2/catch.hpp>
 
+#include <map>
+#include <sstream>
 #include <string>
 
 #include "base/error.h"
 #include "profile/memory_record.h"
+#include "profile/memory_report.h"
 #include "runtime/memory.h"
 #include "support.h"
 
@@ -113,4 +116,53 @@ TEST_CASE("memory records beside snapshots: which bucket grew, in one line") {
              Catch::Contains("the allocator holds 40.0 MiB more than the app uses (resident - allocated): fragmentation or retention"));
   CHECK_THROWS_WITH(parse_memory_record(R"({"rss":-1})", "b.mem.json"), Catch::Contains("b.mem.json: \"rss\" is not a byte count"));
   CHECK_THROWS_WITH(parse_memory_record("[1]", "c.mem.json"), Catch::Contains("not a memory record"));
+}
+
+TEST_CASE("memory records alone (--backend none): grouped by process, in the order taken, the heap pointing at a profiler") {
+  auto record = [](int pid, int64_t time, uint64_t rss, uint64_t allocated) {
+    return parse_memory_record("{\"pid\":" + std::to_string(pid) + ",\"time\":" + std::to_string(time) +
+                                   ",\"rss\":" + std::to_string(rss) + ",\"anon\":" + std::to_string(rss) +
+                                   ",\"allocator\":\"glibc\",\"allocated\":" + std::to_string(allocated) +
+                                   ",\"allocator_resident\":" + std::to_string(allocated) + "}",
+                               "r.mem.json");
+  };
+  std::map<std::string, MemoryRecord> memory = {
+      {"memprofile-mem.9.10", record(9, 100, 90 << 20, 80 << 20)},  // the same second as .9: by sequence
+      {"memprofile-mem.9.9", record(9, 100, 50 << 20, 40 << 20)},
+      {"memprofile-mem.9.1", record(9, 90, 10 << 20, 2 << 20)},
+      {"memprofile-mem.4.1", record(4, 95, 5 << 20, 1 << 20)},
+  };
+  std::map<uint64_t, ProcessInfo> procs = {{9, ProcessInfo{9, 4, "/usr/sbin/worker"}}};
+  std::vector<MemorySeries> s = memory_series(memory, procs);
+  REQUIRE(s.size() == 2);
+  CHECK(s[0].info.pid == 4);
+  CHECK(s[0].records.size() == 1);
+  CHECK(s[1].info.program == "/usr/sbin/worker");
+  CHECK(s[1].info.parent == 4);
+  REQUIRE(s[1].records.size() == 3);
+  CHECK(s[1].records[0].first == "memprofile-mem.9.1");
+  CHECK(s[1].records[2].first == "memprofile-mem.9.10");
+  CHECK(s[1].rss_growth() == 80 << 20);
+  std::ostringstream text;
+  print_memory_report(text, s, {});
+  CHECK_THAT(text.str(), Catch::Contains("memory of pid 9, first record to last (3 over 10 s): RSS 10.0 MiB -> 90.0 MiB"));
+  CHECK_THAT(text.str(), Catch::Contains("the heap grew by 78.0 MiB: a heap profile names the sites (memprofile exec "
+                                         "--backend jemalloc or heaptrack)"));
+  CHECK_THAT(text.str(), Catch::Contains("memory of pid 4: one record"));
+  nlohmann::json j = memory_report_json(s, {});
+  CHECK(j["backend"] == "none");
+  CHECK(j["processes"][1]["records"].size() == 3);
+  CHECK(j["processes"][0].count("verdict") == 0);
+  SiteTable t = memory_trend_table(s[1]);
+  CHECK(t.totals == std::vector<double>{10 << 20, 50 << 20, 90 << 20});
+  CHECK(t.sites.size() == 4);  // anonymous, file + shmem, allocator resident, allocated
+}
+
+TEST_CASE("memory records: a heap that shrank while the allocator kept its pages is said to shrink") {
+  MemoryRecord a = parse_memory_record(R"({"rss":104857600,"anon":104857600,"allocator":"glibc","allocated":104857600,)"
+                                       R"("allocator_resident":104857600})",
+                                       "a.mem.json");
+  MemoryRecord b = a;
+  b.allocated = 2 << 20;
+  CHECK_THAT(memory_verdict(a, b, 0), Catch::StartsWith("the heap shrank by 98.0 MiB, but the allocator holds 98.0 MiB more"));
 }

@@ -73,6 +73,18 @@ TEST_CASE("process tree: each profile file's pid, and the control library's reco
   CHECK(profile_file_pid(Backend::Bytehound, "memory-profiling_app_1700000000_99.dat") == 99);
   CHECK(profile_file_pid(Backend::Bytehound, "bytehound_app_99.log") == 99);
   CHECK(profile_file_pid(Backend::Jemalloc, "heaptrack.77.raw") == -1);
+  // --backend none: the memory record is the snapshot.
+  CHECK(profile_file_pid(Backend::None, "memprofile-mem.812.3.mem.json") == 812);
+  CHECK(profile_file_pid(Backend::None, "memprofile-mem.x.3.mem.json") == -1);
+  CHECK(profile_file_pid(Backend::None, "memprofile-mem.mem.json") == -1);
+  CHECK(is_memory_record("memprofile-mem.812.3.mem.json"));
+  CHECK(is_memory_record("jeprof.812.3.m2.heap.mem.json"));
+  CHECK_FALSE(is_memory_record("memprofile-mem.812.3.mem.json.new"));
+  CHECK(parse_backend("none") == Backend::None);
+  CHECK(default_preload(Backend::None).empty());
+  CHECK(backend_env(Backend::None, "/out", false, false).empty());
+  CHECK(forked_children_unrecorded(Backend::None).empty());
+  CHECK_THAT(dormant_unsupported(Backend::None), Catch::Contains("nothing to keep dormant"));
   CHECK(is_process_record("memprofile-proc.812.json"));
   CHECK_FALSE(is_process_record("memprofile-proc..json"));
   CHECK_FALSE(is_process_record("memprofile-proc.812.json.new"));

@@ -42,7 +42,7 @@ void print_attachment(std::ostream& out, const Attachment& a) {
   out << "pid " << a.pid << " (" << a.exe << ", " << a.linkage << ")\n";
   out << "  backend " << to_string(a.backend) << " (from " << a.backend_from << "), profiles in " << a.output_dir
       << " (from " << a.output_dir_from << ")\n";
-  out << "  " << to_string(a.backend) << " library mapped: "
+  out << "  " << (a.backend == Backend::None ? std::string("control") : std::string(to_string(a.backend))) << " library mapped: "
       << (a.library.empty() ? "no (not in " + proc + "/maps)" : "yes (" + a.library + ")") << "\n";
   if (a.profiles.empty()) out << "  profile: none yet in " << a.output_dir << "\n";
   for (const auto& f : a.profiles)
@@ -77,7 +77,7 @@ void setup_attached(CLI::App& app, ExitCode& exit_code) {
   CLI::App* cmd = app.add_subcommand("attached", "Say whether the profiler is loaded in a process and recording");
   cmd->add_option("pid", o->pid, "process to inspect (default 1, the container's entrypoint)");
   cmd->add_option("--config", o->config, "launcher config file")->capture_default_str();
-  cmd->add_option("--backend", o->backend, "bytehound, jemalloc or heaptrack");
+  cmd->add_option("--backend", o->backend, "bytehound, jemalloc, heaptrack or none");
   cmd->add_option("--preload", o->preload, "the preload library's path");
   cmd->add_option("--output-dir", o->output_dir, "where the profiles are written");
   cmd->add_option("--window", o->window, "seconds to watch the profile grow")->capture_default_str();

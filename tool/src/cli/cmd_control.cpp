@@ -98,8 +98,10 @@ std::pair<std::string, long> find_socket(const ControlOptions& o, const std::str
 void print_status(const json& r) {
   auto str = [&](const char* k) { return r.value(k, std::string()); };
   auto num = [&](const char* k) { return r.value(k, uint64_t{0}); };
-  std::cout << "pid " << r.value("pid", 0) << ": " << str("backend") << ", recording "
-            << (r.value("recording", false) ? "on" : "off");
+  const bool none = str("backend") == "none";
+  std::cout << "pid " << r.value("pid", 0) << ": "
+            << (none ? std::string("no heap profiler (--backend none): its memory only")
+                     : str("backend") + ", recording " + (r.value("recording", false) ? "on" : "off"));
   if (!str("stopped_reason").empty()) std::cout << " (stopped: " << str("stopped_reason") << ")";
   std::cout << "\n";
   if (r.value("parent", 0) > 0 || !str("program").empty())
@@ -107,13 +109,13 @@ void print_status(const json& r) {
                                                    : std::string())
               << "program " << str("program") << "\n";
   if (num("snapshot_every_ms"))
-    std::cout << "  a snapshot every " << num("snapshot_every_ms") / 1000.0 << " s while recording ("
-              << num("snapshots_scheduled") << " so far)\n";
+    std::cout << "  a " << (none ? "memory record every " : "snapshot every ") << num("snapshot_every_ms") / 1000.0
+              << (none ? " s (" : " s while recording (") << num("snapshots_scheduled") << " so far)\n";
   json snaps = r.value("snapshots", json::array());
   std::vector<json> list(snaps.begin(), snaps.end());
   std::sort(list.begin(), list.end(),
             [](const json& a, const json& b) { return a.value("seq", uint64_t{0}) < b.value("seq", uint64_t{0}); });
-  std::cout << "profiles: " << r.value("own_files", static_cast<unsigned>(list.size())) << " of this process, " << mib(num("own_bytes")) << "; "
+  std::cout << (none ? "memory records: " : "profiles: ") << r.value("own_files", static_cast<unsigned>(list.size())) << " of this process, " << mib(num("own_bytes")) << "; "
             << mib(num("disk_bytes")) << " in " << str("output_dir") << " of a "
             << (num("max_bytes") ? mib(num("max_bytes")) : std::string("unlimited")) << " budget; "
             << mib(num("free_bytes")) << " free (floor " << mib(num("min_free_bytes")) << ")\n";
@@ -202,7 +204,7 @@ std::string unserved_reason(long pid, const std::string& served_program, const s
   if (!served_program.empty() && exe != served_program)
     return "not profiled: it runs " + exe + ", not the profiled program (children that exec another program never "
            "carry the profiler)";
-  if (!backend.empty() && backend != "jemalloc")
+  if (!backend.empty() && backend != "jemalloc" && backend != "none")
     return "not profiled: a forked child; " + backend + " does not record a child forked without exec";
   return "not reachable: no control socket (started before memprofile exec, or the control library could not "
          "serve: see the service's log)";

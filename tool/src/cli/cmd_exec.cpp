@@ -102,7 +102,7 @@ bool env_has(const std::vector<std::string>& env, const std::string& key) {
 std::vector<Finding> check_everything(const HostTree& root, const std::string& target,
                                       const std::optional<FoundProgram>& found, const std::string& preload,
                                       const std::string& cwd, const std::string& out_dir, uint64_t min_free_mb,
-                                      uint16_t* machine) {
+                                      bool is_profiler, uint16_t* machine) {
   std::vector<Finding> problems;
   if (!found || found->file.node.kind != FsNode::Kind::Regular) {
     problems.push_back(make_finding("TARGET_NOT_FOUND", target + " does not exist", "give --target as the real program's path"));
@@ -124,8 +124,9 @@ std::vector<Finding> check_everything(const HostTree& root, const std::string& t
   *machine = elf->machine;
   FileReport rep = Checker(root, root_checker_options(absolute(preload, cwd), cwd, process_env("LD_LIBRARY_PATH")))
                        .check(path, elf);
+  // --backend none preloads the control library alone, which defines no malloc.
   for (const auto& f : rep.findings)
-    if (f.severity == Severity::Error) problems.push_back(f);
+    if (f.severity == Severity::Error && (is_profiler || f.code != "PRELOAD_NO_MALLOC")) problems.push_back(f);
 
   struct stat st;
   if (stat(out_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -272,7 +273,7 @@ void check_launch(Launch& l, const HostTree& root) {
     l.problems.push_back(make_finding("LAUNCHER_CONFIG", l.plan.error, "fix the flags or " + l.o.config));
   else
     l.problems = check_everything(root, l.target, l.target_found, l.plan.preload, l.cwd, cfg.output_dir, cfg.min_free_mb,
-                                  &machine);
+                                  l.plan.backend != Backend::None, &machine);
   l.aarch64 = machine == 183;  // EM_AARCH64
   // Dormant needs the control library: without it nothing could ever start
   // recording. Otherwise it only adds the budget and status.
@@ -282,6 +283,8 @@ void check_launch(Launch& l, const HostTree& root) {
                                         l.cwd, cfg.output_dir);
   if (!l.ctl_problem.empty() && cfg.dormant)
     l.problems.push_back(make_finding("CTL_LIBRARY_MISSING", "dormant mode needs the control library: " + l.ctl_problem));
+  if (!l.ctl_problem.empty() && l.plan.backend == Backend::None)
+    l.problems.push_back(make_finding("CTL_LIBRARY_MISSING", "--backend none is the control library alone: " + l.ctl_problem));
 }
 
 // The backend's settings; the user's own win over memprofile's defaults.
@@ -331,7 +334,8 @@ void add_preload(Launch& l, const std::string& lib, bool with_ctl) {
       for (auto& e : l.env)
         if (e.rfind("LD_PRELOAD=", 0) == 0) e += ":" + l.ctl_lib;
   } else {
-    l.env.push_back("LD_PRELOAD=" + lib + (with_ctl ? ":" + l.ctl_lib : ""));
+    // --backend none: the control library is the preload, once.
+    l.env.push_back("LD_PRELOAD=" + lib + (with_ctl && lib != l.ctl_lib ? ":" + l.ctl_lib : ""));
   }
 }
 
@@ -350,16 +354,23 @@ void log_start(Launch& l, const std::string& lib, bool with_ctl, uint64_t max_by
   std::string budget = with_ctl ? std::string(" (budget ") + budget_mib + " MiB, keeping " +
                                        std::to_string(cfg.min_free_mb) + " MiB free)"
                                  : "";
-  std::string tree = children_note.empty() ? "; forked children are recorded too, each reachable by memprofile "
-                                             "start/stop/snapshot/status"
+  std::string tree = backend == Backend::None ? "; forked children too, each reachable by memprofile status/snapshot"
+                     : children_note.empty()   ? "; forked children are recorded too, each reachable by memprofile "
+                                                 "start/stop/snapshot/status"
                                            : "; forked children are not recorded: " + children_note;
-  if (snapshot_every_ms) tree += "; a snapshot every " + std::to_string(snapshot_every_ms / 1000) + " s while recording";
-  else if (cfg.snapshot_every_ms && backend != Backend::Jemalloc)
+  if (snapshot_every_ms && backend == Backend::None)
+    tree += "; a memory record every " + std::to_string(snapshot_every_ms / 1000) + " s in each process";
+  else if (snapshot_every_ms) tree += "; a snapshot every " + std::to_string(snapshot_every_ms / 1000) + " s while recording";
+  else if (cfg.snapshot_every_ms && !takes_snapshots(backend))
     tree += std::string("; --snapshot-every ignored: ") + to_string(backend) + " writes one continuous file, not snapshots";
   else if (cfg.snapshot_every_ms) tree += "; --snapshot-every ignored: it needs the control library";
-  l.log.info("start",
-             std::string(cfg.dormant ? "loaded dormant (recording off until memprofile start): " : "profiling ") +
-                 l.target + " with " + to_string(backend) + " (" + lib + "), output in " + cfg.output_dir + budget + tree,
+  const std::string what =
+      backend == Backend::None
+          ? "watching the memory of " + l.target + " with the control library alone (" + lib +
+                ", no heap profiler: memprofile status and snapshot give RSS, the allocator's view and the cgroup's)"
+          : std::string(cfg.dormant ? "loaded dormant (recording off until memprofile start): " : "profiling ") +
+                l.target + " with " + to_string(backend) + " (" + lib + ")";
+  l.log.info("start", what + ", output in " + cfg.output_dir + budget + tree,
              {{"backend", to_string(backend)},
               {"library", lib},
               {"program", l.program},
@@ -417,7 +428,10 @@ ExitCode run_exec(const ExecArgs& o) {
   const std::string lib = absolute(l.plan.preload, l.cwd);
   const bool with_ctl = l.ctl_problem.empty();
   const uint64_t max_bytes = budget_bytes(l.plan.cfg);
-  const uint64_t snapshot_every_ms = with_ctl && l.plan.backend == Backend::Jemalloc ? l.plan.cfg.snapshot_every_ms : 0;
+  const uint64_t snapshot_every_ms = with_ctl && takes_snapshots(l.plan.backend) ? l.plan.cfg.snapshot_every_ms : 0;
+  if (l.plan.backend == Backend::None && !l.plan.cfg.preload.empty())
+    l.log.warn("preload_unused", "--backend none loads no profiler: the preload " + l.plan.cfg.preload + " is not loaded",
+               {{"preload", l.plan.cfg.preload}});
   if (with_ctl)
     add_control_env(l, max_bytes, snapshot_every_ms);
   else

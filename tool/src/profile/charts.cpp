@@ -261,12 +261,16 @@ std::string flamegraph_svg(const std::vector<FoldedStack>& stacks, const std::st
 }
 
 std::string trend_svg(const SiteTable& table, const std::vector<const Site*>& sites,
-                      const std::vector<std::string>& labels, const std::string& title) {
+                      const std::vector<std::string>& labels, const std::string& title,
+                      const std::string& total_name) {
   const int W = 1000, H = 460, left = 90, right = 330, top = 50, bottom = 60;
   const int pw = W - left - right, ph = H - top - bottom;
   const size_t n = table.totals.size();
+  // Every line fits: RSS drawn beside a heap's sites is above its total.
   double max = 1;
   for (double t : table.totals) max = std::max(max, t);
+  for (const Site* s : sites)
+    for (double b : s->bytes) max = std::max(max, b);
   auto xat = [&](size_t i) { return left + (n > 1 ? static_cast<double>(i) * pw / static_cast<double>(n - 1) : pw / 2.0); };
   auto yat = [&](double v) { return top + ph - v / max * ph; };
   static const char* palette[] = {"rgb(214,39,40)", "rgb(31,119,180)", "rgb(44,160,44)", "rgb(255,127,14)",
@@ -313,7 +317,7 @@ std::string trend_svg(const SiteTable& table, const std::vector<const Site*>& si
     svg += "<text x=\"" + std::to_string(W - right + 50) + "\" y=\"" + std::to_string(ly + 4) + "\">" + xml(shown) +
            "</text>\n";
   };
-  line(table.totals, "black", "6,3", "all (" + human_bytes(table.totals.empty() ? 0 : table.totals.back()) + ")", 0);
+  line(table.totals, "black", "6,3", total_name + " (" + human_bytes(table.totals.empty() ? 0 : table.totals.back()) + ")", 0);
   for (size_t i = 0; i < sites.size() && i < 8; ++i)
     line(sites[i]->bytes, palette[i], "",
          label(sites[i]->frame) + " (" + human_bytes(sites[i]->bytes.back()) + ")" + (sites[i]->leak_suspect() ? " *" : ""),

@@ -34,6 +34,7 @@ std::string flamegraph_svg(const std::vector<FoldedStack>& stacks, const std::st
 // `sites` sorted as they should be drawn (at most 8 are); `labels` names a
 // point on the x axis per snapshot.
 std::string trend_svg(const SiteTable& table, const std::vector<const Site*>& sites,
-                      const std::vector<std::string>& labels, const std::string& title);
+                      const std::vector<std::string>& labels, const std::string& title,
+                      const std::string& total_name = "all");
 
 }  // namespace memprofile

@@ -30,11 +30,19 @@ uint64_t field(const nlohmann::json& j, const char* key, const std::string& name
 
 }  // namespace
 
+const MemoryRecord* record_beside(const std::map<std::string, MemoryRecord>& memory, const std::string& dump_file) {
+  std::string name = dump_file.substr(dump_file.find_last_of("/:") + 1);  // npos + 1 = 0: the whole path
+  auto it = memory.find(name);
+  return it == memory.end() ? nullptr : &it->second;
+}
+
 MemoryRecord parse_memory_record(const std::string& text, const std::string& name) {
   if (text.size() > kMaxRecord) throw FileError(name, "larger than 64 KiB; not a memory record");
   nlohmann::json j = parse_json_bounded(text, name);
   if (!j.is_object()) throw FileError(name, "not a memory record (a JSON object)");
   MemoryRecord r;
+  r.pid = field(j, "pid", name);
+  if (auto t = j.find("time"); t != j.end() && t->is_number_integer()) r.time = t->get<int64_t>();
   r.rss = field(j, "rss", name);
   r.anon = field(j, "anon", name);
   r.file = field(j, "file", name);
@@ -53,7 +61,7 @@ MemoryRecord parse_memory_record(const std::string& text, const std::string& nam
   return r;
 }
 
-std::string memory_verdict(const MemoryRecord& a, const MemoryRecord& b, double profile_growth) {
+std::string memory_verdict(const MemoryRecord& a, const MemoryRecord& b, double profile_growth, bool with_sites) {
   double rss = delta(a.rss, b.rss);
   double heap = a.has_allocator && b.has_allocator ? delta(a.allocated, b.allocated) : profile_growth;
   auto outside = [](const MemoryRecord& r) {
@@ -73,7 +81,9 @@ std::string memory_verdict(const MemoryRecord& a, const MemoryRecord& b, double 
   // The process's own buckets; the cgroup (which may hold other processes
   // too: a pod's, a CI job's) is said beside them, never instead.
   std::vector<Bucket> grew = {
-      {heap, "the heap grew by " + human_bytes(heap) + ": see the sites below"},
+      {heap, "the heap grew by " + human_bytes(heap) +
+                 (with_sites ? ": see the sites below"
+                             : ": a heap profile names the sites (memprofile exec --backend jemalloc or heaptrack)")},
       {kept, "the allocator holds " + human_bytes(kept) +
                  " more than the app uses (resident - allocated): fragmentation or retention; " + tune},
       {anon_outside, "RSS grew by " + human_bytes(anon_outside) +
@@ -91,7 +101,8 @@ std::string memory_verdict(const MemoryRecord& a, const MemoryRecord& b, double 
     return cgroup.empty() ? "nothing grew by 1 MiB or more (RSS " + signed_bytes(rss) + ")"
                           : "the process's memory is flat (RSS " + signed_bytes(rss) + "); " + cgroup;
   std::string said = top == grew.begin() ? top->says
-                                         : (heap < kGrew ? "the heap is flat (" + signed_bytes(heap) + "); "
+                                         : (heap <= -kGrew ? "the heap shrank by " + human_bytes(-heap) + ", but "
+                                            : heap < kGrew  ? "the heap is flat (" + signed_bytes(heap) + "); "
                                                          : "the heap grew by " + human_bytes(heap) + ", but ") +
                                                top->says;
   return cgroup.empty() ? said : said + "; besides, " + cgroup;

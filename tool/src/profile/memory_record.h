@@ -6,11 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace memprofile {
 
 struct MemoryRecord {
+  uint64_t pid = 0;
+  int64_t time = 0;  // when it was taken, seconds since the epoch (0: not said)
   uint64_t rss = 0, anon = 0, file = 0, shmem = 0, swap = 0;  // bytes
   bool has_allocator = false;
   std::string allocator;               // "jemalloc", "glibc"
@@ -19,12 +22,19 @@ struct MemoryRecord {
   uint64_t cgroup = 0;  // the cgroup's charge
 };
 
+// The record beside a dump, by the dump's path (an archive entry's,
+// "ARCHIVE:ENTRY", too), in records keyed by dump name; nullptr when none.
+const MemoryRecord* record_beside(const std::map<std::string, MemoryRecord>& memory, const std::string& dump_file);
+
 // Parses a record (at most 64 KiB of JSON). Throws FileError naming `name`.
 MemoryRecord parse_memory_record(const std::string& text, const std::string& name);
 
 // Where the memory grew between two records of one process, in one line,
 // with the heap profile's own growth for a record without the allocator.
-std::string memory_verdict(const MemoryRecord& first, const MemoryRecord& last, double profile_growth);
+// `with_sites`: a heap profile's sites follow the line (else the heap's
+// growth points at a profiler that would name them).
+std::string memory_verdict(const MemoryRecord& first, const MemoryRecord& last, double profile_growth,
+                           bool with_sites = true);
 
 // "RSS 10.0 MiB -> 74.0 MiB (+64.0 MiB): anonymous +64.0 MiB, ..." for the text report.
 std::string memory_change(const MemoryRecord& first, const MemoryRecord& last);

@@ -50,7 +50,7 @@ void gather(const std::string& arg, std::vector<std::string>& out) {
     if (names.size() > kMaxProfiles)
       throw FileError(arg, "more than " + std::to_string(kMaxProfiles) + " profiles; name the ones to read");
   }
-  if (names.empty()) throw FileError(arg, "holds no heap profile (jemalloc *.heap, heaptrack.*, bytehound *.dat)");
+  if (names.empty()) throw FileError(arg, "holds no heap profile (jemalloc *.heap, heaptrack.*, bytehound *.dat) and no memory record (*.mem.json)");
   std::sort(names.begin(), names.end());
   for (const auto& n : names) out.push_back(arg + "/" + n);
 }
@@ -218,7 +218,8 @@ uint64_t trace_pid(const std::string& file) {
 // exit snapshot dropped (drop_exit_snapshot); notes per pid.
 std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, const std::string& base_dump,
                                           std::map<uint64_t, std::vector<std::string>>& process_notes,
-                                          std::map<std::string, MemoryRecord>& memory) {
+                                          std::map<std::string, MemoryRecord>& memory,
+                                          std::map<uint64_t, ProcessInfo>& records) {
   std::vector<std::string> files;
   for (const auto& p : args) gather(p, files);
   if (files.size() > kMaxProfiles) throw Error("more than " + std::to_string(kMaxProfiles) + " profiles");
@@ -244,6 +245,7 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
   }
   if (!cut.empty() && loaded.dumps.empty() && loaded.traces.empty()) throw Error(cut.front());
   memory = std::move(loaded.memory);
+  records = loaded.records;
   for (const auto& c : cut) process_notes[0].push_back("left out, cut short: " + c);
   std::vector<ProcessSeries> processes;
   // heaptrack: one trace holds a whole process's run, snapshots included;
@@ -262,6 +264,7 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
     }
     return processes;
   }
+  if (loaded.dumps.empty() && base_dump.empty() && !memory.empty()) return processes;  // memory records alone
   if (loaded.dumps.empty()) throw Error("no profile in " + args[0]);
   processes = group_by_process(std::move(loaded.dumps), loaded.records);
   for (auto& p : processes) drop_exit_snapshot(p.snaps, process_notes[p.info.pid]);
@@ -289,7 +292,7 @@ std::string basename_of(const std::string& p) {
 
 LoadedProfiles load_profiles(const std::vector<std::string>& args, const std::string& base) {
   LoadedProfiles out;
-  out.processes = load_processes(args, base, out.notes, out.memory);
+  out.processes = load_processes(args, base, out.notes, out.memory, out.records);
   return out;
 }
 

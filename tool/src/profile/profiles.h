@@ -18,7 +18,12 @@ struct LoadedProfiles {
   std::vector<ProcessSeries> processes;
   std::map<uint64_t, std::vector<std::string>> notes;  // by pid; 0: the files' own (a dump cut short)
   std::map<std::string, MemoryRecord> memory;           // NAME.mem.json, by its dump's name
+  std::map<uint64_t, ProcessInfo> records;              // memprofile-proc.PID.json, by pid
 };
+
+// `args`: files, directories of them, collect archives. With no heap
+// profile among them but memory records (memprofile exec --backend none),
+// `processes` is empty and `memory` holds them.
 
 // `args`: files, directories of them, collect archives. `base`: an earlier
 // jemalloc dump put before its process's first (--base), or "".

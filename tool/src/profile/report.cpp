@@ -46,9 +46,28 @@ Folded fold_view(const ProcessView& v, Symbolizer& symbolizer) {
   return {&v, tables.size() == 1 ? std::move(tables[0]) : merge_site_tables(tables)};
 }
 
+// RSS and the allocator's resident bytes at each of a view's snapshots, as
+// two more lines of its trend, when every snapshot has its memory record.
+std::vector<Site> memory_lines_of(const Folded& f, const std::map<std::string, MemoryRecord>& records) {
+  std::vector<double> rss, resident;
+  bool allocator = true;
+  for (const auto& s : f.snaps()) {
+    const MemoryRecord* r = record_beside(records, s.file);
+    if (!r) return {};
+    rss.push_back(static_cast<double>(r->rss));
+    resident.push_back(static_cast<double>(r->resident));
+    allocator = allocator && r->has_allocator;
+  }
+  if (rss.size() != f.count()) return {};
+  std::vector<Site> out = {memory_line("RSS", std::move(rss))};
+  if (allocator) out.push_back(memory_line("allocator resident", std::move(resident)));
+  return out;
+}
+
 // --pprof, --flamegraph and --trend.
 void write_pictures(const ReportRequest& o, const std::vector<ProcessSeries>& processes,
-                    const std::vector<Folded>& views, Symbolizer& symbolizer, std::vector<std::string>& notes) {
+                    const std::vector<Folded>& views, Symbolizer& symbolizer,
+                    const std::map<std::string, MemoryRecord>& records, std::vector<std::string>& notes) {
   const Folded& top = views.front();
   const HeapSnapshot& last = top.snaps().back();
   if (!o.pprof.empty()) {
@@ -88,6 +107,9 @@ void write_pictures(const ReportRequest& o, const std::vector<ProcessSeries>& pr
     for (const auto& s : table.sites) lines.push_back(&s);
     std::stable_sort(lines.begin(), lines.end(), [](const Site* a, const Site* b) { return a->bytes.back() > b->bytes.back(); });
     if (lines.size() > 8) lines.resize(8);
+    std::vector<Site> memory = per_process || top.view->merged ? std::vector<Site>() : memory_lines_of(top, records);
+    if (!memory.empty() && lines.size() > 8 - memory.size()) lines.resize(8 - memory.size());
+    for (const auto& m : memory) lines.push_back(&m);
     std::vector<std::string> labels;
     if (per_process || top.view->merged) {
       for (size_t i = 0; i < table.totals.size(); ++i)
@@ -99,22 +121,58 @@ void write_pictures(const ReportRequest& o, const std::vector<ProcessSeries>& pr
     std::string title = per_process ? "Bytes in use per process over their last " + std::to_string(table.totals.size()) +
                                           " snapshots: all, and the largest processes"
                                     : "Bytes in use over " + std::to_string(table.totals.size()) +
-                                          " snapshots: all, and the top sites";
+                                          " snapshots: all, and the top sites" +
+                                          (memory.empty() ? "" : "; RSS and the allocator's resident beside them");
     write_whole_file(o.trend, trend_svg(table, lines, labels, title));
     notes.push_back(std::string(per_process ? "trend of the processes" : "trend of the top sites") + " written to " +
                     o.trend);
   }
 }
 
+// Memory records alone: the processes' series; --pid picks one, --trend
+// draws one process's lines (the one whose RSS grew most). Nothing is
+// symbolised, so no image is needed; a heap's pictures cannot be drawn.
+void make_memory_report(const ReportRequest& o, LoadedProfiles& loaded, Report& r) {
+  const std::string none = o.profiles[0] + " holds memory records only, no heap profile (memprofile exec --backend none)";
+  if (!o.pprof.empty() || !o.flamegraph.empty()) throw Error(none + ": --pprof and --flamegraph need a heap profile");
+  if (!o.base.empty()) throw Error(none + ": --base needs a heap profile");
+  r.memory_only = memory_series(loaded.memory, loaded.records);
+  if (o.pid) {
+    std::string pids;
+    for (const auto& s : r.memory_only) pids += (pids.empty() ? "" : ", ") + std::to_string(s.info.pid);
+    r.memory_only.erase(std::remove_if(r.memory_only.begin(), r.memory_only.end(),
+                                       [&](const MemorySeries& s) { return s.info.pid != o.pid; }),
+                        r.memory_only.end());
+    if (r.memory_only.empty()) throw Error("--pid " + std::to_string(o.pid) + ": no records of it (processes: " + pids + ")");
+  }
+  if (o.merge) r.notes.push_back("--merge sums heap sites; memory records are shown per process");
+  if (o.trend.empty()) return;
+  const MemorySeries* top = &r.memory_only.front();
+  for (const auto& s : r.memory_only)
+    if (s.rss_growth() > top->rss_growth()) top = &s;
+  SiteTable table = memory_trend_table(*top);
+  std::vector<const Site*> lines;
+  for (const auto& s : table.sites) lines.push_back(&s);
+  write_whole_file(o.trend, trend_svg(table, lines, {table.snapshots.front(), table.snapshots.back()},
+                                      "Memory of pid " + std::to_string(top->info.pid) + " over " +
+                                          std::to_string(table.totals.size()) + " records",
+                                      "RSS"));
+  r.notes.push_back("trend of pid " + std::to_string(top->info.pid) + "'s memory written to " + o.trend);
+}
+
 }  // namespace
 
 std::unique_ptr<Report> make_report(const ReportRequest& o) {
-  if (o.rootfs.empty() == o.image.empty())
-    throw Error("report needs the image's files for symbols: --image IMAGE (an archive, an OCI layout, - , docker://REF "
-                "or docker-daemon:NAME, as for preflight) or --rootfs DIR (its root filesystem), one of them");
   auto report = std::make_unique<Report>();
   Report& r = *report;
   LoadedProfiles loaded = load_profiles(o.profiles, o.base);
+  if (loaded.processes.empty() && !loaded.memory.empty()) {
+    make_memory_report(o, loaded, r);
+    return report;
+  }
+  if (o.rootfs.empty() == o.image.empty())
+    throw Error("report needs the image's files for symbols: --image IMAGE (an archive, an OCI layout, - , docker://REF "
+                "or docker-daemon:NAME, as for preflight) or --rootfs DIR (its root filesystem), one of them");
   r.processes = std::move(loaded.processes);
   r.process_notes = std::move(loaded.notes);
   r.memory = std::move(loaded.memory);
@@ -146,7 +204,7 @@ std::unique_ptr<Report> make_report(const ReportRequest& o) {
     return tree->open_data(r->path);
   });
   for (const auto& v : r.choice.views) r.views.push_back(fold_view(v, symbolizer));
-  write_pictures(o, processes, r.views, symbolizer, notes);
+  write_pictures(o, processes, r.views, symbolizer, r.memory, notes);
   return report;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "profile/memory_record.h"
+#include "profile/memory_report.h"
 #include "profile/processes.h"
 #include "profile/sites.h"
 #include "source/sources.h"
@@ -53,6 +54,9 @@ struct Report {
   std::vector<std::string> notes;                              // the report's
   std::map<uint64_t, std::vector<std::string>> process_notes;  // each process's
   std::map<std::string, MemoryRecord> memory;                  // beside the dumps, by dump name
+  // No heap profile, memory records alone (memprofile exec --backend
+  // none): `views` is empty and these are the report.
+  std::vector<MemorySeries> memory_only;
   Report() = default;
   Report(const Report&) = delete;
   Report& operator=(const Report&) = delete;

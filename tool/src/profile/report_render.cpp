@@ -68,16 +68,13 @@ std::vector<MemoryLine> memory_lines(const Folded& f, const std::map<std::string
     const MemoryRecord *first = nullptr, *last = nullptr;
     double first_bytes = 0, last_bytes = 0;
     for (const auto& s : m->snaps) {
-      // A dump's own name: an archive entry's comes after "ARCHIVE:".
-      std::string name = basename_of(s.file);
-      if (size_t colon = name.rfind(':'); colon != std::string::npos) name = name.substr(colon + 1);
-      auto it = memory.find(name);
-      if (it == memory.end()) continue;
+      const MemoryRecord* r = record_beside(memory, s.file);
+      if (!r) continue;
       if (!first) {
-        first = &it->second;
+        first = r;
         first_bytes = s.total_bytes;
       }
-      last = &it->second;
+      last = r;
       last_bytes = s.total_bytes;
     }
     if (!first || first == last) continue;
@@ -218,6 +215,7 @@ std::vector<std::string> notes_of(const Report& r, const Folded& f) {
 }  // namespace
 
 nlohmann::json report_json(const Report& r, const ReportRequest& o) {
+  if (r.views.empty()) return memory_report_json(r.memory_only, r.notes);
   nlohmann::json j = view_json(r.views.front(), o, notes_of(r, r.views.front()), r.memory);
   if (r.processes.size() > 1) {
     j["processes"] = nlohmann::json::array();
@@ -231,6 +229,7 @@ nlohmann::json report_json(const Report& r, const ReportRequest& o) {
 }
 
 void print_report(std::ostream& out, const Report& r, const ReportRequest& o) {
+  if (r.views.empty()) return print_memory_report(out, r.memory_only, r.notes);
   if (r.processes.size() > 1) {
     print_process_table(out, r.processes);
     out << "\n";

@@ -105,6 +105,11 @@ Backend find_backend(const LauncherConfig& told, const ProcessView& p, Sources& 
     name = p.get("MEMPROFILE_BACKEND");
     from.backend = p.proc + "/environ";
   }
+  // What memprofile exec told the control library (none among them).
+  if (name.empty() && !p.get("MEMPROFILE_CTL_BACKEND").empty()) {
+    name = p.get("MEMPROFILE_CTL_BACKEND");
+    from.backend = p.proc + "/environ";
+  }
   if (name.empty())
     for (Backend b : {Backend::Jemalloc, Backend::Heaptrack, Backend::Bytehound}) {
       for (const auto& m : library_markers(b)) {
@@ -135,6 +140,7 @@ std::string find_output_dir(const LauncherConfig& told, Backend backend, const P
       }
       case Backend::Bytehound: dir = dir_of_setting(p.get("MEMORY_PROFILER_OUTPUT")); break;
       case Backend::Heaptrack: dir = dir_of_setting(p.get("DUMP_HEAPTRACK_OUTPUT")); break;
+      case Backend::None: dir = p.get("MEMPROFILE_CTL_DIR"); break;
     }
   }
   if (dir.empty()) return LauncherConfig{}.output_dir;

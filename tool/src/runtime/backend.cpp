@@ -16,6 +16,7 @@ const char* to_string(Backend b) {
     case Backend::Bytehound: return "bytehound";
     case Backend::Jemalloc: return "jemalloc";
     case Backend::Heaptrack: return "heaptrack";
+    case Backend::None: return "none";
   }
   return "bytehound";
 }
@@ -24,7 +25,8 @@ Backend parse_backend(const std::string& name) {
   if (name == "bytehound") return Backend::Bytehound;
   if (name == "jemalloc") return Backend::Jemalloc;
   if (name == "heaptrack") return Backend::Heaptrack;
-  throw Error("unknown backend '" + name + "' (bytehound, jemalloc or heaptrack)");
+  if (name == "none") return Backend::None;
+  throw Error("unknown backend '" + name + "' (bytehound, jemalloc, heaptrack, or none for the control library alone)");
 }
 
 std::string default_preload(Backend b) {
@@ -32,6 +34,7 @@ std::string default_preload(Backend b) {
     case Backend::Bytehound: return "/usr/share/libbytehound.so";  // numaflow's guide's path
     case Backend::Jemalloc: return "/usr/lib/memprofile/libjemalloc.so.2";
     case Backend::Heaptrack: return "/usr/lib/memprofile/libheaptrack_preload.so";
+    case Backend::None: return "";
   }
   return "";
 }
@@ -40,6 +43,7 @@ std::string dormant_unsupported(Backend b) {
   if (b == Backend::Heaptrack)
     return "heaptrack cannot start dormant: it records from the first allocation, and a trace started later misses "
            "the frees of what was allocated before (use jemalloc or bytehound for dormant mode)";
+  if (b == Backend::None) return "--backend none loads no profiler: there is nothing to keep dormant";
   return "";
 }
 
@@ -81,6 +85,7 @@ std::vector<std::pair<std::string, std::string>> backend_env(Backend b, const st
                                   "/jeprof"}};
     case Backend::Heaptrack:
       return {{"DUMP_HEAPTRACK_OUTPUT", dir + "/heaptrack.$$.raw"}};  // heaptrack replaces $$ with the pid
+    case Backend::None: return {};
   }
   return {};
 }
@@ -95,6 +100,7 @@ bool is_profile_file(Backend b, const std::string& name) {
     case Backend::Bytehound: return (starts("memory-profiling_") && ends(".dat")) || (starts("bytehound_") && ends(".log"));
     case Backend::Jemalloc: return starts("jeprof.") && ends(".heap");
     case Backend::Heaptrack: return starts("heaptrack.") && ends(".raw");
+    case Backend::None: return starts("memprofile-mem.") && ends(".mem.json") && name.size() > 24;
   }
   return false;
 }
@@ -117,14 +123,16 @@ std::string forked_children_unrecorded(Backend b) {
     case Backend::Heaptrack:
       return "heaptrack does not record a child forked without exec (its fork handler turns tracking off there)";
     case Backend::Bytehound: return "bytehound does not record a child forked without exec";
+    case Backend::None: return "";
   }
   return "";
 }
 
 bool is_memory_record(const std::string& name) {
   const std::string tail = ".mem.json";
-  return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0 &&
-         is_profile_file(Backend::Jemalloc, name.substr(0, name.size() - tail.size()));
+  return is_profile_file(Backend::None, name) ||
+         (name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0 &&
+          is_profile_file(Backend::Jemalloc, name.substr(0, name.size() - tail.size())));
 }
 
 bool is_process_record(const std::string& name) {
@@ -162,6 +170,10 @@ long profile_file_pid(Backend b, const std::string& name) {
       size_t end = name.size() - 4, us = name.rfind('_', end - 1);
       return us == std::string::npos ? -1 : field(us + 1, end);
     }
+    case Backend::None: {  // memprofile-mem.PID.SEQ.mem.json
+      size_t seq = name.rfind('.', name.size() - 10);
+      return seq == std::string::npos || seq < 15 ? -1 : field(15, seq);
+    }
   }
   return -1;
 }
@@ -171,6 +183,7 @@ std::vector<std::string> library_markers(Backend b) {
     case Backend::Bytehound: return {"libbytehound"};
     case Backend::Jemalloc: return {"libjemalloc"};
     case Backend::Heaptrack: return {"libheaptrack_preload"};
+    case Backend::None: return {"libmemprofile_ctl"};
   }
   return {};
 }

@@ -12,11 +12,17 @@
 
 namespace memprofile {
 
-enum class Backend { Bytehound, Jemalloc, Heaptrack };
+// None: the control library alone, no heap profiler (`exec --backend none`):
+// status gives each process's memory as the kernel, the allocator and the
+// cgroup see it, and a snapshot is a memory record only
+// (memprofile-mem.PID.SEQ.mem.json), so a service can carry it at no cost
+// and learn whether a heap profile is the tool for its growth at all.
+enum class Backend { Bytehound, Jemalloc, Heaptrack, None };
 const char* to_string(Backend);
 Backend parse_backend(const std::string& name);  // throws Error
 
-// Install path of the backend's preload library in memprofile images.
+// Install path of the backend's preload library in memprofile images ("" for
+// None: the control library is all it loads).
 std::string default_preload(Backend b);
 // The settings the backend reads, with memprofile's defaults for `output_dir`.
 // `dispatcher`: the program execs the real target (bytehound must then keep
@@ -35,7 +41,8 @@ std::string ctl_socket_name(long pid);
 // Whether a file name in the output directory is one of this backend's profiles (or logs).
 bool is_profile_file(Backend b, const std::string& name);
 // NAME.mem.json beside a jemalloc snapshot NAME: where the process's memory
-// was when the control library took it (ctl/memrecord.c).
+// was when the control library took it (ctl/memrecord.c); with --backend
+// none the record is the snapshot, memprofile-mem.PID.SEQ.mem.json.
 bool is_memory_record(const std::string& name);
 // The control library's record of a process of the tree,
 // memprofile-proc.PID.json (its parent and program): collect carries it,
@@ -74,6 +81,10 @@ std::optional<uint64_t> parse_duration_ms(const std::string& text);
 // Whether the backend records a child forked without exec, and if not why,
 // in one line ("" when it does).
 std::string forked_children_unrecorded(Backend b);
+// Whether the control library takes snapshots for the backend (jemalloc's
+// dumps, none's memory records); bytehound and heaptrack write one
+// continuous file.
+inline bool takes_snapshots(Backend b) { return b == Backend::Jemalloc || b == Backend::None; }
 // Reads `path` into `cfg` if it exists; throws FileError on a bad line.
 void load_launcher_config(const std::string& path, LauncherConfig& cfg);
 // MEMPROFILE_BACKEND, MEMPROFILE_PRELOAD, MEMPROFILE_OUTPUT_DIR,

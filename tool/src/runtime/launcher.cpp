@@ -9,7 +9,7 @@ namespace memprofile {
 const std::vector<ExecOptionSpec>& exec_option_specs() {
   static const std::vector<ExecOptionSpec> specs = {
       {"--config", "FILE", "launcher config file (default /etc/memprofile/exec.conf)"},
-      {"--backend", "NAME", "bytehound, jemalloc or heaptrack (default: config, else bytehound)"},
+      {"--backend", "NAME", "bytehound, jemalloc, heaptrack, or none: the control library alone (default: config, else bytehound)"},
       {"--preload", "PATH", "the preload library (default: the backend's path in memprofile images)"},
       {"--output-dir", "DIR", "where profiles go (default: config, else /var/memprofile)"},
       {"--target", "PATH", "the real program, when PROGRAM is a dispatcher that execs it"},
@@ -141,7 +141,11 @@ LaunchPlan plan_launch(const ExecArgs& args, const std::optional<std::string>& c
   } catch (const Error& e) {
     backend_error = e.what();
   }
-  plan.preload = cfg.preload.empty() ? default_preload(plan.backend) : cfg.preload;
+  // --backend none: the control library is all that is loaded, and what
+  // must attach.
+  plan.preload = plan.backend == Backend::None ? cfg.ctl_library
+                 : cfg.preload.empty()         ? default_preload(plan.backend)
+                                               : cfg.preload;
   if (backend_error.empty() && cfg.dormant) backend_error = dormant_unsupported(plan.backend);
   plan.error = !args.error.empty() ? args.error : !plan.config_error.empty() ? plan.config_error : backend_error;
   return plan;
