@@ -27,6 +27,7 @@
 #include "base/json_text.h"
 #include "base/unique_fd.h"
 #include "cli/commands.h"
+#include "profile/heap_profile.h"
 #include "runtime/control_client.h"
 #include "runtime/memory.h"
 #include "runtime/proc_tree.h"
@@ -184,6 +185,62 @@ void print_memory(const ProcessMemory& m, const json& reply) {
   std::cout << "\n";
 }
 
+// The profile's own view of one process: bytes in use at its newest
+// snapshot, scaled as report scales them (a jemalloc dump), or why status
+// does not say (a continuous trace, no snapshot yet, none loaded).
+struct ProfileInUse {
+  bool known = false;
+  double bytes = 0;
+  std::string snapshot;  // its file
+  std::string why;       // when not known ("" for --backend none: nothing to say)
+};
+
+// Larger dumps are left to report: status answers in seconds.
+constexpr uint64_t kStatusDumpLimit = 64ull << 20;
+
+std::string read_dump(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  struct stat st;
+  if (!fd || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    throw FileError(path, "cannot read it as a regular file");
+  if (static_cast<uint64_t>(st.st_size) > kStatusDumpLimit)
+    throw FileError(path, mib(static_cast<uint64_t>(st.st_size)) + ": larger than status reads; memprofile report reads it");
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  for (ssize_t n; got < text.size() && (n = ::read(fd.get(), &text[got], text.size() - got)) > 0;) got += static_cast<size_t>(n);
+  text.resize(got);
+  return text;
+}
+
+ProfileInUse profile_in_use(const json& reply, const std::string& dir) {
+  ProfileInUse p;
+  const std::string backend = reply.value("backend", std::string());
+  if (backend == "none") return p;
+  json snaps = reply.value("snapshots", json::array());
+  const json* newest = nullptr;
+  for (const auto& s : snaps)
+    if (s.is_object() && (!newest || s.value("seq", uint64_t{0}) >= newest->value("seq", uint64_t{0}))) newest = &s;
+  if (backend != "jemalloc") {
+    p.why = backend + " writes one continuous file" +
+            (newest ? " (" + newest->value("path", std::string()) + ")" : std::string()) +
+            ": memprofile report reads what is in use from it";
+    return p;
+  }
+  if (!newest) {
+    p.why = "no snapshot yet (memprofile snapshot, or --snapshot-every)";
+    return p;
+  }
+  std::string path = newest->value("path", std::string());
+  p.snapshot = dir + "/" + path.substr(path.rfind('/') + 1);
+  try {
+    p.bytes = parse_jemalloc_heap(read_dump(p.snapshot), p.snapshot).total_bytes;
+    p.known = true;
+  } catch (const Error& e) {
+    p.why = e.what();
+  }
+  return p;
+}
+
 // One process of the tree: its answer, or why it has none.
 struct Member {
   long pid = 0, parent = 0;
@@ -191,6 +248,7 @@ struct Member {
   std::string socket;  // "" when it serves none
   json reply;          // its answer (null when none)
   ProcessMemory memory;  // the kernel's view (status)
+  ProfileInUse profile;  // the profile's (status)
   std::string why;     // why it is not reached, or the request's failure
   std::string error;   // the connection's own error ("" when it answered, or has no socket)
 };
@@ -307,6 +365,10 @@ json member_json(const Member& m) {
     j["memory"] = memory_json(m.memory);
     j["gap"] = gap_json(memory_gap(m.memory, allocator_view(m.reply)));
   }
+  if (m.profile.known)
+    j["profile"] = {{"bytes_in_use", m.profile.bytes}, {"snapshot", m.profile.snapshot}};
+  else if (!m.profile.why.empty())
+    j["profile"] = {{"error", m.profile.why}};
   if (!m.reply.is_object()) {
     j["parent"] = m.parent;
     j["served"] = false;
@@ -343,6 +405,7 @@ TreeAnswer ask_tree(const ControlOptions& o) {
   if (o.action == "status") {
     for (auto& m : t.ms) {
       m.memory = read_process_memory(m.pid);
+      if (m.reply.is_object()) m.profile = profile_in_use(m.reply, t.dir);
       t.rss_all += m.memory.rss;
       if (m.reply.is_object()) t.rss_profiled += m.memory.rss;
     }
@@ -390,6 +453,11 @@ void print_members(const ControlOptions& o, const TreeAnswer& t) {
     } else if (o.action == "status") {
       print_status(r);
       print_memory(m.memory, r);
+      if (m.profile.known)
+        std::cout << "  profile: " << mib(static_cast<uint64_t>(m.profile.bytes)) << " in use at the last snapshot ("
+                  << m.profile.snapshot << "), scaled as memprofile report scales it\n";
+      else if (!m.profile.why.empty())
+        std::cout << "  profile: " << m.profile.why << "\n";
     } else {
       std::cout << "pid " << m.pid << ": " << r.value("backend", std::string()) << ", recording "
                 << (r.value("recording", false) ? "on" : "off") << "\n";
