@@ -112,6 +112,16 @@ wait_until 600 grep -q '^prepared$' "${pg}/session.out" || fail "the statements 
 grep -q "jeprof\.${backend}\." "${SCRATCH}/pg-snap2" || fail "the tree's snapshot misses the backend: $(cat "${SCRATCH}/pg-snap2")"
 (( $(wc -l < "${SCRATCH}/pg-snap2") >= 5 )) || fail "the postmaster's tree is more than a backend: $(cat "${SCRATCH}/pg-snap2")"
 rss_kb="$(awk '/^VmRSS/ { print $2 }' "/proc/${backend}/status")"
+# Where the backend's memory is, asked as the postgres user (not root), with
+# the static binary the images carry: RSS, jemalloc's view and the profile's
+# bytes in use at its last snapshot, each past the 16 MiB it grew.
+as_pg "${pg}/bin/memprofile" status "${postmaster}" --output-dir "${pg}/out" --json > "${SCRATCH}/pg-status.json" ||
+  fail "status as postgres: $(head -c 400 "${SCRATCH}/pg-status.json")"
+jq -e --argjson b "${backend}" '.processes[] | select(.pid == $b) |
+    .memory.rss > 16777216 and .allocator.name == "jemalloc" and .allocator.allocated > 16777216 and
+    .profile.bytes_in_use > 16777216' "${SCRATCH}/pg-status.json" > /dev/null ||
+  fail "status of the backend as postgres: $(jq -c --argjson b "${backend}" '.processes[] | select(.pid == $b) | {memory, allocator, profile}' "${SCRATCH}/pg-status.json")"
+jq -e '.cgroup | has("current") or has("error")' "${SCRATCH}/pg-status.json" > /dev/null || fail "status as postgres: no cgroup"
 "${MEMPROFILE}" report --rootfs / --json "${pg}/out" > "${SCRATCH}/pg-report.json" || fail "report"
 [[ "$(jq -r .pid "${SCRATCH}/pg-report.json")" == "${backend}" ]] ||
   fail "the backend is not analysed first: $(jq -c '.processes, .pid' "${SCRATCH}/pg-report.json")"
@@ -119,9 +129,12 @@ growth="$(jq -r --argjson b "${backend}" '.processes[] | select(.pid == $b) | .g
 awk -v g="${growth}" 'BEGIN { exit !(g > 16 * 1024 * 1024) }' || fail "the backend grew only ${growth} bytes"
 [[ "$(jq -r '.growth[0].site.module' "${SCRATCH}/pg-report.json")" == "${PG_BIN}/postgres" ]] ||
   fail "the growth is not in postgres's code: $(jq -c '.growth[0].site' "${SCRATCH}/pg-report.json")"
+# The records beside the two snapshots say the backend's heap grew.
+jq -e --argjson b "${backend}" '.memory[] | select(.pid == $b) | .verdict | startswith("the heap grew by")' \
+  "${SCRATCH}/pg-report.json" > /dev/null || fail "the backend's memory verdict: $(jq -c .memory "${SCRATCH}/pg-report.json")"
 echo "\\q" >&7
 exec 7>&-
 wait "${session}" || true
 kill -TERM "${postmaster}"
 wait_until 60 test ! -e "/proc/${postmaster}" || fail "PostgreSQL did not stop"
-pass "PostgreSQL: the session's backend (RSS ${rss_kb} KiB) grew $(awk -v g="${growth}" 'BEGIN { printf "%d", g / 1048576 }') MiB between two snapshots of the postmaster's tree; report analyses it first, in postgres's code"
+pass "PostgreSQL: the session's backend (RSS ${rss_kb} KiB) grew $(awk -v g="${growth}" 'BEGIN { printf "%d", g / 1048576 }') MiB between two snapshots of the postmaster's tree; report analyses it first, in postgres's code; status as postgres and the records say its heap grew"
