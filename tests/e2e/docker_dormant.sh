@@ -40,6 +40,7 @@ second="$(in_pod snapshot)" || fail "second snapshot"
 [[ "$(in_pod stop)" == "pid 1: jemalloc, recording off" ]] || fail "stop"
 in_pod status --json > "${SCRATCH}/status.json"
 [[ "$(jq '.snapshots | length' "${SCRATCH}/status.json")" == 2 ]] || fail "status: $(cat "${SCRATCH}/status.json")"
+memory_seen "${SCRATCH}/status.json" "${out}/${second##*/}.mem.json" "docker exec"
 [[ "$(docker inspect --format '{{.RestartCount}} {{.State.Running}}' "${ctr}")" == "0 true" ]] || fail "the container restarted or stopped"
 pass "docker exec memprofile start, two snapshots, stop: PID 1 served without a restart"
 
@@ -47,7 +48,9 @@ docker stop --time 20 "${ctr}" > /dev/null
 [[ "$(docker wait "${ctr}")" == 0 ]] || fail "the container's exit code changed: $(docker logs "${ctr}" 2>&1 | tail -3)"
 [[ "$(docker logs "${ctr}" 2>&1)" == *"leaky: leaked"* ]] || fail "the service did not end cleanly"
 "${MEMPROFILE}" report --image "${SCRATCH}/image/image.tar" --json "${out}/${first##*/}" "${out}/${second##*/}" \
-  > "${SCRATCH}/growth.json" || fail "report"
+  "${out}/${first##*/}.mem.json" "${out}/${second##*/}.mem.json" > "${SCRATCH}/growth.json" || fail "report"
 [[ "$(jq -r '.growth[0].site.function' "${SCRATCH}/growth.json")" == leaky_function ]] ||
   fail "the growth is not leaky_function: $(jq -c '.growth[0]' "${SCRATCH}/growth.json")"
-pass "exit code 0 after docker stop; the growth between the snapshots is leaky_function"
+jq -e '.memory[0].verdict | startswith("the heap grew by")' "${SCRATCH}/growth.json" > /dev/null ||
+  fail "the records beside the snapshots: $(jq -c .memory "${SCRATCH}/growth.json")"
+pass "exit code 0 after docker stop; the growth between the snapshots is leaky_function; status in the container gave RSS, jemalloc's view, the profile's bytes and the cgroup, and the records say the heap grew"

@@ -38,4 +38,4 @@ grep -qx "max_profile_mb = 64" "${root}/etc/memprofile/exec.conf" || fail "exec.
 pass "${arch}: DORMANT=true is in the launcher config, the control library is in the image for ${arch}, READY"
 
 dormant_round "${image}" "${arch}"
-pass "${arch}: started dormant; start, two snapshots and stop from another container; the growth is leaky_function; exit code 0"
+pass "${arch}: started dormant; start, two snapshots and stop from another container; the growth is leaky_function; status in the container gives RSS, jemalloc's view, the profile's bytes and the cgroup, and the records say the heap grew; exit code 0"

@@ -175,6 +175,8 @@ dormant_round() {
   first="$(in_pod snapshot 2>/dev/null)" || fail "first snapshot"
   sleep 3
   second="$(in_pod snapshot 2>/dev/null)" || fail "second snapshot"
+  in_pod status --json > "${SCRATCH}/status-${arch}.json" 2> /dev/null || fail "status --json"
+  memory_seen "${SCRATCH}/status-${arch}.json" "${out}/${second##*/}.mem.json" "${arch} in a container"
   [[ "$(in_pod stop 2>/dev/null)" == *"recording off"* ]] || fail "stop"
   [[ "${first}" == /var/memprofile/jeprof."${pid}".*.m*.heap && "${second}" == /var/memprofile/jeprof."${pid}".*.m*.heap ]] ||
     fail "snapshot paths: ${first} ${second}"
@@ -185,7 +187,10 @@ dormant_round() {
   grep -q "leaky: leaked" "${SCRATCH}/service-${arch}.log" || fail "the service did not end cleanly"
 
   "${MEMPROFILE}" report --image "${SCRATCH}/image/image.tar" --json "${out}/${first##*/}" "${out}/${second##*/}" \
-    > "${SCRATCH}/growth-${arch}.json" || fail "report on the two snapshots"
+    "${out}/${first##*/}.mem.json" "${out}/${second##*/}.mem.json" > "${SCRATCH}/growth-${arch}.json" ||
+    fail "report on the two snapshots"
   [[ "$(jq -r '.growth[0].site.function' "${SCRATCH}/growth-${arch}.json")" == leaky_function ]] ||
     fail "the growth between the snapshots is not leaky_function: $(jq -c '.growth[0]' "${SCRATCH}/growth-${arch}.json")"
+  jq -e '.memory[0].verdict | startswith("the heap grew by")' "${SCRATCH}/growth-${arch}.json" > /dev/null ||
+    fail "the records beside the snapshots: $(jq -c .memory "${SCRATCH}/growth-${arch}.json")"
 }

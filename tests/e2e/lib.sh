@@ -149,3 +149,16 @@ jeprof_names() {
   "${DIST}/preload/jemalloc/amd64/jeprof" "${tools[@]}" --text "${root}${program}" "${heap}.rooted" > "${heap}.text" 2>/dev/null
   grep -q "${fn}" "${heap}.text"
 }
+
+# memory_seen STATUS_JSON RECORD WHERE: `memprofile status --json` of a
+# jemalloc service that leaks, run where the service runs (a container),
+# and the record beside its last snapshot: RSS, the allocator's view, the
+# profile's bytes in use and the cgroup (or why it cannot be read), each said.
+memory_seen() {
+  jq -e '.processes[0] | .memory.rss > 0 and .allocator.name == "jemalloc" and .allocator.allocated > 0 and
+      .profile.bytes_in_use > 0' "$1" > /dev/null ||
+    fail "$3: status: $(jq -c '.processes[0] | {memory, allocator, profile}' "$1")"
+  jq -e '.cgroup | has("current") or has("error")' "$1" > /dev/null || fail "$3: status says nothing of the cgroup"
+  jq -e '.rss > 0 and .allocator == "jemalloc" and .allocated > 0' "$2" > /dev/null ||
+    fail "$3: the record $2: $(cat "$2" 2>&1)"
+}
