@@ -15,6 +15,7 @@
 //   budget.c    the profiles in the output directory: usage, rotation, the
 //               floor (struct ctl_disk)
 //   files.c     the profilers' open/creat in the output directory
+//   spawn.c     the exec family: the profiler stays with the profiled program
 //   preload.c   the entry: scope (which process serves), the constructor,
 //               the fork handlers; hands the core its tables
 #pragma once
@@ -163,3 +164,13 @@ const struct ctl_disk* ctl_disk_budget(void);
 // creat and creat64 are the library's own, for the profilers' calls; the
 // library's own files are opened with openat, straight to the kernel).
 void files_guard(const char* dir);
+
+// spawn.c: in the target, before the profiler starts: LD_PRELOAD and the
+// settings as the target got them, for its children that exec it again.
+void spawn_remember(const char* settings);
+// Then, once the profiler has read its settings: they
+// and the profiler's library (`profiler`, as LD_PRELOAD names it) leave the
+// environment, so a child that execs another program starts without them;
+// a child that execs this program again gets them back. `settings`: the
+// names memprofile exec set for the profiler, comma-separated.
+void spawn_scope(const char* profiler, const char* settings);

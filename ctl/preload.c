@@ -4,14 +4,18 @@
 // Only the process `memprofile exec` profiles serves: the launcher names it
 // in MEMPROFILE_CTL_TARGET. In a dispatcher that is not it, the library does
 // nothing and stays in LD_PRELOAD, so the target it execs gets it. In the
-// target it removes itself from LD_PRELOAD, so no child that execs another
-// program gets it. Children forked without exec: ctl_fork_child.
+// target it removes itself and the profiler from LD_PRELOAD, so no child
+// that execs another program gets either (spawn.c gives them back to a
+// child that execs the target again). Children forked without exec:
+// ctl_fork_child.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,6 +70,27 @@ static void drop_self_from_preload(void) {
   free(out);
 }
 
+// The parent's pid when it is a process of the tree this library serves (a
+// child that exec'd the profiled program again: spawn.c), else 0: the
+// first process of the tree.
+static pid_t parent_served(const char* dir) {
+  char name[64];
+  snprintf(name, sizeof name, "memprofile-ctl.%d.sock", (int)getppid());
+  int dfd = openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return 0;
+  struct stat st;
+  int served = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISSOCK(st.st_mode) && st.st_uid == geteuid();
+  close(dfd);
+  return served ? getppid() : 0;
+}
+
+// One allocation the compiler cannot fold away (free(malloc(1)) it may):
+// the profiler's allocator sets itself up, reading its settings.
+static void touch_allocator(void) {
+  void* volatile p = malloc(1);
+  free(p);
+}
+
 __attribute__((constructor)) static void ctl_init(void) {
   const char* backend = getenv("MEMPROFILE_CTL_BACKEND");
   const char* dir = getenv("MEMPROFILE_CTL_DIR");
@@ -76,6 +101,11 @@ __attribute__((constructor)) static void ctl_init(void) {
   // Every process the profiler loads into writes there, a dispatcher too.
   files_guard(dir);
   if (!is_target()) return;
+  // The profiler reads its settings at its first allocation: after it, the
+  // children that exec another program need never see them.
+  spawn_remember(getenv("MEMPROFILE_CTL_SETTINGS"));
+  touch_allocator();
+  spawn_scope(getenv("MEMPROFILE_CTL_PRELOAD"), getenv("MEMPROFILE_CTL_SETTINGS"));
   drop_self_from_preload();
   const struct ctl_profiler* profiler = ctl_profiler_named(backend, &ctl.backend);
   if (!profiler) return;
@@ -85,6 +115,7 @@ __attribute__((constructor)) static void ctl_init(void) {
   }
   strcpy(ctl.dir, dir);
   ctl.pid = getpid();
+  ctl.parent = parent_served(dir);
   ctl.start_time = time(NULL);
   ctl.recording = env_u64("MEMPROFILE_CTL_RECORDING", 1) != 0;
   ctl.max_bytes = env_u64("MEMPROFILE_CTL_MAX_BYTES", 0);
@@ -94,7 +125,7 @@ __attribute__((constructor)) static void ctl_init(void) {
   ctl.profiler = profiler;
   // The allocator is set up before the fork handlers are registered, so that
   // its own child handler (registered at its first allocation) runs first.
-  free(malloc(1));
+  touch_allocator();
   if (ctl_serve() != 0) {
     ctl.pid = 0;
     return;

@@ -54,7 +54,7 @@ def work(i):
 
 
 if __name__ == "__main__":
-    mp.set_start_method("fork")
+    mp.set_start_method(sys.argv[2])
     with mp.Pool(2) as pool:
         for _ in range(int(sys.argv[1])):
             pool.map(work, range(8), chunksize=1)
@@ -117,14 +117,19 @@ awk -v g="${merged}" 'BEGIN { exit !(g > 40 * 1048576) }' || fail "gunicorn: --m
   fail "gunicorn: the growth is not in the interpreter: $(jq -c '.growth[0].site' "${SCRATCH}/gunicorn-merged.json")"
 pass "gunicorn: the arbiter and its 2 workers served; one snapshot of the arbiter reaches both; report analyses the 2 workers that grew, --merge sums them ($(awk -v g="${merged}" 'BEGIN { printf "%d", g / 1048576 }') MiB at the top site)"
 
-# 2. A multiprocessing pool, forked: scheduled snapshots alone show the
-# workers' growth.
-rm -rf "${root}/out" && mkdir -p "${root}/out"
-in_memprofile exec --output-dir /out --min-free-mb 1 --backend jemalloc --preload /opt/memprofile/libjemalloc.so.2 \
-  --snapshot-every 1s -- "${python}" /app/pool.py 60 > "${SCRATCH}/pool.log" 2>&1 ||
-  fail "pool: exit code: $(tail -5 "${SCRATCH}/pool.log")"
-"${MEMPROFILE}" report --rootfs "${root}" --json "${root}/out" > "${SCRATCH}/pool.json" || fail "pool: report"
-parent="$(jq -r '[.processes[] | select(.parent == 0)][0].pid' "${SCRATCH}/pool.json")"
-grown="$(jq --argjson p "${parent}" '[.processes[] | select(.parent == $p and .growth > 4194304)] | length' "${SCRATCH}/pool.json")"
-((grown == 2)) || fail "pool: ${grown} workers grew: $(jq -c '[.processes[] | {pid, parent, snapshots, growth}]' "${SCRATCH}/pool.json")"
-pass "multiprocessing pool (fork): both workers' growth seen from scheduled snapshots alone; the app's exit code is its own"
+# 2. A multiprocessing pool, forked and spawned (the interpreter exec'd
+# again: ctl/spawn.c gives it the profiler back): scheduled snapshots alone
+# show the workers' growth.
+for method in fork spawn; do
+  rm -rf "${root}/out" && mkdir -p "${root}/out"
+  in_memprofile exec --output-dir /out --min-free-mb 1 --backend jemalloc --preload /opt/memprofile/libjemalloc.so.2 \
+    --snapshot-every 1s -- "${python}" /app/pool.py 60 "${method}" > "${SCRATCH}/pool-${method}.log" 2>&1 ||
+    fail "pool (${method}): exit code: $(tail -5 "${SCRATCH}/pool-${method}.log")"
+  "${MEMPROFILE}" report --rootfs "${root}" --json "${root}/out" > "${SCRATCH}/pool-${method}.json" || fail "pool (${method}): report"
+  parent="$(jq -r '[.processes[] | select(.parent == 0)] | min_by(.pid) | .pid' "${SCRATCH}/pool-${method}.json")"
+  grown="$(jq --argjson p "${parent}" '[.processes[] | select(.parent == $p and .growth > 4194304)] | length' \
+    "${SCRATCH}/pool-${method}.json")"
+  ((grown == 2)) ||
+    fail "pool (${method}): ${grown} workers grew: $(jq -c '[.processes[] | {pid, parent, snapshots, growth}]' "${SCRATCH}/pool-${method}.json")"
+  pass "multiprocessing pool (${method}): both workers' growth seen from scheduled snapshots alone; the app's exit code is its own"
+done

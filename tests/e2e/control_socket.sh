@@ -126,10 +126,11 @@ wait "${SERVICE_PID}" || fail "the python service failed: $(cat "${SCRATCH}/fork
 [[ "$(cat "${kids}/parent")" == "2 1" ]] || fail "the service itself: threads and library: $(cat "${kids}/parent")"
 # A forked child is a process of the service: its own control thread and socket.
 [[ "$(cut -d' ' -f1,2 "${kids}/forked")" == "2 1" ]] || fail "the forked child: threads, sockets: $(cat "${kids}/forked")"
-if grep -q libmemprofile_ctl "${kids}/exec-maps"; then fail "an exec'd child loaded the control library"; fi
-grep -q "^LD_PRELOAD=${JEMALLOC}$" "${kids}/exec-env" || fail "the children's LD_PRELOAD: $(grep LD_PRELOAD "${kids}/exec-env")"
+if grep -Eq "libmemprofile_ctl|${JEMALLOC##*/}" "${kids}/exec-maps"; then fail "an exec'd child loaded the control library or jemalloc"; fi
+# Another program starts without the profiler and its settings (ctl/spawn.c).
+if grep -E "^(LD_PRELOAD|MALLOC_CONF)=" "${kids}/exec-env"; then fail "the children's environment keeps the profiler"; fi
 [[ -z "$(find "${kids}" -name 'memprofile-ctl.*.sock')" ]] || fail "a socket was left behind"
-pass "exec'd children get no control library; a forked one serves its own socket, cleared after its _exit"
+pass "exec'd children (another program) get neither the control library nor the profiler; a forked one serves its own socket, cleared after its _exit"
 
 # An output directory deeper than a unix socket path can name (107 bytes: a
 # volume mounted deep, a CI scratch dir) is still served, through the

@@ -112,7 +112,10 @@ fds_after_children() {  # SHORT: the parent's open fds once its children ran, in
   # The parent waits in wait() once the short children are done.
   wait_until 120 sockets_are "${o}" 2 || fail "sockets after $1 children: $(find "${o}" | head)"
   find "/proc/${p}/fd" -mindepth 1 -maxdepth 1 | wc -l > "${o}.fds"
-  kill -TERM "$(workers_of "${p}")"
+  # Every child: a short one the parent has not reaped yet is listed too.
+  local kids
+  mapfile -t kids < <(workers_of "${p}")
+  kill -TERM "${kids[@]}" 2> /dev/null || true
   wait "${p}" || fail "exit code after $1 children"
 }
 fds_after_children 0

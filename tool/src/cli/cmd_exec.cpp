@@ -307,8 +307,13 @@ void add_backend_env(Launch& l) {
 
 // The control library's settings are memprofile's own: a value inherited
 // from an outer launcher never applies to this process.
-void add_control_env(Launch& l, uint64_t max_bytes, uint64_t snapshot_every_ms) {
+void add_control_env(Launch& l, const std::string& lib, uint64_t max_bytes, uint64_t snapshot_every_ms) {
   const LauncherConfig& cfg = l.plan.cfg;
+  // What the library takes out of the environment in the target, for its
+  // children that exec another program: the profiler's library and the
+  // settings added for it here (the user's own stay).
+  std::string settings;
+  for (const auto& k : l.added) settings += (settings.empty() ? "" : ",") + k;
   l.env.erase(std::remove_if(l.env.begin(), l.env.end(), [](const std::string& e) { return e.rfind("MEMPROFILE_CTL_", 0) == 0; }),
               l.env.end());
   for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
@@ -318,7 +323,9 @@ void add_control_env(Launch& l, uint64_t max_bytes, uint64_t snapshot_every_ms) 
            {"MEMPROFILE_CTL_RECORDING", cfg.dormant ? "0" : "1"},
            {"MEMPROFILE_CTL_MAX_BYTES", std::to_string(max_bytes)},
            {"MEMPROFILE_CTL_MIN_FREE_BYTES", std::to_string(cfg.min_free_mb * 1024 * 1024)},
-           {"MEMPROFILE_CTL_SNAPSHOT_EVERY_MS", std::to_string(snapshot_every_ms)}}) {
+           {"MEMPROFILE_CTL_SNAPSHOT_EVERY_MS", std::to_string(snapshot_every_ms)},
+           {"MEMPROFILE_CTL_PRELOAD", lib == l.ctl_lib ? std::string() : lib},
+           {"MEMPROFILE_CTL_SETTINGS", settings}}) {
     l.env.push_back(k + "=" + v);
     l.added.push_back(k);
   }
@@ -433,7 +440,7 @@ ExitCode run_exec(const ExecArgs& o) {
     l.log.warn("preload_unused", "--backend none loads no profiler: the preload " + l.plan.cfg.preload + " is not loaded",
                {{"preload", l.plan.cfg.preload}});
   if (with_ctl)
-    add_control_env(l, max_bytes, snapshot_every_ms);
+    add_control_env(l, lib, max_bytes, snapshot_every_ms);
   else
     l.log.warn("no_control", "no disk budget and no memprofile start/stop/snapshot/status: " + l.ctl_problem,
                {{"ctl_library", l.ctl_lib}});

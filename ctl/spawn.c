@@ -1,0 +1,296 @@
+// The profiler stays with the profiled program. See ctl.h.
+//
+// LD_PRELOAD and the profiler's settings (MALLOC_CONF, DUMP_HEAPTRACK_OUTPUT,
+// MEMORY_PROFILER_*) are inherited through exec, so without this every
+// child the service runs (sh from system(), tar, a health-check script)
+// would load the profiler too and write profiles of its own into the
+// output directory. In the target the library takes them out of the
+// environment once the profiler has read them (spawn_scope), so a child
+// that execs another program starts without it, and children glibc spawns
+// itself (system, popen) too. A child that execs the profiled program again
+// (multiprocessing's spawn and forkserver, a re-exec on upgrade) gets them
+// back: the exec family is the library's own (execve, execv, execvp,
+// execvpe, execl, execle, execlp, posix_spawn, posix_spawnp), and adds them
+// to the environment it passes when the program is the same file as the
+// target.
+//
+// These run in children forked or vforked from a multi-threaded process:
+// no allocation and no lock, only syscalls and what the constructor
+// prepared.
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ctl.h"
+
+extern char** environ;
+
+enum { kMaxKept = 16, kKeptBytes = 16 * 1024, kMaxEnv = 2048, kMaxArgs = 4096 };
+
+// What the target started with, as NAME=value, to hand back to its own
+// program: set once by the constructor, read only after.
+static char kept_pool[kKeptBytes];
+static char* kept[kMaxKept];
+static size_t kept_names[kMaxKept];  // each name's length
+static int nkept;
+static dev_t target_dev;
+static ino_t target_ino;
+static int scoped;  // the constructor ran in the target
+
+typedef int (*execve_fn)(const char*, char* const[], char* const[]);
+typedef int (*spawn_fn)(pid_t*, const char*, const posix_spawn_file_actions_t*, const posix_spawnattr_t*,
+                        char* const[], char* const[]);
+static execve_fn real_execve, real_execvpe;
+static spawn_fn real_spawn, real_spawnp;
+
+static void find_real(void) {
+  if (!real_execve) real_execve = (execve_fn)dlsym(RTLD_NEXT, "execve");
+  if (!real_execvpe) real_execvpe = (execve_fn)dlsym(RTLD_NEXT, "execvpe");
+  if (!real_spawn) real_spawn = (spawn_fn)dlsym(RTLD_NEXT, "posix_spawn");
+  if (!real_spawnp) real_spawnp = (spawn_fn)dlsym(RTLD_NEXT, "posix_spawnp");
+}
+
+// NAME's value in the environment the process was exec'd with
+// (/proc/self/environ: a profiler may have unset its own variables before
+// this library's constructor ran, as heaptrack does), into buf; NULL when
+// it had none, or one longer than buf.
+static const char* initial_env(const char* name, char* buf, size_t len) {
+  int fd = openat(AT_FDCWD, "/proc/self/environ", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  static char chunk[16384];
+  size_t n = strlen(name), have = 0;  // bytes of the current entry in buf
+  int skipping = 0, found = 0;
+  for (ssize_t got; !found && (got = read(fd, chunk, sizeof chunk)) > 0;) {
+    for (ssize_t i = 0; i < got && !found; ++i) {
+      char c = chunk[i];
+      if (c != '\0') {
+        if (have + 1 < len) buf[have++] = c;
+        else skipping = 1;
+        continue;
+      }
+      buf[have] = '\0';
+      found = !skipping && have > n && memcmp(buf, name, n) == 0 && buf[n] == '=';
+      if (!found) have = 0, skipping = 0;
+    }
+  }
+  close(fd);
+  if (!found) return NULL;
+  memmove(buf, buf + n + 1, have - n);
+  return buf;
+}
+
+// Keeps NAME=value of the environment for the profiled program's own
+// children; 0, or -1 when the pool is full.
+static int keep(const char* name) {
+  static char initial[8192];
+  const char* v = getenv(name);
+  if (!v) v = initial_env(name, initial, sizeof initial);
+  if (!v || nkept == kMaxKept) return v ? -1 : 0;
+  static size_t used;
+  size_t n = strlen(name), m = strlen(v);
+  if (used + n + m + 2 > sizeof kept_pool) return -1;
+  char* at = kept_pool + used;
+  memcpy(at, name, n);
+  at[n] = '=';
+  memcpy(at + n + 1, v, m + 1);
+  used += n + m + 2;
+  kept_names[nkept] = n;
+  kept[nkept++] = at;
+  return 0;
+}
+
+// LD_PRELOAD without `lib` (entries are separated by ':' or spaces), in place.
+static void drop_from_preload(const char* lib) {
+  const char* v = getenv("LD_PRELOAD");
+  if (!v || !*lib) return;
+  static char out[8192];
+  size_t o = 0, libn = strlen(lib);
+  for (const char* p = v; *p;) {
+    size_t n = strcspn(p, ": \t");
+    if (n && !(n == libn && memcmp(p, lib, n) == 0) && o + n + 2 < sizeof out) {
+      if (o) out[o++] = ':';
+      memcpy(out + o, p, n);
+      o += n;
+    }
+    p += n;
+    if (*p) ++p;
+  }
+  out[o] = '\0';
+  if (o) setenv("LD_PRELOAD", out, 1);
+  else unsetenv("LD_PRELOAD");
+}
+
+// Calls fn on each name of a comma-separated list (at most 1 KiB of it).
+static void each_setting(const char* settings, void (*fn)(const char* name)) {
+  char names[1024];
+  snprintf(names, sizeof names, "%s", settings ? settings : "");
+  for (char* save = NULL, *n = strtok_r(names, ",", &save); n; n = strtok_r(NULL, ",", &save)) fn(n);
+}
+
+static void keep_setting(const char* name) {
+  if (keep(name) != 0) ctl_log("%.100s is too long to keep for a child that execs this program again", name);
+}
+
+static void drop_setting(const char* name) { unsetenv(name); }
+
+void spawn_remember(const char* settings) {
+  // LD_PRELOAD as the target got it: the profiler and this library (from
+  // the exec'd environment when a profiler took its own out already).
+  if (keep("LD_PRELOAD") != 0) {
+    ctl_log("LD_PRELOAD is too long to keep: a child that execs this program again runs without the profiler");
+    nkept = 0;
+    return;
+  }
+  each_setting(settings, keep_setting);
+}
+
+void spawn_scope(const char* profiler, const char* settings) {
+  struct stat st;
+  if (stat("/proc/self/exe", &st) != 0) return;  // no /proc: said by the constructor
+  find_real();
+  each_setting(settings, drop_setting);
+  drop_from_preload(profiler ? profiler : "");
+  target_dev = st.st_dev;
+  target_ino = st.st_ino;
+  __atomic_store_n(&scoped, 1, __ATOMIC_RELEASE);
+}
+
+static int is_target_file(const char* path) {
+  struct stat st;
+  return __atomic_load_n(&scoped, __ATOMIC_ACQUIRE) && nkept && stat(path, &st) == 0 && st.st_dev == target_dev &&
+         st.st_ino == target_ino;
+}
+
+// What execvp would run for `file`: itself when it has a '/', else the
+// first executable on PATH, into buf; 0, or -1 when none.
+static int search_path(const char* file, char* buf, size_t len) {
+  if (strchr(file, '/')) return snprintf(buf, len, "%s", file) < (int)len ? 0 : -1;
+  const char* path = getenv("PATH");
+  if (!path) path = "/bin:/usr/bin";
+  for (const char* p = path;; ++p) {
+    size_t n = strcspn(p, ":");
+    if (snprintf(buf, len, "%.*s%s%s", (int)n, n ? p : ".", "/", file) < (int)len && access(buf, X_OK) == 0) return 0;
+    p += n;
+    if (!*p) return -1;
+  }
+}
+
+// envp with the target's settings in place of any of the same names, into
+// out; envp itself when it cannot be done without allocating (too many).
+static char* const* with_profiler(char* const envp[], char* out[kMaxEnv]) {
+  size_t o = 0;
+  for (size_t i = 0; envp && envp[i]; ++i) {
+    int ours = 0;
+    for (int k = 0; k < nkept && !ours; ++k) ours = strncmp(envp[i], kept[k], kept_names[k] + 1) == 0;
+    if (ours) continue;
+    if (o + (size_t)nkept + 1 >= kMaxEnv) return envp;
+    out[o++] = envp[i];
+  }
+  for (int k = 0; k < nkept; ++k) out[o++] = kept[k];
+  out[o] = NULL;
+  return out;
+}
+
+__attribute__((visibility("default"))) int execve(const char* path, char* const argv[], char* const envp[]) {
+  find_real();
+  if (!real_execve) {
+    errno = ENOSYS;
+    return -1;
+  }
+  char* env[kMaxEnv];
+  return real_execve(path, argv, is_target_file(path) ? with_profiler(envp, env) : envp);
+}
+
+__attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) {
+  return execve(path, argv, environ);
+}
+
+// Another program: glibc's own search, unchanged (its ENOEXEC and EACCES
+// rules); the profiled program: found as it would, with the settings.
+__attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  find_real();
+  char found[PATH_MAX], *env[kMaxEnv];
+  if (*file && search_path(file, found, sizeof found) == 0 && is_target_file(found) && real_execve)
+    return real_execve(found, argv, with_profiler(envp, env));
+  if (!real_execvpe) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return real_execvpe(file, argv, envp);
+}
+
+__attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) {
+  return execvpe(file, argv, environ);
+}
+
+// execl's arguments as an argv, on the stack; -1 (E2BIG) past kMaxArgs.
+#define COLLECT_ARGS(first, argv, ap, after)          \
+  do {                                                \
+    size_t n_ = 0;                                    \
+    argv[n_++] = (char*)(first);                      \
+    for (char* a_; (a_ = va_arg(ap, char*)) != NULL;) { \
+      if (n_ + 1 >= kMaxArgs) {                       \
+        va_end(ap);                                   \
+        errno = E2BIG;                                \
+        return -1;                                    \
+      }                                               \
+      argv[n_++] = a_;                                \
+    }                                                 \
+    argv[n_] = NULL;                                  \
+    after;                                            \
+  } while (0)
+
+__attribute__((visibility("default"))) int execl(const char* path, const char* arg, ...) {
+  char* argv[kMaxArgs];
+  va_list ap;
+  va_start(ap, arg);
+  COLLECT_ARGS(arg, argv, ap, va_end(ap));
+  return execve(path, argv, environ);
+}
+
+__attribute__((visibility("default"))) int execlp(const char* file, const char* arg, ...) {
+  char* argv[kMaxArgs];
+  va_list ap;
+  va_start(ap, arg);
+  COLLECT_ARGS(arg, argv, ap, va_end(ap));
+  return execvpe(file, argv, environ);
+}
+
+__attribute__((visibility("default"))) int execle(const char* path, const char* arg, ...) {
+  char* argv[kMaxArgs];
+  va_list ap;
+  va_start(ap, arg);
+  char* const* envp;
+  COLLECT_ARGS(arg, argv, ap, (envp = va_arg(ap, char* const*), va_end(ap)));
+  return execve(path, argv, envp);
+}
+
+__attribute__((visibility("default"))) int posix_spawn(pid_t* pid, const char* path,
+                                                       const posix_spawn_file_actions_t* actions,
+                                                       const posix_spawnattr_t* attr, char* const argv[],
+                                                       char* const envp[]) {
+  find_real();
+  if (!real_spawn) return ENOSYS;
+  char* env[kMaxEnv];
+  return real_spawn(pid, path, actions, attr, argv, is_target_file(path) ? with_profiler(envp, env) : envp);
+}
+
+__attribute__((visibility("default"))) int posix_spawnp(pid_t* pid, const char* file,
+                                                        const posix_spawn_file_actions_t* actions,
+                                                        const posix_spawnattr_t* attr, char* const argv[],
+                                                        char* const envp[]) {
+  find_real();
+  if (!real_spawnp) return ENOSYS;
+  char found[PATH_MAX], *env[kMaxEnv];
+  int same = *file && search_path(file, found, sizeof found) == 0 && is_target_file(found);
+  return real_spawnp(pid, file, actions, attr, argv, same ? with_profiler(envp, env) : envp);
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The profiler stays with the profiled program (ctl/spawn.c). A service that
+# runs a shell through system(), cat through posix_spawnp and tar through
+# execvp in a forked child, then re-execs itself as a worker: under
+# jemalloc and heaptrack the shell, cat and tar map neither the profiler
+# nor the control library and leave no profile, while the worker (the same
+# program exec'd again) is profiled and served as the first process is.
+# The service's exit code is its own.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/e2e/control_lib.sh
+source "$(dirname "$0")/control_lib.sh"
+
+gcc -O1 -g -o "${SCRATCH}/spawner" "${E2E_ROOT}/tests/fixtures/src/spawner.c"
+JEMALLOC="$(preload_dist jemalloc amd64)/libjemalloc.so.2"
+HEAPTRACK="$(preload_dist heaptrack amd64)/libheaptrack_preload.so"
+
+for backend in jemalloc heaptrack; do
+  lib="${JEMALLOC}"
+  [[ "${backend}" == heaptrack ]] && lib="${HEAPTRACK}"
+  out="${SCRATCH}/out-${backend}" maps="${SCRATCH}/maps-${backend}"
+  mkdir -p "${out}" "${maps}"
+  "${LAUNCHER}" exec --output-dir "${out}" --min-free-mb 1 --backend "${backend}" --preload "${lib}" -- \
+    "${SCRATCH}/spawner" "${maps}" > "${SCRATCH}/${backend}.log" 2>&1 || fail "${backend}: exit code $?: $(cat "${SCRATCH}/${backend}.log")"
+  for f in sh cat; do
+    [[ -s "${maps}/${f}.maps" ]] || fail "${backend}: ${f} wrote no maps"
+    if grep -E "${lib##*/}|libmemprofile_ctl" "${maps}/${f}.maps"; then fail "${backend}: ${f} carries the profiler"; fi
+  done
+  grep -q "${lib##*/}" "${maps}/worker.maps" || fail "${backend}: the worker (this program again) is not profiled"
+  grep -q libmemprofile_ctl "${maps}/worker.maps" || fail "${backend}: the worker has no control library"
+  worker="$(cat "${maps}/worker.pid")" tar="$(cat "${maps}/tar.pid")"
+  # Profiles: the first process's and the worker's, no other pid's.
+  mapfile -t pids < <(find "${out}" -maxdepth 1 \( -name 'jeprof.*.heap' -o -name 'heaptrack.*.raw' \) -printf '%f\n' |
+    sed -E 's/^(jeprof|heaptrack)\.([0-9]+)\..*/\2/' | sort -un)
+  [[ "${#pids[@]}" == 2 && " ${pids[*]} " == *" ${worker} "* && " ${pids[*]} " != *" ${tar} "* ]] ||
+    fail "${backend}: profiles of pids ${pids[*]} (the worker is ${worker}, tar ${tar}): $(ls "${out}")"
+  [[ -e "${out}/memprofile-proc.${worker}.json" ]] || fail "${backend}: the worker was not served: $(ls "${out}")"
+  pass "${backend}: sh, cat and tar start without the profiler and leave no profile; the re-exec'd worker ${worker} is profiled and served"
+done
