@@ -1,8 +1,9 @@
 // Beside each snapshot the control library takes, a record of where the
 // process's memory was at that moment: NAME.mem.json, one JSON line with
 // RSS as the kernel splits it (/proc/self/status), the allocator's view
-// (the profiler's allocator_stats, handed in) and the cgroup's charge (memory.current, or
-// v1's memory.usage_in_bytes). collect carries it; report compares the
+// (the profiler's allocator_stats, handed in) and the cgroup's charge
+// (memory.current, or v1's memory.usage_in_bytes) with its shmem and file
+// parts (memory.stat). collect carries it; report compares the
 // first and last to say which bucket grew (the heap, anonymous memory
 // outside the allocator, file-backed or shared memory, the cgroup beyond
 // the processes). Created exclusively, never through a link, renamed into
@@ -36,25 +37,51 @@ static unsigned long long status_bytes(const char* text, const char* key) {
   return at ? strtoull(at + strlen(k), NULL, 10) * 1024 : 0;
 }
 
-// The charge of the process's memory cgroup, or -1 when none can be read.
-static long long cgroup_charge(void) {
-  static char text[4096], path[1024], num[64];
-  if (read_small("/proc/self/cgroup", text, sizeof text) <= 0) return -1;
+// "key value" of memory.stat, or -1.
+static long long stat_value(const char* text, const char* key) {
+  size_t n = strlen(key);
+  for (const char* at = text; (at = strstr(at, key)) != NULL; at += n)
+    if ((at == text || at[-1] == '\n') && at[n] == ' ') return strtoll(at + n + 1, NULL, 10);
+  return -1;
+}
+
+struct cgroup_charge {
+  long long current, shmem, file;  // -1 when not read
+};
+
+// The charge of the process's memory cgroup (memory.current, or v1's
+// memory.usage_in_bytes) and its shmem and file-backed parts (memory.stat:
+// "shmem", and "file" or v1's "cache"), or current -1 when none can be read.
+static struct cgroup_charge cgroup_charge(void) {
+  static char text[4096], path[1024], num[64], stat[16384];
+  struct cgroup_charge c = {-1, -1, -1};
+  if (read_small("/proc/self/cgroup", text, sizeof text) <= 0) return c;
   for (char* line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
     char* a = strchr(line, ':');
     char* b = a ? strchr(a + 1, ':') : NULL;
     if (!b) continue;
     *b = '\0';
-    const char* cg = b + 1;
-    if (strcmp(line, "0") == 0 && a[1] == '\0')  // v2: "0::PATH"
-      snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.current", strcmp(cg, "/") == 0 ? "" : cg);
-    else if (strstr(a + 1, "memory"))  // v1: "N:memory:PATH"
-      snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", strcmp(cg, "/") == 0 ? "" : cg);
-    else
-      continue;
-    if (read_small(path, num, sizeof num) > 0) return strtoll(num, NULL, 10);
+    const char* cg = strcmp(b + 1, "/") == 0 ? "" : b + 1;
+    int v2 = strcmp(line, "0") == 0 && a[1] == '\0';  // v2: "0::PATH"; v1: "N:memory:PATH"
+    if (!v2 && !strstr(a + 1, "memory")) continue;
+    const char* dir = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
+    snprintf(path, sizeof path, "%s%s/%s", dir, cg, v2 ? "memory.current" : "memory.usage_in_bytes");
+    // A container without a cgroup namespace: /proc names the host's path,
+    // its own cgroup is mounted at the root (as runtime/memory.cpp reads it).
+    if (read_small(path, num, sizeof num) <= 0) {
+      cg = "";
+      snprintf(path, sizeof path, "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
+      if (read_small(path, num, sizeof num) <= 0) continue;
+    }
+    c.current = strtoll(num, NULL, 10);
+    snprintf(path, sizeof path, "%s%s/memory.stat", dir, cg);
+    if (read_small(path, stat, sizeof stat) > 0) {
+      c.shmem = stat_value(stat, "shmem");
+      c.file = stat_value(stat, v2 ? "file" : "cache");
+    }
+    return c;
   }
-  return -1;
+  return c;
 }
 
 long memory_record_write(int dfd, const char* dump_name, pid_t pid, const struct allocator_stats* as) {
@@ -73,9 +100,11 @@ long memory_record_write(int dfd, const char* dump_name, pid_t pid, const struct
                   as->name, (unsigned long long)(jem ? as->allocated : as->in_use),
                   (unsigned long long)(jem ? as->resident : as->arena + as->mmapped));
   }
-  long long charge = cgroup_charge();
-  if (n > 0 && (size_t)n < sizeof body && charge >= 0)
-    n += snprintf(body + n, sizeof body - (size_t)n, ",\"cgroup\":%lld", charge);
+  struct cgroup_charge cg = cgroup_charge();
+  if (n > 0 && (size_t)n < sizeof body && cg.current >= 0)
+    n += snprintf(body + n, sizeof body - (size_t)n, ",\"cgroup\":%lld", cg.current);
+  if (n > 0 && (size_t)n < sizeof body && cg.current >= 0 && cg.shmem >= 0 && cg.file >= 0)
+    n += snprintf(body + n, sizeof body - (size_t)n, ",\"cgroup_shmem\":%lld,\"cgroup_file\":%lld", cg.shmem, cg.file);
   if (n <= 0 || (size_t)n + 3 > sizeof body) return -1;
   memcpy(body + n, "}\n", 3);
   n += 2;

@@ -135,3 +135,18 @@ for backend in jemalloc heaptrack; do
   kill -KILL "${pid}"
   pass "${backend}: the heap stayed flat (${heap_grew} MiB), the anonymous gap grew ${anon_grew} MiB, shmem ${shared} MiB; the cgroup and the tree's share said"
 done
+
+# Each cause of growth on the host, under the launcher (lib.sh memory_causes).
+gcc -O1 -g -pthread -o "${SCRATCH}/membuckets" "${E2E_ROOT}/tests/fixtures/membuckets/membuckets.c"
+causes_start() {
+  "${LAUNCHER}" exec --output-dir "$2" --min-free-mb 1 --backend jemalloc --preload "${JEMALLOC}" -- \
+    "${SCRATCH}/membuckets" "$1" "$2/go" "$2/ready" > "$2.log" 2>&1 &
+  track $!
+}
+causes_ctl() {
+  local dir="$1" action="$2"
+  shift 2
+  "${LAUNCHER}" "${action}" "${CAUSES_PID}" --output-dir "${dir}" "$@"
+}
+memory_causes host --rootfs /
+pass "host: heap, fragmentation, mmap, thread stacks and tmpfs each in its own bucket, within tolerance; status agrees with /proc"

@@ -76,12 +76,12 @@ base_lists() {
   mk base-image ARCH=amd64 SUITE="${SUITE}" BASE_VARIANT=cross >/dev/null
 }
 
-# example_app ARCH|multi: localhost/leaky:ARCH from examples/leaky (multi:
+# example_app ARCH|multi [NAME DIR]: localhost/NAME:ARCH (default leaky, from examples/leaky) (multi:
 # linux/amd64 and linux/arm64 in one image), rebuilt only when its sources
 # or bases change (a label holds their key). Its builder stage runs on the
 # build platform: the default builder for amd64, the cross one otherwise.
 example_app() {
-  local arch="$1" key f builder base platforms
+  local arch="$1" name="${2:-leaky}" dir="${3:-${E2E_ROOT}/examples/leaky}" key f builder base platforms
   local -a sources=()
   if [[ "${arch}" == amd64 ]]; then
     base_images amd64
@@ -93,14 +93,14 @@ example_app() {
     platforms="linux/${arch}"
     if [[ "${arch}" == multi ]]; then base="localhost/memprofile-base:${SUITE}-slim" platforms=linux/amd64,linux/arm64; fi
   fi
-  for f in "${E2E_ROOT}"/examples/leaky/*; do sources+=("@${f}"); done
+  for f in "${dir}"/*; do sources+=("@${f}"); done
   key="$(cache_key "${sources[@]}" "${platforms}" "$(image_id "${builder}")" "$(image_id "${base}")")"
   [[ "$(docker image inspect --format '{{index .Config.Labels "io.memprofile.test.source"}}' \
-    "localhost/leaky:${arch}" 2>/dev/null)" != "${key}" ]] || return 0
+    "localhost/${name}:${arch}" 2>/dev/null)" != "${key}" ]] || return 0
   docker buildx build --quiet --load --platform "${platforms}" \
     --build-arg "BUILDER_IMAGE=${builder}" --build-arg "BASE_IMAGE=${base}" \
     --label "io.memprofile.test.source=${key}" \
-    -t "localhost/leaky:${arch}" "${E2E_ROOT}/examples/leaky" >/dev/null
+    -t "localhost/${name}:${arch}" "${dir}" >/dev/null
 }
 
 # start_registry: start_local_registry (lib.sh), stopped when the test ends

@@ -53,20 +53,22 @@ base_lists() {
 # localhost/leaky:ARCH, built by examples/leaky/Dockerfile; rebuilt only when
 # the example's sources or the bases it is built from change (a label holds
 # their key), so reruns do not leave a superseded copy in the store each time.
+# example_app ARCH [NAME DIR]: localhost/NAME:ARCH (default leaky, from
+# examples/leaky), rebuilt only when its sources or bases change.
 example_app() {
-  local arch="$1" key f
+  local arch="$1" name="${2:-leaky}" dir="${3:-${E2E_ROOT}/examples/leaky}" key f
   local -a sources=()
   base_images "${arch}"
-  for f in "${E2E_ROOT}"/examples/leaky/*; do sources+=("@${f}"); done
+  for f in "${dir}"/*; do sources+=("@${f}"); done
   key="$(cache_key "${sources[@]}" \
     "$(image_id "localhost/memprofile-base:${SUITE}-builder-${arch}")" "$(image_id "localhost/memprofile-base:${SUITE}-slim-${arch}")")"
   [[ "$(buildah inspect --type image --format '{{index .OCIv1.Config.Labels "io.memprofile.test.source"}}' \
-    "localhost/leaky:${arch}" 2>/dev/null)" != "${key}" ]] || return 0
+    "localhost/${name}:${arch}" 2>/dev/null)" != "${key}" ]] || return 0
   buildah bud --isolation chroot --pull=never --quiet --platform "linux/${arch}" \
     --build-arg "BUILDER_IMAGE=localhost/memprofile-base:${SUITE}-builder-${arch}" \
     --build-arg "BASE_IMAGE=localhost/memprofile-base:${SUITE}-slim-${arch}" \
     --label "io.memprofile.test.source=${key}" \
-    -t "localhost/leaky:${arch}" "${E2E_ROOT}/examples/leaky" >/dev/null
+    -t "localhost/${name}:${arch}" "${dir}" >/dev/null
 }
 
 image_id() { buildah inspect --type image --format '{{.FromImageID}}' "$1"; }

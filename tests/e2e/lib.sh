@@ -162,3 +162,98 @@ memory_seen() {
   jq -e '.rss > 0 and .allocator == "jemalloc" and .allocated > 0' "$2" > /dev/null ||
     fail "$3: the record $2: $(cat "$2" 2>&1)"
 }
+
+# memory_causes WHERE REPORT_ARGS...: tests/fixtures/membuckets under the
+# launcher (jemalloc), one service per cause of growth, with a snapshot
+# before the growth and one after, each checked against a stated tolerance:
+#   heap     the allocator's allocated +60..68 MiB, RSS with it; the report
+#            blames the site (heap)
+#   frag     resident - allocated +80..115 MiB (100 MiB of blocks, 1/64 kept)
+#   mmap     anonymous +60..68 MiB, the heap under 1 MiB: "outside the allocator"
+#   threads  anonymous +56..72 MiB (16 stacks x 4 MiB), the heap under 1 MiB
+#   tmpfs    RSS under 2 MiB, the cgroup's shmem +24 MiB or more (32 written)
+# and status, asked where the service runs, against /proc (RSS within 2 MiB)
+# and the cgroup (read, or why not said). The caller defines
+#   causes_start MODE DIR  starts membuckets MODE GO READY under the launcher
+#                          (GO and READY in DIR as the service sees it), in
+#                          the background, its log in DIR.log; sets
+#                          CAUSES_HOST_PID when the service's pid namespace
+#                          is not the host's
+#   causes_ctl DIR ARGS... memprofile ARGS where the service runs (the only
+#                          socket in DIR)
+# REPORT_ARGS: what report reads symbols from (--rootfs / or --image FILE).
+# shellcheck disable=SC2016 # the $a and $b are jq's
+memory_causes() {
+  local where="$1" mode dir first second sock
+  shift
+  for mode in heap frag mmap threads tmpfs; do
+    dir="${SCRATCH}/causes-${mode}"
+    mkdir -p "${dir}"
+    chmod 1777 "${dir}"
+    causes_start "${mode}" "${dir}"
+    local i
+    for ((i = 0; i < 600; i++)); do
+      sock="$(find "${dir}" -maxdepth 1 -name 'memprofile-ctl.*.sock' -print -quit)"
+      [[ -n "${sock}" ]] && break
+      sleep 0.1
+    done
+    [[ -n "${sock}" ]] || fail "${where} ${mode}: no control socket after 60 s: $(cat "${dir}.log" 2>&1)"
+    # The host's pid: the socket's, unless the service has a pid namespace.
+    sock="${sock##*memprofile-ctl.}"
+    CAUSES_PID="${CAUSES_HOST_PID:-${sock%.sock}}"
+    first="$(causes_ctl "${dir}" snapshot)" || fail "${where} ${mode}: the first snapshot"
+    touch "${dir}/go"
+    for ((i = 0; i < 1200; i++)); do
+      [[ -e "${dir}/ready" ]] && break
+      sleep 0.1
+    done
+    [[ -e "${dir}/ready" ]] || fail "${where} ${mode}: the memory did not grow"
+    second="$(causes_ctl "${dir}" snapshot)" || fail "${where} ${mode}: the second snapshot"
+    causes_ctl "${dir}" status --json > "${dir}.status.json" || fail "${where} ${mode}: status"
+    local proc_rss status_rss
+    proc_rss="$(awk '/^VmRSS/ { print $2 * 1024 }' "/proc/${CAUSES_PID}/status")"
+    status_rss="$(jq '.processes[0].memory.rss' "${dir}.status.json")"
+    (( status_rss - proc_rss < 2097152 && proc_rss - status_rss < 2097152 )) ||
+      fail "${where} ${mode}: status says RSS ${status_rss}, /proc ${proc_rss}"
+    jq -e '(.cgroup.current // 0) > 0 or (.cgroup.error // "") != ""' "${dir}.status.json" > /dev/null ||
+      fail "${where} ${mode}: status says nothing of the cgroup: $(jq -c .cgroup "${dir}.status.json")"
+    kill -KILL "${CAUSES_PID}" 2> /dev/null || true
+    rm -f "/dev/shm/membuckets.${CAUSES_PID}"
+    "${MEMPROFILE}" report --json "$@" "${dir}/${first##*/}" "${dir}/${second##*/}" "${dir}/${first##*/}.mem.json" \
+      "${dir}/${second##*/}.mem.json" > "${dir}.report.json" || fail "${where} ${mode}: report"
+    rec() {  # the change of a record's number in MiB, first to last
+      jq "(.memory[0].last as \$b | .memory[0].first as \$a | ($1)) / 1048576 | floor" "${dir}.report.json"
+    }
+    local verdict
+    verdict="$(jq -r '.memory[0].verdict' "${dir}.report.json")"
+    within_mib() { (($2 >= $3 && $2 <= $4)) || fail "${where} ${mode}: $1 ${2} MiB, not ${3}..${4} (${verdict})"; }
+    case "${mode}" in
+      heap)
+        within_mib "allocated" "$(rec '$b.allocator.allocated - $a.allocator.allocated')" 60 68
+        within_mib "RSS" "$(rec '$b.rss - $a.rss')" 56 80
+        [[ "${verdict}" == "the heap grew by "* ]] || fail "${where} heap: ${verdict}"
+        [[ "$(jq -r '.growth[0].site.function' "${dir}.report.json")" == heap ]] ||
+          fail "${where} heap: the report blames $(jq -c '.growth[0].site' "${dir}.report.json")" ;;
+      frag)
+        within_mib "resident - allocated" \
+          "$(rec '($b.allocator.resident - $b.allocator.allocated) - ($a.allocator.resident - $a.allocator.allocated)')" 80 115
+        [[ "${verdict}" == *"fragmentation or retention"* ]] || fail "${where} frag: ${verdict}" ;;
+      mmap | threads)
+        if [[ "${mode}" == mmap ]]; then
+          within_mib "anonymous" "$(rec '$b.anon - $a.anon')" 60 68
+        else
+          within_mib "anonymous" "$(rec '$b.anon - $a.anon')" 56 72
+        fi
+        within_mib "allocated" "$(rec '$b.allocator.allocated - $a.allocator.allocated')" 0 0
+        [[ "${verdict}" == *"outside the allocator: anonymous mappings"* ]] || fail "${where} ${mode}: ${verdict}" ;;
+      tmpfs)
+        within_mib "RSS" "$(rec '$b.rss - $a.rss')" 0 1
+        if jq -e '.memory[0].last.cgroup_split' "${dir}.report.json" > /dev/null; then
+          within_mib "the cgroup's shmem" "$(rec '$b.cgroup_split.shmem - $a.cgroup_split.shmem')" 24 100000
+          [[ "${verdict}" == *"the cgroup's shmem grew by"* ]] || fail "${where} tmpfs: ${verdict}"
+        else
+          echo "note: ${where} tmpfs: no memory cgroup where the service runs; the record says so by its absence"
+        fi ;;
+    esac
+  done
+}

@@ -166,3 +166,18 @@ TEST_CASE("memory records: a heap that shrank while the allocator kept its pages
   b.allocated = 2 << 20;
   CHECK_THAT(memory_verdict(a, b, 0), Catch::StartsWith("the heap shrank by 98.0 MiB, but the allocator holds 98.0 MiB more"));
 }
+
+TEST_CASE("memory records: the cgroup's shmem that no process maps is a tmpfs, said as the line when the process is flat") {
+  MemoryRecord a = parse_memory_record(R"({"rss":4194304,"anon":4194304,"shmem":0,"allocator":"jemalloc","allocated":1048576,)"
+                                       R"("allocator_resident":2097152,"cgroup":104857600,"cgroup_shmem":0,"cgroup_file":1048576})",
+                                       "a.mem.json");
+  REQUIRE(a.has_cgroup_split);
+  MemoryRecord b = a;
+  b.cgroup += 32 << 20, b.cgroup_shmem += 32 << 20, b.cgroup_file += 32 << 20;
+  CHECK_THAT(memory_verdict(a, b, 0), Catch::StartsWith("the process's memory is flat (RSS +0 B); the cgroup's shmem grew "
+                                                        "by 32.0 MiB that no process maps: files written to a tmpfs"));
+  CHECK_THAT(memory_change(a, b), Catch::EndsWith("cgroup +32.0 MiB (shmem +32.0 MiB, file +32.0 MiB)"));
+  MemoryRecord mapped = a;  // shmem the process maps is its own bucket, not the tmpfs line
+  mapped.rss += 32 << 20, mapped.shmem += 32 << 20, mapped.cgroup += 32 << 20, mapped.cgroup_shmem += 32 << 20;
+  CHECK_THAT(memory_verdict(a, mapped, 0), !Catch::Contains("no process maps"));
+}

@@ -58,6 +58,11 @@ MemoryRecord parse_memory_record(const std::string& text, const std::string& nam
     r.has_cgroup = true;
     r.cgroup = field(j, "cgroup", name);
   }
+  if (j.contains("cgroup_shmem") && j.contains("cgroup_file")) {
+    r.has_cgroup_split = true;
+    r.cgroup_shmem = field(j, "cgroup_shmem", name);
+    r.cgroup_file = field(j, "cgroup_file", name);
+  }
   return r;
 }
 
@@ -74,6 +79,12 @@ std::string memory_verdict(const MemoryRecord& a, const MemoryRecord& b, double 
   std::string tune = b.allocator == "jemalloc" ? "MALLOC_CONF=dirty_decay_ms:1000,muzzy_decay_ms:0 returns pages sooner"
                                                : "MALLOC_ARENA_MAX=2 or MALLOC_TRIM_THRESHOLD_ bounds glibc's arenas";
   double beyond = a.has_cgroup && b.has_cgroup ? delta(a.cgroup, b.cgroup) - rss : 0;
+  // The cgroup's shmem beyond the process's own: files written to a tmpfs
+  // (a memory-medium emptyDir, /dev/shm) stay in memory and count against
+  // the pod, though no process maps them.
+  double cg_shmem = a.has_cgroup_split && b.has_cgroup_split
+                        ? delta(a.cgroup_shmem, b.cgroup_shmem) - delta(a.shmem, b.shmem)
+                        : 0;
   struct Bucket {
     double bytes;
     std::string says;
@@ -92,10 +103,16 @@ std::string memory_verdict(const MemoryRecord& a, const MemoryRecord& b, double 
       {shared, "RSS grew by " + human_bytes(shared) +
                    " in file-backed or shared memory (tmpfs, memory-medium emptyDirs, mapped files, shm)"},
   };
-  std::string cgroup = beyond >= kGrew ? "the cgroup's charge grew by " + human_bytes(beyond) +
-                                             " beyond the processes' RSS: page cache, tmpfs or kernel memory, or other "
-                                             "processes of the cgroup (what the OOM killer counts)"
-                                       : "";
+  std::string cgroup =
+      cg_shmem >= kGrew
+          ? "the cgroup's shmem grew by " + human_bytes(cg_shmem) +
+                " that no process maps: files written to a tmpfs or a memory-medium emptyDir (/dev/shm too) stay in "
+                "memory and count against the pod (what the OOM killer counts); delete them, or give the volume a "
+                "sizeLimit"
+      : beyond >= kGrew ? "the cgroup's charge grew by " + human_bytes(beyond) +
+                              " beyond the processes' RSS: page cache, tmpfs or kernel memory, or other processes of "
+                              "the cgroup (what the OOM killer counts)"
+                        : "";
   auto top = std::max_element(grew.begin(), grew.end(), [](const Bucket& x, const Bucket& y) { return x.bytes < y.bytes; });
   if (top->bytes < kGrew)
     return cgroup.empty() ? "nothing grew by 1 MiB or more (RSS " + signed_bytes(rss) + ")"
@@ -115,6 +132,9 @@ std::string memory_change(const MemoryRecord& a, const MemoryRecord& b) {
   if (a.has_allocator && b.has_allocator)
     s += "; " + b.allocator + " allocated " + signed_bytes(delta(a.allocated, b.allocated));
   if (a.has_cgroup && b.has_cgroup) s += "; cgroup " + signed_bytes(delta(a.cgroup, b.cgroup));
+  if (a.has_cgroup_split && b.has_cgroup_split)
+    s += " (shmem " + signed_bytes(delta(a.cgroup_shmem, b.cgroup_shmem)) + ", file " +
+         signed_bytes(delta(a.cgroup_file, b.cgroup_file)) + ")";
   return s;
 }
 

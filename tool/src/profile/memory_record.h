@@ -20,6 +20,8 @@ struct MemoryRecord {
   uint64_t allocated = 0, resident = 0;  // the allocator's
   bool has_cgroup = false;
   uint64_t cgroup = 0;  // the cgroup's charge
+  bool has_cgroup_split = false;
+  uint64_t cgroup_shmem = 0, cgroup_file = 0;  // its memory.stat shmem, file (v1: cache)
 };
 
 // The record beside a dump, by the dump's path (an archive entry's,

@@ -17,6 +17,7 @@ nlohmann::json record_json(const std::string& name, const MemoryRecord& r) {
                       {"file", r.file}, {"shmem", r.shmem}, {"swap", r.swap}};
   if (r.has_allocator) j["allocator"] = {{"name", r.allocator}, {"allocated", r.allocated}, {"resident", r.resident}};
   if (r.has_cgroup) j["cgroup"] = r.cgroup;
+  if (r.has_cgroup_split) j["cgroup_split"] = {{"shmem", r.cgroup_shmem}, {"file", r.cgroup_file}};
   return j;
 }
 

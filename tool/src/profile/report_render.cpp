@@ -118,6 +118,7 @@ nlohmann::json view_json(const Folded& f, const ReportRequest& o, const std::vec
     nlohmann::json rj = {{"rss", r.rss}, {"anon", r.anon}, {"file", r.file}, {"shmem", r.shmem}, {"swap", r.swap}};
     if (r.has_allocator) rj["allocator"] = {{"name", r.allocator}, {"allocated", r.allocated}, {"resident", r.resident}};
     if (r.has_cgroup) rj["cgroup"] = r.cgroup;
+    if (r.has_cgroup_split) rj["cgroup_split"] = {{"shmem", r.cgroup_shmem}, {"file", r.cgroup_file}};
     return rj;
   };
   for (const auto& m : memory_lines(f, memory))

@@ -90,13 +90,23 @@ CgroupMemory read_cgroup_memory(long pid, const std::string& proc, const std::st
   if (!v1_path.empty())
     layouts.push_back({"v1", v1_path, root + "/memory" + (v1_path == "/" ? "" : v1_path), "memory.usage_in_bytes", "rss", "cache"});
   if (v2) layouts.push_back({"v2", v2_path, root + (v2_path == "/" ? "" : v2_path), "memory.current", "anon", "file"});
+  // In a container without a cgroup namespace /proc names the host's path
+  // (/docker/ID), while the container's own cgroup is mounted at the root:
+  // the root is read when the path is not there.
+  for (size_t i = 0, n = layouts.size(); i < n; ++i)
+    if (layouts[i].path != "/") {
+      Layout mounted = layouts[i];
+      mounted.dir = root + (std::string(mounted.version) == "v1" ? "/memory" : "");
+      layouts.push_back(mounted);
+    }
   for (const auto& l : layouts) {
     std::string usage = read_small(l.dir + "/" + l.usage);
-    if (usage.empty()) {
+    if (usage.empty() && c.why.empty()) {
       c.why = l.path == "/" ? std::string("the root cgroup (no ") + l.usage + "): not in a container's cgroup"
                             : l.dir + "/" + l.usage + " cannot be read (cgroup " + l.version + " not mounted there?)";
       continue;
     }
+    if (usage.empty()) continue;
     std::string stat = read_small(l.dir + "/memory.stat");
     c.known = true;
     c.why.clear();

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Where the memory goes, in a profilable image run by a real Docker engine:
+# the memory-accounting fixture made profilable with jemalloc
+# (CONTAINER_ENGINE=docker), one container per cause of growth (its own
+# cgroup and pid namespace), status and snapshot by `docker exec` as
+# kubectl exec would run them, report on the records (lib.sh
+# memory_causes: the causes and tolerances).
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/e2e/docker_lib.sh
+source "$(dirname "$0")/docker_lib.sh"
+
+seed_dist jemalloc amd64
+example_app amd64 membuckets "${E2E_ROOT}/tests/fixtures/membuckets"
+image=localhost/membuckets:amd64-memprofile
+drop_at_exit "${image}"
+mk image-memprofile APP_IMAGE=localhost/membuckets:amd64 BACKEND=jemalloc > "${SCRATCH}/build.log" 2>&1 ||
+  { cat "${SCRATCH}/build.log" >&2; fail "make image-memprofile (membuckets, docker)"; }
+CTR=""
+causes_start() {
+  [[ -z "${CTR}" ]] || docker rm --force "${CTR}" > /dev/null 2>&1 || true
+  CTR="$(docker run -d -v "$2:/var/memprofile" "${image}" "$1" /var/memprofile/go /var/memprofile/ready)"
+  at_exit "docker rm --force ${CTR} >/dev/null 2>&1"
+  # shellcheck disable=SC2034 # read by memory_causes (lib.sh)
+  CAUSES_HOST_PID="$(docker inspect --format '{{.State.Pid}}' "${CTR}")"
+}
+causes_ctl() {
+  shift
+  docker exec "${CTR}" /usr/bin/memprofile "$@"
+}
+memory_causes docker --image "${SCRATCH}/image/image.tar"
+pass "docker: heap, fragmentation, mmap, thread stacks and tmpfs each in its own bucket, within tolerance; status by docker exec agrees with /proc"
