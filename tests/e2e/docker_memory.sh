@@ -18,12 +18,13 @@ mk image-memprofile APP_IMAGE=localhost/membuckets:amd64 BACKEND=jemalloc > "${S
   { cat "${SCRATCH}/build.log" >&2; fail "make image-memprofile (membuckets, docker)"; }
 CTR=""
 causes_start() {
-  [[ -z "${CTR}" ]] || docker rm --force "${CTR}" > /dev/null 2>&1 || true
   CTR="$(docker run -d -v "$2:/var/memprofile" "${image}" "$1" /var/memprofile/go /var/memprofile/ready)"
   at_exit "docker rm --force ${CTR} >/dev/null 2>&1"
-  # shellcheck disable=SC2034 # read by memory_causes (lib.sh)
-  CAUSES_HOST_PID="$(docker inspect --format '{{.State.Pid}}' "${CTR}")"
 }
+# The container has a pid namespace of its own (the service is its PID 1),
+# and the engine another.
+causes_proc_status() { docker exec "${CTR}" cat /proc/1/status; }
+causes_stop() { docker rm --force "${CTR}" > /dev/null 2>&1 || true; }
 causes_ctl() {
   shift
   docker exec "${CTR}" /usr/bin/memprofile "$@"

@@ -28,3 +28,32 @@ causes_ctl() {
 }
 memory_causes buildah --image "${SCRATCH}/image/image.tar"
 pass "buildah: heap, fragmentation, mmap, thread stacks and tmpfs each in its own bucket, within tolerance; status in the container agrees with /proc"
+
+# The control library alone in the same image, chosen from the pod spec
+# (MEMPROFILE_BACKEND=none): every profilable image carries it.
+dir="${SCRATCH}/none"
+mkdir -p "${dir}"
+chmod 1777 "${dir}"
+buildah run --isolation chroot --env MEMPROFILE_BACKEND=none -v "${dir}:/var/memprofile" "${ctr}" -- \
+  /usr/bin/memprofile exec --from-config -- mmap /var/memprofile/go /var/memprofile/ready > "${dir}.log" 2>&1 &
+for _ in $(seq 1 600); do
+  [[ -n "$(find "${dir}" -maxdepth 1 -name 'memprofile-ctl.*.sock' -print -quit)" ]] && break
+  sleep 0.1
+done
+grep -q "watching the memory of /usr/local/bin/membuckets with the control library alone" "${dir}.log" ||
+  fail "none: start line: $(cat "${dir}.log")"
+causes_ctl "${dir}" snapshot > /dev/null || fail "none: the first snapshot"
+touch "${dir}/go"
+wait_ready() { test -e "${dir}/ready"; }
+for _ in $(seq 1 1200); do wait_ready && break; sleep 0.1; done
+wait_ready || fail "none: the memory did not grow"
+causes_ctl "${dir}" snapshot > /dev/null || fail "none: the second snapshot"
+causes_ctl "${dir}" status > "${dir}.status" || fail "none: status"
+grep -q "^pid [0-9]*: no heap profiler (--backend none): its memory only$" "${dir}.status" || fail "none: status: $(cat "${dir}.status")"
+sock="$(find "${dir}" -maxdepth 1 -name 'memprofile-ctl.*.sock' -print -quit)"
+sock="${sock##*memprofile-ctl.}"
+kill -KILL "${sock%.sock}"
+"${MEMPROFILE}" report "${dir}" > "${dir}.report" || fail "none: report"
+grep -q "^  where it grew: the heap is flat (.*); RSS grew by .* outside the allocator" "${dir}.report" ||
+  fail "none: report: $(cat "${dir}.report")"
+pass "MEMPROFILE_BACKEND=none in the same image: the control library alone, its records, report without an image"

@@ -176,12 +176,15 @@ memory_seen() {
 # and the cgroup (read, or why not said). The caller defines
 #   causes_start MODE DIR  starts membuckets MODE GO READY under the launcher
 #                          (GO and READY in DIR as the service sees it), in
-#                          the background, its log in DIR.log; sets
-#                          CAUSES_HOST_PID when the service's pid namespace
-#                          is not the host's
+#                          the background, its log in DIR.log
 #   causes_ctl DIR ARGS... memprofile ARGS where the service runs (the only
 #                          socket in DIR)
+# and may define (the defaults: the socket's pid is the host's)
+#   causes_proc_status     the service's /proc/PID/status, as it sees it
+#   causes_stop            ends the service
 # REPORT_ARGS: what report reads symbols from (--rootfs / or --image FILE).
+causes_proc_status() { cat "/proc/${CAUSES_PID}/status"; }
+causes_stop() { kill -KILL "${CAUSES_PID}" 2> /dev/null || true; }
 # shellcheck disable=SC2016 # the $a and $b are jq's
 memory_causes() {
   local where="$1" mode dir first second sock
@@ -198,9 +201,8 @@ memory_causes() {
       sleep 0.1
     done
     [[ -n "${sock}" ]] || fail "${where} ${mode}: no control socket after 60 s: $(cat "${dir}.log" 2>&1)"
-    # The host's pid: the socket's, unless the service has a pid namespace.
     sock="${sock##*memprofile-ctl.}"
-    CAUSES_PID="${CAUSES_HOST_PID:-${sock%.sock}}"
+    CAUSES_PID="${sock%.sock}"
     first="$(causes_ctl "${dir}" snapshot)" || fail "${where} ${mode}: the first snapshot"
     touch "${dir}/go"
     for ((i = 0; i < 1200; i++)); do
@@ -211,13 +213,13 @@ memory_causes() {
     second="$(causes_ctl "${dir}" snapshot)" || fail "${where} ${mode}: the second snapshot"
     causes_ctl "${dir}" status --json > "${dir}.status.json" || fail "${where} ${mode}: status"
     local proc_rss status_rss
-    proc_rss="$(awk '/^VmRSS/ { print $2 * 1024 }' "/proc/${CAUSES_PID}/status")"
+    proc_rss="$(causes_proc_status | awk '/^VmRSS/ { print $2 * 1024 }')"
     status_rss="$(jq '.processes[0].memory.rss' "${dir}.status.json")"
     (( status_rss - proc_rss < 2097152 && proc_rss - status_rss < 2097152 )) ||
       fail "${where} ${mode}: status says RSS ${status_rss}, /proc ${proc_rss}"
     jq -e '(.cgroup.current // 0) > 0 or (.cgroup.error // "") != ""' "${dir}.status.json" > /dev/null ||
       fail "${where} ${mode}: status says nothing of the cgroup: $(jq -c .cgroup "${dir}.status.json")"
-    kill -KILL "${CAUSES_PID}" 2> /dev/null || true
+    causes_stop
     rm -f "/dev/shm/membuckets.${CAUSES_PID}"
     "${MEMPROFILE}" report --json "$@" "${dir}/${first##*/}" "${dir}/${second##*/}" "${dir}/${first##*/}.mem.json" \
       "${dir}/${second##*/}.mem.json" > "${dir}.report.json" || fail "${where} ${mode}: report"
