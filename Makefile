@@ -285,7 +285,7 @@ fuzz-long: fuzz-build ## Fuzz each target for FUZZ_LONG_SECONDS (600), keeping e
 	FUZZ_KEEP_GOING=1 $(FUZZ_RUN) $(FUZZ_LONG_SECONDS) $(FUZZ_BUILD_DIR)/seeds "$$(tests/fixtures/rootfs.sh amd64)"
 
 NODE_BIN := devtools/node/node_modules/.bin
-DOCKERFILES := images/layer.Dockerfile images/rebuild.Dockerfile examples/leaky/Dockerfile tests/fixtures/membuckets/Dockerfile
+DOCKERFILES := images/layer.Dockerfile images/rebuild.Dockerfile examples/leaky/Dockerfile tests/fixtures/src/Dockerfile
 
 .PHONY: lint
 lint: deps ## Lint: shellcheck on every script, Dockerfiles (syntax + checklist), actionlint on the workflow.

@@ -137,7 +137,7 @@ for backend in jemalloc heaptrack; do
 done
 
 # Each cause of growth on the host, under the launcher (lib.sh memory_causes).
-gcc -O1 -g -pthread -o "${SCRATCH}/membuckets" "${E2E_ROOT}/tests/fixtures/membuckets/membuckets.c"
+gcc -O1 -g -pthread -o "${SCRATCH}/membuckets" "${E2E_ROOT}/tests/fixtures/src/membuckets.c"
 causes_start() {
   "${LAUNCHER}" exec --output-dir "$2" --min-free-mb 1 --backend jemalloc --preload "${JEMALLOC}" -- \
     "${SCRATCH}/membuckets" "$1" "$2/go" "$2/ready" > "$2.log" 2>&1 &

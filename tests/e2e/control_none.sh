@@ -18,7 +18,7 @@ source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/control_lib.sh
 source "$(dirname "$0")/control_lib.sh"
 
-gcc -O1 -g -pthread -o "${SCRATCH}/membuckets" "${E2E_ROOT}/tests/fixtures/membuckets/membuckets.c"
+gcc -O1 -g -pthread -o "${SCRATCH}/membuckets" "${E2E_ROOT}/tests/fixtures/src/membuckets.c"
 gcc -O1 -g -o "${SCRATCH}/prefork" "${E2E_ROOT}/tests/fixtures/src/prefork.c"
 
 # mib JSON FILTER: a jq number, in whole MiB.

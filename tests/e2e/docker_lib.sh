@@ -82,7 +82,9 @@ base_lists() {
 # build platform: the default builder for amd64, the cross one otherwise.
 example_app() {
   local arch="$1" name="${2:-leaky}" dir="${3:-${E2E_ROOT}/examples/leaky}" key f builder base platforms
-  local -a sources=()
+  local -a sources=() app_arg=()
+  # Another app than the example: one of the sources in DIR (its Dockerfile's APP).
+  [[ "${name}" == leaky ]] || app_arg=(--build-arg "APP=${name}")
   if [[ "${arch}" == amd64 ]]; then
     base_images amd64
     builder="localhost/memprofile-base:${SUITE}-builder-amd64" base="localhost/memprofile-base:${SUITE}-slim-amd64"
@@ -99,7 +101,7 @@ example_app() {
     "localhost/${name}:${arch}" 2>/dev/null)" != "${key}" ]] || return 0
   docker buildx build --quiet --load --platform "${platforms}" \
     --build-arg "BUILDER_IMAGE=${builder}" --build-arg "BASE_IMAGE=${base}" \
-    --label "io.memprofile.test.source=${key}" \
+    --label "io.memprofile.test.source=${key}" "${app_arg[@]}" \
     -t "localhost/${name}:${arch}" "${dir}" >/dev/null
 }
 

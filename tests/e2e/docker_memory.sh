@@ -11,7 +11,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/docker_lib.sh"
 
 seed_dist jemalloc amd64
-example_app amd64 membuckets "${E2E_ROOT}/tests/fixtures/membuckets"
+example_app amd64 membuckets "${E2E_ROOT}/tests/fixtures/src"
 image=localhost/membuckets:amd64-memprofile
 drop_at_exit "${image}"
 mk image-memprofile APP_IMAGE=localhost/membuckets:amd64 BACKEND=jemalloc > "${SCRATCH}/build.log" 2>&1 ||

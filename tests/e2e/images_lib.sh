@@ -57,7 +57,9 @@ base_lists() {
 # examples/leaky), rebuilt only when its sources or bases change.
 example_app() {
   local arch="$1" name="${2:-leaky}" dir="${3:-${E2E_ROOT}/examples/leaky}" key f
-  local -a sources=()
+  local -a sources=() app_arg=()
+  # Another app than the example: one of the sources in DIR (its Dockerfile's APP).
+  [[ "${name}" == leaky ]] || app_arg=(--build-arg "APP=${name}")
   base_images "${arch}"
   for f in "${dir}"/*; do sources+=("@${f}"); done
   key="$(cache_key "${sources[@]}" \
@@ -67,7 +69,7 @@ example_app() {
   buildah bud --isolation chroot --pull=never --quiet --platform "linux/${arch}" \
     --build-arg "BUILDER_IMAGE=localhost/memprofile-base:${SUITE}-builder-${arch}" \
     --build-arg "BASE_IMAGE=localhost/memprofile-base:${SUITE}-slim-${arch}" \
-    --label "io.memprofile.test.source=${key}" \
+    --label "io.memprofile.test.source=${key}" "${app_arg[@]}" \
     -t "localhost/${name}:${arch}" "${dir}" >/dev/null
 }
 

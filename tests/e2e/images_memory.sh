@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where the memory goes, in a profilable image run by buildah: the
-# memory-accounting fixture (tests/fixtures/membuckets) made profilable with
+# memory-accounting fixture (tests/fixtures/src/membuckets.c) made profilable with
 # jemalloc, one container per cause of growth, status and snapshot from a
 # second process in the same container as kubectl exec would run them, and
 # report on the records (lib.sh memory_causes: the causes and tolerances).
@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/images_lib.sh"
 
 seed_dist jemalloc amd64
-example_app amd64 membuckets "${E2E_ROOT}/tests/fixtures/membuckets"
+example_app amd64 membuckets "${E2E_ROOT}/tests/fixtures/src"
 image=localhost/membuckets:amd64-memprofile
 drop_at_exit "${image}"
 mk image-memprofile APP_IMAGE=localhost/membuckets:amd64 BACKEND=jemalloc > "${SCRATCH}/build.log" 2>&1 ||
@@ -40,7 +40,7 @@ for _ in $(seq 1 600); do
   [[ -n "$(find "${dir}" -maxdepth 1 -name 'memprofile-ctl.*.sock' -print -quit)" ]] && break
   sleep 0.1
 done
-grep -q "watching the memory of /usr/local/bin/membuckets with the control library alone" "${dir}.log" ||
+grep -q "watching the memory of /usr/local/bin/app with the control library alone" "${dir}.log" ||
   fail "none: start line: $(cat "${dir}.log")"
 causes_ctl "${dir}" snapshot > /dev/null || fail "none: the first snapshot"
 touch "${dir}/go"

@@ -163,7 +163,7 @@ memory_seen() {
     fail "$3: the record $2: $(cat "$2" 2>&1)"
 }
 
-# memory_causes WHERE REPORT_ARGS...: tests/fixtures/membuckets under the
+# memory_causes WHERE REPORT_ARGS...: tests/fixtures/src/membuckets.c under the
 # launcher (jemalloc), one service per cause of growth, with a snapshot
 # before the growth and one after, each checked against a stated tolerance:
 #   heap     the allocator's allocated +60..68 MiB, RSS with it; the report
