@@ -192,12 +192,19 @@ static void dump_failed(int rc, uint64_t free_bytes, char* err, size_t errlen) {
 // kept only within the budget and above the floor.
 static int take_record(char* path, size_t pathlen, char* err, size_t errlen) {
   char name[64], file[80], why[sizeof ctl.stopped_reason];
-  snprintf(name, sizeof name, "memprofile-mem.%d.%u", (int)ctl.pid, ctl.records_written + 1);
-  snprintf(file, sizeof file, "%s.mem.json", name);
   int dfd = openat(AT_FDCWD, ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) {
     set_error(err, errlen, "cannot open the output directory %s: %s", ctl.dir, strerror(errno));
     return -1;
+  }
+  // The next sequence whose name is free: an earlier process of this pid
+  // (a re-exec in place, PID 1 after a restart) left its own records.
+  struct stat st;
+  for (unsigned tries = 0;; ++tries) {
+    snprintf(name, sizeof name, "memprofile-mem.%d.%u", (int)ctl.pid, ctl.records_written + 1);
+    snprintf(file, sizeof file, "%s.mem.json", name);
+    if (fstatat(dfd, file, &st, AT_SYMLINK_NOFOLLOW) != 0 || tries == 4096) break;
+    ++ctl.records_written;
   }
   struct allocator_stats as;
   long bytes = memory_record_write(dfd, name, ctl.pid, ctl.profiler->allocator_stats(&as) == 0 ? &as : NULL);
@@ -206,7 +213,8 @@ static int take_record(char* path, size_t pathlen, char* err, size_t errlen) {
     close(dfd);
     return -1;
   }
-  if (ctl.disk->fits((uint64_t)bytes, why, sizeof why) != 0) {
+  // Already under its name, so among the profiles the budget counts.
+  if (ctl.disk->fits(0, why, sizeof why) != 0) {
     unlinkat(dfd, file, 0);
     close(dfd);
     set_error(err, errlen, "%s: the memory record is removed", why);

@@ -165,7 +165,11 @@ const struct ctl_disk* ctl_disk_budget(void);
 // library's own files are opened with openat, straight to the kernel).
 void files_guard(const char* dir);
 
-// spawn.c: in the target, before the profiler starts: LD_PRELOAD and the
+// spawn.c: the exec family's own calls, looked up once by the constructor
+// in every process the library loads into (never later: an exec may come
+// in a vfork child or a signal handler).
+void spawn_init(void);
+// In the target, before the profiler starts: LD_PRELOAD and the
 // settings as the target got them, for its children that exec it again.
 void spawn_remember(const char* settings);
 // Then, once the profiler has read its settings: they

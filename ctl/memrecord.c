@@ -56,7 +56,7 @@ static struct cgroup_charge cgroup_charge(void) {
   static char text[4096], path[1024], num[64], stat[16384];
   struct cgroup_charge c = {-1, -1, -1};
   if (read_small("/proc/self/cgroup", text, sizeof text) <= 0) return c;
-  for (char* line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+  for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
     char* a = strchr(line, ':');
     char* b = a ? strchr(a + 1, ':') : NULL;
     if (!b) continue;
@@ -76,8 +76,11 @@ static struct cgroup_charge cgroup_charge(void) {
     c.current = strtoll(num, NULL, 10);
     snprintf(path, sizeof path, "%s%s/memory.stat", dir, cg);
     if (read_small(path, stat, sizeof stat) > 0) {
-      c.shmem = stat_value(stat, "shmem");
-      c.file = stat_value(stat, v2 ? "file" : "cache");
+      // v1's usage is hierarchical, its plain counters are not: total_*.
+      c.shmem = v2 ? stat_value(stat, "shmem") : stat_value(stat, "total_shmem");
+      c.file = v2 ? stat_value(stat, "file") : stat_value(stat, "total_cache");
+      if (!v2 && c.shmem < 0) c.shmem = stat_value(stat, "shmem");
+      if (!v2 && c.file < 0) c.file = stat_value(stat, "cache");
     }
     return c;
   }

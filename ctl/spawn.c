@@ -14,9 +14,10 @@
 // to the environment it passes when the program is the same file as the
 // target.
 //
-// These run in children forked or vforked from a multi-threaded process:
-// no allocation and no lock, only syscalls and what the constructor
-// prepared.
+// These run in children forked or vforked from a multi-threaded process,
+// and in signal handlers on small stacks: no allocation, no lock, only
+// syscalls and what the constructor prepared, and arrays on the stack
+// sized by what they hold (a few hundred bytes for a usual environment).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -34,7 +35,7 @@
 
 extern char** environ;
 
-enum { kMaxKept = 16, kKeptBytes = 16 * 1024, kMaxEnv = 2048, kMaxArgs = 4096 };
+enum { kMaxKept = 32, kKeptBytes = 32 * 1024, kMaxEnv = 4096, kMaxArgs = 4096 };
 
 // What the target started with, as NAME=value, to hand back to its own
 // program: set once by the constructor, read only after.
@@ -52,7 +53,7 @@ typedef int (*spawn_fn)(pid_t*, const char*, const posix_spawn_file_actions_t*, 
 static execve_fn real_execve, real_execvpe;
 static spawn_fn real_spawn, real_spawnp;
 
-static void find_real(void) {
+void spawn_init(void) {
   if (!real_execve) real_execve = (execve_fn)dlsym(RTLD_NEXT, "execve");
   if (!real_execvpe) real_execvpe = (execve_fn)dlsym(RTLD_NEXT, "execvpe");
   if (!real_spawn) real_spawn = (spawn_fn)dlsym(RTLD_NEXT, "posix_spawn");
@@ -63,7 +64,7 @@ static void find_real(void) {
 // (/proc/self/environ: a profiler may have unset its own variables before
 // this library's constructor ran, as heaptrack does), into buf; NULL when
 // it had none, or one longer than buf.
-static const char* initial_env(const char* name, char* buf, size_t len) {
+static const char* initial_env(const char* name, char* buf, size_t len, int* too_long) {
   int fd = openat(AT_FDCWD, "/proc/self/environ", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NULL;
   static char chunk[16384];
@@ -78,7 +79,9 @@ static const char* initial_env(const char* name, char* buf, size_t len) {
         continue;
       }
       buf[have] = '\0';
-      found = !skipping && have > n && memcmp(buf, name, n) == 0 && buf[n] == '=';
+      int named = have > n && memcmp(buf, name, n) == 0 && buf[n] == '=';
+      if (named && skipping) *too_long = 1;
+      found = named && !skipping;
       if (!found) have = 0, skipping = 0;
     }
   }
@@ -92,9 +95,11 @@ static const char* initial_env(const char* name, char* buf, size_t len) {
 // children; 0, or -1 when the pool is full.
 static int keep(const char* name) {
   static char initial[8192];
+  int too_long = 0;
   const char* v = getenv(name);
-  if (!v) v = initial_env(name, initial, sizeof initial);
-  if (!v || nkept == kMaxKept) return v ? -1 : 0;
+  if (!v) v = initial_env(name, initial, sizeof initial, &too_long);
+  if (too_long || (v && nkept == kMaxKept)) return -1;
+  if (!v) return 0;
   static size_t used;
   size_t n = strlen(name), m = strlen(v);
   if (used + n + m + 2 > sizeof kept_pool) return -1;
@@ -116,7 +121,11 @@ static void drop_from_preload(const char* lib) {
   size_t o = 0, libn = strlen(lib);
   for (const char* p = v; *p;) {
     size_t n = strcspn(p, ": \t");
-    if (n && !(n == libn && memcmp(p, lib, n) == 0) && o + n + 2 < sizeof out) {
+    if (n && !(n == libn && memcmp(p, lib, n) == 0) && o + n + 2 >= sizeof out) {
+      ctl_log("LD_PRELOAD is longer than 8 KiB: its entries past it are left out for the children");
+      break;
+    }
+    if (n && !(n == libn && memcmp(p, lib, n) == 0)) {
       if (o) out[o++] = ':';
       memcpy(out + o, p, n);
       o += n;
@@ -151,12 +160,20 @@ void spawn_remember(const char* settings) {
     return;
   }
   each_setting(settings, keep_setting);
+  // The control library's own settings too: a child exec'd with an
+  // environment of its own (subprocess's env=) is still served, within the
+  // same budget, and keeps the scope for its own children.
+  static const char* const control[] = {"MEMPROFILE_CTL_BACKEND", "MEMPROFILE_CTL_DIR", "MEMPROFILE_CTL_TARGET",
+                                        "MEMPROFILE_CTL_RECORDING", "MEMPROFILE_CTL_MAX_BYTES",
+                                        "MEMPROFILE_CTL_MIN_FREE_BYTES", "MEMPROFILE_CTL_SNAPSHOT_EVERY_MS",
+                                        "MEMPROFILE_CTL_PRELOAD", "MEMPROFILE_CTL_SETTINGS"};
+  for (size_t i = 0; i < sizeof control / sizeof control[0]; ++i) keep_setting(control[i]);
 }
 
 void spawn_scope(const char* profiler, const char* settings) {
   struct stat st;
   if (stat("/proc/self/exe", &st) != 0) return;  // no /proc: said by the constructor
-  find_real();
+  
   each_setting(settings, drop_setting);
   drop_from_preload(profiler ? profiler : "");
   target_dev = st.st_dev;
@@ -171,106 +188,131 @@ static int is_target_file(const char* path) {
 }
 
 // What execvp would run for `file`: itself when it has a '/', else the
-// first executable on PATH, into buf; 0, or -1 when none.
+// first regular executable file on PATH (an empty entry is the working
+// directory), into buf; 0, or -1 when none.
 static int search_path(const char* file, char* buf, size_t len) {
   if (strchr(file, '/')) return snprintf(buf, len, "%s", file) < (int)len ? 0 : -1;
   const char* path = getenv("PATH");
   if (!path) path = "/bin:/usr/bin";
   for (const char* p = path;; ++p) {
     size_t n = strcspn(p, ":");
-    if (snprintf(buf, len, "%.*s%s%s", (int)n, n ? p : ".", "/", file) < (int)len && access(buf, X_OK) == 0) return 0;
+    struct stat st;
+    if (snprintf(buf, len, "%.*s/%s", n ? (int)n : 1, n ? p : ".", file) < (int)len && stat(buf, &st) == 0 &&
+        S_ISREG(st.st_mode) && access(buf, X_OK) == 0)
+      return 0;
     p += n;
     if (!*p) return -1;
   }
 }
 
+static size_t env_count(char* const envp[]) {
+  size_t n = 0;
+  while (envp && envp[n] && n < kMaxEnv) ++n;
+  return n;
+}
+
 // envp with the target's settings in place of any of the same names, into
-// out; envp itself when it cannot be done without allocating (too many).
-static char* const* with_profiler(char* const envp[], char* out[kMaxEnv]) {
+// out (room for env_count(envp) + nkept + 1); envp itself when it has more
+// than kMaxEnv entries.
+static char* const* with_profiler(char* const envp[], char* out[]) {
   size_t o = 0;
   for (size_t i = 0; envp && envp[i]; ++i) {
+    if (i >= kMaxEnv) return envp;
     int ours = 0;
     for (int k = 0; k < nkept && !ours; ++k) ours = strncmp(envp[i], kept[k], kept_names[k] + 1) == 0;
-    if (ours) continue;
-    if (o + (size_t)nkept + 1 >= kMaxEnv) return envp;
-    out[o++] = envp[i];
+    if (!ours) out[o++] = envp[i];
   }
   for (int k = 0; k < nkept; ++k) out[o++] = kept[k];
   out[o] = NULL;
   return out;
 }
 
+// The target: envp with its settings. On the caller's stack, as large as
+// it needs (a VLA: no allocation in a vfork child).
+#define EXEC_WITH_PROFILER(call, envp)                      \
+  do {                                                      \
+    char* env_[env_count(envp) + (size_t)nkept + 1];        \
+    return call(with_profiler((envp), env_));               \
+  } while (0)
+
 __attribute__((visibility("default"))) int execve(const char* path, char* const argv[], char* const envp[]) {
-  find_real();
   if (!real_execve) {
     errno = ENOSYS;
     return -1;
   }
-  char* env[kMaxEnv];
-  return real_execve(path, argv, is_target_file(path) ? with_profiler(envp, env) : envp);
+  if (!is_target_file(path)) return real_execve(path, argv, envp);
+#define CALL(e) real_execve(path, argv, e)
+  EXEC_WITH_PROFILER(CALL, envp);
+#undef CALL
 }
 
 __attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) {
   return execve(path, argv, environ);
 }
 
+// execvpe in the target: PATH searched (a path buffer on the stack only
+// here); returns only when `file` is not the target or its exec failed.
+__attribute__((noinline)) static void execvpe_target(const char* file, char* const argv[], char* const envp[]) {
+  char found[PATH_MAX];
+  if (search_path(file, found, sizeof found) != 0 || !is_target_file(found)) return;
+  char* env[env_count(envp) + (size_t)nkept + 1];
+  real_execve(found, argv, with_profiler(envp, env));
+}
+
 // Another program: glibc's own search, unchanged (its ENOEXEC and EACCES
 // rules); the profiled program: found as it would, with the settings.
 __attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[], char* const envp[]) {
-  find_real();
-  char found[PATH_MAX], *env[kMaxEnv];
-  if (*file && search_path(file, found, sizeof found) == 0 && is_target_file(found) && real_execve)
-    return real_execve(found, argv, with_profiler(envp, env));
   if (!real_execvpe) {
     errno = ENOSYS;
     return -1;
   }
-  return real_execvpe(file, argv, envp);
+  if (__atomic_load_n(&scoped, __ATOMIC_ACQUIRE) && *file && real_execve) execvpe_target(file, argv, envp);
+  return real_execvpe(file, argv, envp);  // another program, or the target's exec failed: glibc's way
 }
 
 __attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) {
   return execvpe(file, argv, environ);
 }
 
-// execl's arguments as an argv, on the stack; -1 (E2BIG) past kMaxArgs.
-#define COLLECT_ARGS(first, argv, ap, after)          \
-  do {                                                \
-    size_t n_ = 0;                                    \
-    argv[n_++] = (char*)(first);                      \
-    for (char* a_; (a_ = va_arg(ap, char*)) != NULL;) { \
-      if (n_ + 1 >= kMaxArgs) {                       \
-        va_end(ap);                                   \
-        errno = E2BIG;                                \
-        return -1;                                    \
-      }                                               \
-      argv[n_++] = a_;                                \
-    }                                                 \
-    argv[n_] = NULL;                                  \
-    after;                                            \
-  } while (0)
+// The arguments of execl and its kin, counted (at most kMaxArgs: E2BIG
+// past it, where glibc has no limit), then laid out as an argv on the
+// caller's stack, as large as they need.
+static size_t count_args(va_list ap) {
+  size_t n = 1;
+  while (n <= kMaxArgs && va_arg(ap, char*) != NULL) ++n;
+  return n;
+}
+
+#define EXECL_ARGV(first, last_named)                  \
+  va_list ap;                                          \
+  va_start(ap, last_named);                            \
+  size_t n_ = count_args(ap);                          \
+  va_end(ap);                                          \
+  if (n_ > kMaxArgs) {                                 \
+    errno = E2BIG;                                     \
+    return -1;                                         \
+  }                                                    \
+  char* argv[n_ + 1];                                  \
+  va_start(ap, last_named);                            \
+  argv[0] = (char*)(first);                            \
+  for (size_t i_ = 1; i_ <= n_; ++i_) argv[i_] = va_arg(ap, char*)
 
 __attribute__((visibility("default"))) int execl(const char* path, const char* arg, ...) {
-  char* argv[kMaxArgs];
-  va_list ap;
-  va_start(ap, arg);
-  COLLECT_ARGS(arg, argv, ap, va_end(ap));
+  EXECL_ARGV(arg, arg);
+  va_end(ap);
   return execve(path, argv, environ);
 }
 
 __attribute__((visibility("default"))) int execlp(const char* file, const char* arg, ...) {
-  char* argv[kMaxArgs];
-  va_list ap;
-  va_start(ap, arg);
-  COLLECT_ARGS(arg, argv, ap, va_end(ap));
+  EXECL_ARGV(arg, arg);
+  va_end(ap);
   return execvpe(file, argv, environ);
 }
 
 __attribute__((visibility("default"))) int execle(const char* path, const char* arg, ...) {
-  char* argv[kMaxArgs];
-  va_list ap;
-  va_start(ap, arg);
-  char* const* envp;
-  COLLECT_ARGS(arg, argv, ap, (envp = va_arg(ap, char* const*), va_end(ap)));
+  EXECL_ARGV(arg, arg);
+  char* const* envp = va_arg(ap, char* const*);
+  va_end(ap);
   return execve(path, argv, envp);
 }
 
@@ -278,19 +320,32 @@ __attribute__((visibility("default"))) int posix_spawn(pid_t* pid, const char* p
                                                        const posix_spawn_file_actions_t* actions,
                                                        const posix_spawnattr_t* attr, char* const argv[],
                                                        char* const envp[]) {
-  find_real();
+  
   if (!real_spawn) return ENOSYS;
-  char* env[kMaxEnv];
-  return real_spawn(pid, path, actions, attr, argv, is_target_file(path) ? with_profiler(envp, env) : envp);
+  if (!is_target_file(path)) return real_spawn(pid, path, actions, attr, argv, envp);
+#define CALL(e) real_spawn(pid, path, actions, attr, argv, e)
+  EXEC_WITH_PROFILER(CALL, envp);
+#undef CALL
+}
+
+// posix_spawnp in the target: PATH searched (a path buffer on the stack
+// only here).
+__attribute__((noinline)) static int spawnp_target(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
+                         const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
+  char found[PATH_MAX];
+  if (search_path(file, found, sizeof found) != 0 || !is_target_file(found))
+    return real_spawnp(pid, file, actions, attr, argv, envp);
+#define CALL(e) real_spawnp(pid, file, actions, attr, argv, e)
+  EXEC_WITH_PROFILER(CALL, envp);
+#undef CALL
 }
 
 __attribute__((visibility("default"))) int posix_spawnp(pid_t* pid, const char* file,
                                                         const posix_spawn_file_actions_t* actions,
                                                         const posix_spawnattr_t* attr, char* const argv[],
                                                         char* const envp[]) {
-  find_real();
+  
   if (!real_spawnp) return ENOSYS;
-  char found[PATH_MAX], *env[kMaxEnv];
-  int same = *file && search_path(file, found, sizeof found) == 0 && is_target_file(found);
-  return real_spawnp(pid, file, actions, attr, argv, same ? with_profiler(envp, env) : envp);
+  if (!__atomic_load_n(&scoped, __ATOMIC_ACQUIRE) || !*file) return real_spawnp(pid, file, actions, attr, argv, envp);
+  return spawnp_target(pid, file, actions, attr, argv, envp);
 }

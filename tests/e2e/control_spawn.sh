@@ -5,13 +5,15 @@
 # jemalloc and heaptrack the shell, cat and tar map neither the profiler
 # nor the control library and leave no profile, while the worker (the same
 # program exec'd again) is profiled and served as the first process is.
-# The service's exit code is its own.
+# The worker is exec'd with an environment of its own (PATH alone), as
+# subprocess's env= does: it is served all the same, and its shell is not
+# profiled either. The service's exit code is its own.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/control_lib.sh
 source "$(dirname "$0")/control_lib.sh"
 
-gcc -O1 -g -o "${SCRATCH}/spawner" "${E2E_ROOT}/tests/fixtures/src/spawner.c"
+gcc -O1 -g -pthread -o "${SCRATCH}/spawner" "${E2E_ROOT}/tests/fixtures/src/spawner.c"
 JEMALLOC="$(preload_dist jemalloc amd64)/libjemalloc.so.2"
 HEAPTRACK="$(preload_dist heaptrack amd64)/libheaptrack_preload.so"
 
@@ -22,7 +24,7 @@ for backend in jemalloc heaptrack; do
   mkdir -p "${out}" "${maps}"
   "${LAUNCHER}" exec --output-dir "${out}" --min-free-mb 1 --backend "${backend}" --preload "${lib}" -- \
     "${SCRATCH}/spawner" "${maps}" > "${SCRATCH}/${backend}.log" 2>&1 || fail "${backend}: exit code $?: $(cat "${SCRATCH}/${backend}.log")"
-  for f in sh cat; do
+  for f in sh cat worker-sh; do
     [[ -s "${maps}/${f}.maps" ]] || fail "${backend}: ${f} wrote no maps"
     if grep -E "${lib##*/}|libmemprofile_ctl" "${maps}/${f}.maps"; then fail "${backend}: ${f} carries the profiler"; fi
   done
@@ -35,5 +37,20 @@ for backend in jemalloc heaptrack; do
   [[ "${#pids[@]}" == 2 && " ${pids[*]} " == *" ${worker} "* && " ${pids[*]} " != *" ${tar} "* ]] ||
     fail "${backend}: profiles of pids ${pids[*]} (the worker is ${worker}, tar ${tar}): $(ls "${out}")"
   [[ -e "${out}/memprofile-proc.${worker}.json" ]] || fail "${backend}: the worker was not served: $(ls "${out}")"
-  pass "${backend}: sh, cat and tar start without the profiler and leave no profile; the re-exec'd worker ${worker} is profiled and served"
+  pass "${backend}: sh, cat and tar start without the profiler and leave no profile; the re-exec'd worker ${worker} (an environment of its own) is profiled and served, and its shell is not"
 done
+
+# The exec family's own calls need little stack: a thread of 32 KiB execs
+# a shell, in the target and in a process the library only loads into.
+for ctl in target bystander; do
+  rc=0
+  if [[ "${ctl}" == target ]]; then
+    mkdir -p "${SCRATCH}/out-small"
+    "${LAUNCHER}" exec --output-dir "${SCRATCH}/out-small" --min-free-mb 1 --backend jemalloc --preload "${JEMALLOC}" -- \
+      "${SCRATCH}/spawner" "${SCRATCH}" smallstack > "${SCRATCH}/small.log" 2>&1 || rc=$?
+  else
+    LD_PRELOAD="${CTL_LIBRARY}" "${SCRATCH}/spawner" "${SCRATCH}" smallstack || rc=$?
+  fi
+  ((rc == 7)) || fail "exec from a 32 KiB thread stack (${ctl}): exit ${rc}: $(cat "${SCRATCH}/small.log" 2>/dev/null)"
+done
+pass "exec from a thread with a 32 KiB stack, in the target and in a bystander: the shell's own exit code (7)"

@@ -199,10 +199,12 @@ struct ProfileInUse {
 constexpr uint64_t kStatusDumpLimit = 64ull << 20;
 
 std::string read_dump(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  // Non-blocking: a FIFO or a device under the name must not hold status.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   struct stat st;
   if (!fd || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
     throw FileError(path, "cannot read it as a regular file");
+  fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
   if (static_cast<uint64_t>(st.st_size) > kStatusDumpLimit)
     throw FileError(path, mib(static_cast<uint64_t>(st.st_size)) + ": larger than status reads; memprofile report reads it");
   std::string text(static_cast<size_t>(st.st_size), '\0');

@@ -113,9 +113,15 @@ CgroupMemory read_cgroup_memory(long pid, const std::string& proc, const std::st
     c.version = l.version;
     c.path = l.path;
     c.current = first_number(usage);
-    c.anon = stat_value(stat, l.anon);
-    c.file = stat_value(stat, l.file);
-    c.shmem = stat_value(stat, "shmem");
+    // v1's usage is hierarchical, its plain counters are not: total_*
+    // where the kernel gives them.
+    auto v1_total = [&](const std::string& key) {
+      std::string total = "total_" + key;
+      return stat_value(stat, (c.version == "v1" && stat.find("\n" + total + " ") != std::string::npos ? total : key).c_str());
+    };
+    c.anon = v1_total(l.anon);
+    c.file = v1_total(l.file);
+    c.shmem = v1_total("shmem");
     if (c.version == "v2") {
       c.kernel = stat_value(stat, "kernel");
       if (!c.kernel) c.kernel = stat_value(stat, "kernel_stack") + stat_value(stat, "slab") + stat_value(stat, "pagetables");
