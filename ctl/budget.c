@@ -95,11 +95,23 @@ struct scan {
   unsigned long long first_seq, second_seq, newest_seq;
 };
 
+// What the application's threads see of the budget between two scans, for
+// the dumps jemalloc writes by itself (interval, final): the usage the last
+// scan counted, the largest dump it saw, and the dumps created since. The
+// control thread's checks keep the directory within the budget with room
+// for the next dumps; when they come late (a loaded machine, a starved
+// thread) this gate still refuses a dump that would pass it. Atomics only:
+// it is asked from inside jemalloc's dump.
+static uint64_t seen_bytes, seen_largest;
+static unsigned created_since;
+static int scanned, gate_said;
+
 static int scan_dir(struct scan* s) {
   memset(s, 0, sizeof *s);
   s->first_seq = s->second_seq = ~0ULL;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
+  unsigned created_before = __atomic_load_n(&created_since, __ATOMIC_ACQUIRE);
   DIR* d = opendir(ctl.dir);
   if (!d) {
     // Out of fds or memory for a moment (a leaking application): not a
@@ -139,6 +151,12 @@ static int scan_dir(struct scan* s) {
   if (statvfs(ctl.dir, &v) == 0) s->u.free_bytes = (uint64_t)v.f_bavail * v.f_frsize;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   ctl.scan_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+  // Dumps created before the listing are in it now; those since are not.
+  __atomic_store_n(&seen_bytes, s->u.bytes, __ATOMIC_RELEASE);
+  if (s->u.largest_own > __atomic_load_n(&seen_largest, __ATOMIC_ACQUIRE))
+    __atomic_store_n(&seen_largest, s->u.largest_own, __ATOMIC_RELEASE);
+  __atomic_sub_fetch(&created_since, created_before, __ATOMIC_ACQ_REL);
+  __atomic_store_n(&scanned, 1, __ATOMIC_RELEASE);
   return 0;
 }
 
@@ -314,12 +332,32 @@ static size_t list_json(char* buf, size_t len) {
 }
 
 // A profile of this process's backend: 1 with its pid.
+static int admits(const char* name) {
+  unsigned long long pid, seq;
+  char kind;
+  if (ctl.backend != CTL_JEMALLOC || !ctl.max_bytes || ctl.pid != getpid() ||
+      !jemalloc_dump_name(name, &pid, &seq, &kind) || !__atomic_load_n(&scanned, __ATOMIC_ACQUIRE))
+    return 1;
+  // Dumps grow as the process does: the next one a quarter larger.
+  uint64_t largest = __atomic_load_n(&seen_largest, __ATOMIC_ACQUIRE);
+  largest += largest / 4;
+  if (largest < 65536) largest = 65536;
+  unsigned n = __atomic_add_fetch(&created_since, 1, __ATOMIC_ACQ_REL);
+  if (__atomic_load_n(&seen_bytes, __ATOMIC_ACQUIRE) + (uint64_t)n * largest <= ctl.max_bytes) return 1;
+  __atomic_sub_fetch(&created_since, 1, __ATOMIC_ACQ_REL);
+  if (!__atomic_exchange_n(&gate_said, 1, __ATOMIC_ACQ_REL))
+    ctl_log("jemalloc's dump %.200s would pass the %.1f MiB budget before the next check: not written (said once)",
+            name, (double)ctl.max_bytes / (1024.0 * 1024.0));
+  return 0;
+}
+
 static int profile_pid(const char* name, unsigned long long* pid) {
   unsigned long long seq;
   return profile_name(name, pid, &seq);
 }
 
 const struct ctl_disk* ctl_disk_budget(void) {
-  static const struct ctl_disk disk = {usage, room, check, fits, free_bytes, reset, list_json, profile_pid, interval_ms};
+  static const struct ctl_disk disk = {usage, room, check, fits, free_bytes, reset, list_json, profile_pid, interval_ms,
+                                       admits};
   return &disk;
 }

@@ -88,6 +88,10 @@ struct ctl_disk {
   int (*profile_pid)(const char* name, unsigned long long* pid);
   // How long to sleep between checks while recording, in ms.
   int (*interval_ms)(void);
+  // Whether a dump the profiler creates by itself (`name`, in the output
+  // directory) still fits the budget: 1, or 0 (files.c refuses the create).
+  // Asked from the application's thread inside the profiler: atomics only.
+  int (*admits)(const char* name);
 };
 
 // Everything is read and written by the control thread only, after the

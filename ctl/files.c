@@ -79,6 +79,11 @@ static int create_guarded(const char* path, const char* name, int flags, mode_t 
       return -1;
     }
     name = part;
+  } else if (ctl.disk && !ctl.disk->admits(name)) {
+    // jemalloc's own dump, past the budget: not written (budget.c).
+    close(dfd);
+    errno = ENOSPC;
+    return -1;
   }
   int fd = sys_openat(dfd, name, flags | O_EXCL | O_NOFOLLOW, mode);
   if (fd < 0 && errno == EEXIST) {
