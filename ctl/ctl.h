@@ -182,3 +182,7 @@ void spawn_remember(const char* settings);
 // a child that execs this program again gets them back. `settings`: the
 // names memprofile exec set for the profiler, comma-separated.
 void spawn_scope(const char* profiler, const char* settings);
+// LD_PRELOAD without the entry `exact` and those containing `containing`
+// (either may be NULL); entries are separated by ':' or spaces. The
+// constructor's only.
+void preload_drop(const char* exact, const char* containing);

@@ -46,29 +46,6 @@ static int is_target(void) {
   return strcmp(exe, target) == 0;
 }
 
-// LD_PRELOAD without this library (entries are separated by ':' or spaces).
-static void drop_self_from_preload(void) {
-  const char* v = getenv("LD_PRELOAD");
-  if (!v) return;
-  size_t len = strlen(v);
-  char* out = malloc(len + 1);
-  if (!out) return;
-  size_t o = 0;
-  for (const char* p = v; *p;) {
-    size_t n = strcspn(p, ": \t");
-    if (n && !memmem(p, n, "libmemprofile_ctl", 17)) {
-      if (o) out[o++] = ':';
-      memcpy(out + o, p, n);
-      o += n;
-    }
-    p += n;
-    if (*p) ++p;
-  }
-  out[o] = '\0';
-  if (o) setenv("LD_PRELOAD", out, 1);
-  else unsetenv("LD_PRELOAD");
-  free(out);
-}
 
 // The parent's pid when it is a process of the tree this library serves (a
 // child that exec'd the profiled program again: spawn.c), else 0: the
@@ -107,7 +84,7 @@ __attribute__((constructor)) static void ctl_init(void) {
   spawn_remember(getenv("MEMPROFILE_CTL_SETTINGS"));
   touch_allocator();
   spawn_scope(getenv("MEMPROFILE_CTL_PRELOAD"), getenv("MEMPROFILE_CTL_SETTINGS"));
-  drop_self_from_preload();
+  preload_drop(NULL, "libmemprofile_ctl");
   const struct ctl_profiler* profiler = ctl_profiler_named(backend, &ctl.backend);
   if (!profiler) return;
   if (strlen(dir) >= sizeof ctl.dir) {

@@ -113,19 +113,19 @@ static int keep(const char* name) {
   return 0;
 }
 
-// LD_PRELOAD without `lib` (entries are separated by ':' or spaces), in place.
-static void drop_from_preload(const char* lib) {
+void preload_drop(const char* exact, const char* containing) {
   const char* v = getenv("LD_PRELOAD");
-  if (!v || !*lib) return;
-  static char out[8192];
-  size_t o = 0, libn = strlen(lib);
+  if (!v || ((!exact || !*exact) && !containing)) return;
+  static char out[8192];  // the constructor's only
+  size_t o = 0, exactn = exact ? strlen(exact) : 0, containn = containing ? strlen(containing) : 0;
   for (const char* p = v; *p;) {
     size_t n = strcspn(p, ": \t");
-    if (n && !(n == libn && memcmp(p, lib, n) == 0) && o + n + 2 >= sizeof out) {
+    int drop = (exactn && n == exactn && memcmp(p, exact, n) == 0) || (containn && memmem(p, n, containing, containn));
+    if (n && !drop && o + n + 2 >= sizeof out) {
       ctl_log("LD_PRELOAD is longer than 8 KiB: its entries past it are left out for the children");
       break;
     }
-    if (n && !(n == libn && memcmp(p, lib, n) == 0)) {
+    if (n && !drop) {
       if (o) out[o++] = ':';
       memcpy(out + o, p, n);
       o += n;
@@ -175,7 +175,7 @@ void spawn_scope(const char* profiler, const char* settings) {
   if (stat("/proc/self/exe", &st) != 0) return;  // no /proc: said by the constructor
   
   each_setting(settings, drop_setting);
-  drop_from_preload(profiler ? profiler : "");
+  preload_drop(profiler, NULL);
   target_dev = st.st_dev;
   target_ino = st.st_ino;
   __atomic_store_n(&scoped, 1, __ATOMIC_RELEASE);

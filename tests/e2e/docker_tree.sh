@@ -21,12 +21,7 @@ mkdir -p "${out}"
 chmod 1777 "${out}"
 ctr="$(docker run -d -v "${out}:/var/memprofile" "${image}" 3 600 256 wait)"
 at_exit "docker rm --force ${ctr} >/dev/null 2>&1"
-sockets() { find "${out}" -maxdepth 1 -name 'memprofile-ctl.*.sock' | wc -l; }
-for _ in $(seq 1 600); do
-  (($(sockets) == 4)) && break
-  sleep 0.1
-done
-(($(sockets) == 4)) || fail "not 4 sockets: $(ls "${out}"): $(docker logs "${ctr}" 2>&1 | tail -3)"
+wait_sockets "${out}" 4
 in_pod() { docker exec "${ctr}" /usr/bin/memprofile "$@"; }
 in_pod status --json > "${SCRATCH}/status.json" || fail "status: $(cat "${SCRATCH}/status.json")"
 [[ "$(jq -c '.tree | {failed, processes, served}' "${SCRATCH}/status.json")" == '{"failed":0,"processes":4,"served":4}' ]] ||

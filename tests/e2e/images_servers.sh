@@ -50,13 +50,7 @@ MOUNTED+=("${ctr}")
 buildah run --isolation chroot -v "${out}:/var/memprofile" -v "${conf}:/conf:ro" "${ctr}" -- \
   /usr/bin/memprofile exec --from-config -- -c /conf/nginx.conf -g 'daemon off;' > "${SCRATCH}/nginx.log" 2>&1 &
 service=$!
-sockets() { find "${out}" -maxdepth 1 -name 'memprofile-ctl.*.sock' | wc -l; }
-for _ in $(seq 1 600); do
-  (($(sockets) == 3)) && break
-  kill -0 "${service}" 2> /dev/null || fail "nginx ended: $(cat "${SCRATCH}/nginx.log")"
-  sleep 0.1
-done
-(($(sockets) == 3)) || fail "not 3 sockets: $(ls "${out}"): $(cat "${SCRATCH}/nginx.log")"
+wait_sockets "${out}" 3 "${service}" "${SCRATCH}/nginx.log"
 for _ in $(seq 1 50); do curl -fsS --max-time 10 "http://127.0.0.1:${port}/" > /dev/null || fail "nginx does not answer"; done
 master="$(jq -r 'select(.parent == 0) | .pid' "${out}"/memprofile-proc.*.json)"
 [[ "${master}" =~ ^[0-9]+$ ]] || fail "no master among the records"

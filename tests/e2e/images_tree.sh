@@ -24,13 +24,7 @@ MOUNTED+=("${ctr}")
 buildah run --isolation chroot -v "${out}:/var/memprofile" "${ctr}" -- \
   /usr/bin/memprofile exec --from-config -- 3 600 256 wait > "${SCRATCH}/service.log" 2>&1 &
 service=$!
-sockets() { find "${out}" -maxdepth 1 -name 'memprofile-ctl.*.sock' | wc -l; }
-for _ in $(seq 1 600); do
-  (($(sockets) == 4)) && break
-  kill -0 "${service}" 2> /dev/null || fail "the service ended: $(cat "${SCRATCH}/service.log")"
-  sleep 0.1
-done
-(($(sockets) == 4)) || fail "not 4 sockets: $(ls "${out}")"
+wait_sockets "${out}" 4 "${service}" "${SCRATCH}/service.log"
 # The parent: the one process whose record names no parent.
 parent="$(jq -r 'select(.parent == 0) | .pid' "${out}"/memprofile-proc.*.json)"
 [[ "${parent}" =~ ^[0-9]+$ ]] || fail "no parent among the records: $(cat "${out}"/memprofile-proc.*.json)"

@@ -259,3 +259,16 @@ memory_causes() {
     esac
   done
 }
+
+# wait_sockets DIR N [PID LOG]: DIR holds N control sockets (memprofile-ctl.*.sock)
+# within 60 s (a cap: it returns as soon as they are there); fails naming
+# what is there, or LOG when PID, the service, ended first.
+wait_sockets() {
+  local dir="$1" want="$2" pid="${3:-}" log="${4:-/dev/null}" i
+  for ((i = 0; i < 600; i++)); do
+    (($(find "${dir}" -maxdepth 1 -name 'memprofile-ctl.*.sock' | wc -l) == want)) && return 0
+    [[ -z "${pid}" ]] || kill -0 "${pid}" 2> /dev/null || fail "the service ended: $(tail -5 "${log}")"
+    sleep 0.1
+  done
+  fail "not ${want} sockets in ${dir} after 60 s: $(ls "${dir}"): $(tail -5 "${log}")"
+}
