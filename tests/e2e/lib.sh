@@ -182,13 +182,19 @@ memory_seen() {
 # and may define (the defaults: the socket's pid is the host's)
 #   causes_proc_status     the service's /proc/PID/status, as it sees it
 #   causes_stop            ends the service
+#   causes_cgroup_current  the charge of the service's cgroup as its files
+#                          say, for status's to be within 8 MiB of (default:
+#                          none: a cgroup shared with other jobs moves by
+#                          more between two reads)
 # REPORT_ARGS: what report reads symbols from (--rootfs / or --image FILE).
 causes_proc_status() { cat "/proc/${CAUSES_PID}/status"; }
+causes_cgroup_current() { :; }
 causes_stop() { kill -KILL "${CAUSES_PID}" 2> /dev/null || true; }
 # shellcheck disable=SC2016 # the $a and $b are jq's
 memory_causes() {
   local where="$1" mode dir first second sock
   shift
+  CAUSES_CGROUP_CHECKED=0  # causes whose cgroup charge was compared
   for mode in heap frag mmap threads tmpfs; do
     dir="${SCRATCH}/causes-${mode}"
     mkdir -p "${dir}"
@@ -219,6 +225,14 @@ memory_causes() {
       fail "${where} ${mode}: status says RSS ${status_rss}, /proc ${proc_rss}"
     jq -e '(.cgroup.current // 0) > 0 or (.cgroup.error // "") != ""' "${dir}.status.json" > /dev/null ||
       fail "${where} ${mode}: status says nothing of the cgroup: $(jq -c .cgroup "${dir}.status.json")"
+    local cg_file cg_status
+    cg_file="$(causes_cgroup_current)"
+    if [[ -n "${cg_file}" ]]; then
+      cg_status="$(jq '.cgroup.current // -1' "${dir}.status.json")"
+      (( cg_status - cg_file < 8388608 && cg_file - cg_status < 8388608 )) ||
+        fail "${where} ${mode}: status says the cgroup holds ${cg_status}, its file ${cg_file}"
+      CAUSES_CGROUP_CHECKED=$((CAUSES_CGROUP_CHECKED + 1))
+    fi
     causes_stop
     rm -f "/dev/shm/membuckets.${CAUSES_PID}"
     "${MEMPROFILE}" report --json "$@" "${dir}/${first##*/}" "${dir}/${second##*/}" "${dir}/${first##*/}.mem.json" \
