@@ -37,7 +37,7 @@ fi
 
 packages=(
   # build
-  build-essential cmake pkg-config clang
+  build-essential cmake pkg-config clang patch
   libelf-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
   libzstd-dev zlib1g-dev libisal-dev libssl-dev
   # preflight docker://: the registry source's HTTP client, and TOML for

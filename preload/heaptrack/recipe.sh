@@ -18,6 +18,12 @@ BUNDLED="libunwind.so.8"
 
 build_recipe() {
   local src="$1" build="$2" arch="$3" triplet="$4" out="$5"
+  # heaptrack 1.5.0's fork handlers leave its lock to chance: a child forked
+  # while the timer thread holds it inherits it held, and the child's exit()
+  # waits in heaptrack_stop for ever (2 of 6 runs of a prefork server). The
+  # patch takes the lock around fork.
+  patch -d "${src}" -p1 --quiet < "$(dirname "${BASH_SOURCE[0]}")/fork-lock.patch" ||
+    { echo "preload: heaptrack: fork-lock.patch does not apply" >&2; return 1; }
   # shellcheck disable=SC2016 # $ORIGIN is for the loader, not the shell
   local flags=(-DCMAKE_BUILD_TYPE=Release -DHEAPTRACK_BUILD_GUI=OFF -DHEAPTRACK_BUILD_PRINT=OFF
     -DHEAPTRACK_BUILD_INTERPRET=OFF -DBUILD_TESTING=OFF
