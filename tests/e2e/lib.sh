@@ -112,9 +112,27 @@ seed_dist() {  # BACKEND ARCH
 # loopback port for this test alone, bounded in time; sets REGISTRY
 # (host:port) and REGISTRY_PID, which the test kills when it ends.
 start_local_registry() {
-  local port
+  local port attempt
   command -v docker-registry >/dev/null || fail "docker-registry missing (scripts/install-deps.sh installs it)"
-  port="$(free_port)"
+  # A free port can be taken by another test's server before this one binds
+  # it: then another port, at most 5 times.
+  for attempt in 1 2 3 4 5; do
+    port="$(free_port)"
+    try_local_registry "${port}" && break
+    grep -q "address already in use" "${SCRATCH}/registry.log" || break
+    echo "note: port ${port} was taken before the registry bound it (attempt ${attempt}); another"
+  done
+  if ! curl -fsS "http://127.0.0.1:${port}/v2/" >/dev/null || ! kill -0 "${REGISTRY_PID}" 2>/dev/null; then
+    fail "the registry did not start: $(cat "${SCRATCH}/registry.log")"
+  fi
+  # shellcheck disable=SC2034 # for the test that started it
+  REGISTRY="127.0.0.1:${port}"
+}
+
+# try_local_registry PORT: docker-registry on PORT, serving within 60 s (0),
+# or ended (1).
+try_local_registry() {
+  local port="$1"
   cat > "${SCRATCH}/registry.yml" <<YAML
 version: 0.1
 log:
@@ -126,13 +144,15 @@ http:
   addr: 127.0.0.1:${port}
 YAML
   timeout 1800 docker-registry serve "${SCRATCH}/registry.yml" > "${SCRATCH}/registry.log" 2>&1 &
-  # shellcheck disable=SC2034 # for the test that started it
   REGISTRY_PID=$!
-  # Up to 60 s: a loaded CI machine has made a Go server take over 10 s.
-  for _ in $(seq 300); do curl -fsS --max-time 5 "http://127.0.0.1:${port}/v2/" >/dev/null 2>&1 && break; sleep 0.2; done
-  curl -fsS "http://127.0.0.1:${port}/v2/" >/dev/null || fail "the registry did not start: $(cat "${SCRATCH}/registry.log")"
-  # shellcheck disable=SC2034 # for the test that started it
-  REGISTRY="127.0.0.1:${port}"
+  # Up to 60 s: a loaded CI machine has made a Go server take over 10 s. It
+  # is ours only while our process lives (another may answer on the port).
+  for _ in $(seq 300); do
+    kill -0 "${REGISTRY_PID}" 2>/dev/null || return 1
+    curl -fsS --max-time 5 "http://127.0.0.1:${port}/v2/" >/dev/null 2>&1 && kill -0 "${REGISTRY_PID}" 2>/dev/null && return 0
+    sleep 0.2
+  done
+  return 1
 }
 
 # jeprof_names FUNCTION ROOT PROGRAM HEAP [arm64]: jeprof's text report of a

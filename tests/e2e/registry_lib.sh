@@ -52,12 +52,21 @@ YAML
   server_pids+=($!)
 }
 
-# start_server NAME ARGS...: one of registry_servers.py's servers.
+# start_server NAME KIND ARGS...: one of registry_servers.py's servers, on a
+# port the kernel picks (no race with other tests for a chosen one); waits
+# until it serves and sets SERVED_PORT.
 start_server() {
-  local name="$1"
-  shift
-  timeout 1200 /usr/bin/python3 "${SERVERS}" "$@" > "${SCRATCH}/${name}.log" 2>&1 &
+  local name="$1" kind="$2" i
+  shift 2
+  timeout 1200 /usr/bin/python3 "${SERVERS}" "${kind}" 0 "$@" > "${SCRATCH}/${name}.log" 2>&1 &
   server_pids+=($!)
+  for ((i = 0; i < 600; i++)); do
+    SERVED_PORT="$(awk '$1 == "listening" { print $2; exit }' "${SCRATCH}/${name}.log")"
+    [[ -n "${SERVED_PORT}" ]] && return 0
+    kill -0 "${server_pids[-1]}" 2> /dev/null || break
+    sleep 0.1
+  done
+  fail "the ${name} server did not start: $(cat "${SCRATCH}/${name}.log")"
 }
 
 
@@ -65,11 +74,11 @@ start_server() {
 # REGISTRY, the fault proxy that redirects blobs to it (on another host name,
 # localhost); sets BLOB_PORT and PROXY (host:port).
 start_redirect() {  # REGISTRY STORE
-  BLOB_PORT="$(free_port)"
-  start_server blobs blobs "${BLOB_PORT}" "$2" "${SCRATCH}/blob-requests"
+  start_server blobs blobs "$2" "${SCRATCH}/blob-requests"
+  BLOB_PORT="${SERVED_PORT}"
   local proxy_port
-  proxy_port="$(free_port)"
-  start_server proxy proxy "${proxy_port}" "http://$1" "http://localhost:${BLOB_PORT}"
+  start_server proxy proxy "http://$1" "http://localhost:${BLOB_PORT}"
+  proxy_port="${SERVED_PORT}"
   wait_http "http://127.0.0.1:${proxy_port}/v2/" || fail "the proxy did not start: $(cat "${SCRATCH}/proxy.log")"
   wait_http "http://127.0.0.1:${BLOB_PORT}/" || fail "the blob server did not start: $(cat "${SCRATCH}/blobs.log")"
   # shellcheck disable=SC2034 # for the test that started it

@@ -46,6 +46,14 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     allow_reuse_address = True
 
 
+
+def serve(server):
+    """Serves on the bound port, said first on stdout ("listening PORT"):
+    with port 0 the kernel picks a free one, so no other process can take
+    it between a test choosing it and the server binding it."""
+    print("listening", server.server_address[1], flush=True)
+    server.serve_forever()
+
 def token_server(port, key_file, cert_file, issuer, user, password, refresh_token, log_file):
     import jwt
     from cryptography import x509
@@ -123,7 +131,7 @@ def token_server(port, key_file, cert_file, issuer, user, password, refresh_toke
             self.end_headers()
             self.wfile.write(body)
 
-    Server(("127.0.0.1", port), H).serve_forever()
+    serve(Server(("127.0.0.1", port), H))
 
 
 def proxy_server(port, upstream, blob_host):
@@ -286,7 +294,9 @@ def proxy_server(port, upstream, blob_host):
                 self.end_headers()
                 self.wfile.write(body)
 
-    Server(("127.0.0.1", port), H).serve_forever()
+    server = Server(("127.0.0.1", port), H)
+    port = server.server_address[1]  # the redirects name it (port 0: the kernel's)
+    serve(server)
 
 
 def blob_server(port, root, log):
@@ -319,7 +329,7 @@ def blob_server(port, root, log):
                         break
                     self.wfile.write(chunk)
 
-    Server(("127.0.0.1", port), H).serve_forever()
+    serve(Server(("127.0.0.1", port), H))
 
 
 if __name__ == "__main__":

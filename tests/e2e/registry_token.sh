@@ -14,10 +14,10 @@ source "$(dirname "$0")/registry_lib.sh"
 
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=memprofile token issuer" \
   -keyout "${SCRATCH}/token.key" -out "${SCRATCH}/token.crt" 2>/dev/null
-token_port="$(free_port)"
 refresh="refresh-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
-start_server token token "${token_port}" "${SCRATCH}/token.key" "${SCRATCH}/token.crt" memprofile-issuer alice s3cret \
+start_server token token "${SCRATCH}/token.key" "${SCRATCH}/token.crt" memprofile-issuer alice s3cret \
   "${refresh}" "${SCRATCH}/token-requests"
+token_port="${SERVED_PORT}"
 port="$(free_port)"
 start_registry tokreg "${port}" "auth:
   token:
