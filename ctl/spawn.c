@@ -173,7 +173,6 @@ void spawn_remember(const char* settings) {
 void spawn_scope(const char* profiler, const char* settings) {
   struct stat st;
   if (stat("/proc/self/exe", &st) != 0) return;  // no /proc: said by the constructor
-  
   each_setting(settings, drop_setting);
   preload_drop(profiler, NULL);
   target_dev = st.st_dev;
@@ -320,7 +319,6 @@ __attribute__((visibility("default"))) int posix_spawn(pid_t* pid, const char* p
                                                        const posix_spawn_file_actions_t* actions,
                                                        const posix_spawnattr_t* attr, char* const argv[],
                                                        char* const envp[]) {
-  
   if (!real_spawn) return ENOSYS;
   if (!is_target_file(path)) return real_spawn(pid, path, actions, attr, argv, envp);
 #define CALL(e) real_spawn(pid, path, actions, attr, argv, e)
@@ -344,7 +342,6 @@ __attribute__((visibility("default"))) int posix_spawnp(pid_t* pid, const char* 
                                                         const posix_spawn_file_actions_t* actions,
                                                         const posix_spawnattr_t* attr, char* const argv[],
                                                         char* const envp[]) {
-  
   if (!real_spawnp) return ENOSYS;
   if (!__atomic_load_n(&scoped, __ATOMIC_ACQUIRE) || !*file) return real_spawnp(pid, file, actions, attr, argv, envp);
   return spawnp_target(pid, file, actions, attr, argv, envp);
