@@ -58,6 +58,9 @@ YAML
 start_server() {
   local name="$1" kind="$2" i
   shift 2
+  # The log exists before the server starts: the background job opens it
+  # later than this shell may first read it.
+  : > "${SCRATCH}/${name}.log"
   timeout 1200 /usr/bin/python3 "${SERVERS}" "${kind}" 0 "$@" > "${SCRATCH}/${name}.log" 2>&1 &
   server_pids+=($!)
   for ((i = 0; i < 600; i++)); do
