@@ -39,17 +39,13 @@ work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT
 mkdir -p "${work}/src" "${work}/build" "${out}"
 
-if [[ "${backend}" == bytehound ]]; then
-  vendored="$(preload_cache)/sources/${VENDORED_NAME}"
-  if [[ -e "${vendored}" ]]; then
-    tar -C "${work}/src" --strip-components=1 -xzf "${vendored}"
-  else
-    curl --fail --location --silent --connect-timeout 20 -o "${work}/src.tar.gz" "${SOURCE_URLS[0]}" 2>/dev/null ||
-      die "cannot fetch bytehound ${VERSION}: download ${SOURCE_URLS[0]} (or make the offline source with preload/bytehound/vendor.sh) and put it at ${vendored}"
-    tar -C "${work}/src" --strip-components=1 -xzf "${work}/src.tar.gz"
-  fi
-  verify_source "${work}/src"
-  source_pin="git tree ${TREE} (commit ${COMMIT})"
+# A recipe with a source of its own (bytehound: a git tree id, two build
+# paths) prepares it; the others are one pinned tarball.
+BUILD_PATH=""
+if declare -F prepare_source >/dev/null; then
+  SOURCE_PIN=""
+  prepare_source "${work}/src"  # sets SOURCE_PIN, BUILD_PATH
+  source_pin="${SOURCE_PIN}"
 else
   tarball="$(fetch "${SOURCE_NAME}" "${SOURCE_SHA256}" "${SOURCE_URLS[@]}")"
   tar -C "${work}/src" --strip-components=1 -xf "${tarball}"
@@ -70,5 +66,6 @@ needed="$(printf '%s' "${report}" | grep -o '"needed":\[[^]]*\]' | sed 's/"neede
 write_manifest "${out}" backend="${backend}" version="${VERSION}" source="${SOURCE_NAME}" source_pin="${source_pin}" \
   arch="${arch}" triplet="${triplet}" glibc_required="${glibc}" needed="${needed}" build_flags="${BUILD_FLAGS}" \
   library="${LIBRARY}" install_path="${INSTALL_PATH}" env="${ENV_VARS}" bundled="${BUNDLED:-}" \
+  build_path="${BUILD_PATH:-from source}" \
   recipe_key="$(recipe_key "${backend}")"
 echo "preload: ${lib} (${arch}, needs ${glibc:-no GLIBC_ version}; ${needed})" >&2

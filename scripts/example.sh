@@ -40,7 +40,7 @@ mk() { make -C "${root}" --no-print-directory SKIP_DEPS=true CONTAINER_ENGINE="$
 
 case "${backend}" in
   jemalloc | heaptrack) ;;
-  *) echo "example: BACKEND=${backend}: the example shows jemalloc or heaptrack profiles (bytehound needs crates.io to build)" >&2; exit 2 ;;
+  *) echo "example: BACKEND=${backend}: the example ends with memprofile report, which reads jemalloc and heaptrack profiles (not yet bytehound's .dat)" >&2; exit 2 ;;
 esac
 rm -rf "${work}"
 mkdir -p "${work}/profile"

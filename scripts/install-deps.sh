@@ -35,6 +35,21 @@ if [[ "${1:-}" == --image-build ]]; then
   exit 0
 fi
 
+# The crates bytehound's preload library needs that Debian ships at a
+# compatible version (the others come in its offline bundle). winapi* are
+# never compiled on Linux, but cargo's resolver needs memmap's Windows-only
+# dependency to exist.
+bytehound_crates=(
+  librust-ahash-0.7-dev librust-autocfg-dev librust-bitflags-dev librust-byteorder-dev
+  librust-cc-dev librust-cfg-if-dev librust-cty-dev librust-fallible-iterator-dev
+  librust-fs-extra-dev librust-getrandom-dev librust-lazy-static-dev librust-libc-dev
+  librust-lock-api-dev librust-log-dev librust-memmap-dev librust-once-cell-dev
+  librust-parking-lot-dev librust-parking-lot-core-dev librust-plain-dev
+  librust-proc-macro2-dev librust-quote-dev librust-syn-dev librust-scopeguard-dev
+  librust-semver-0.9-dev librust-semver-parser-0.7-dev librust-smallvec-dev
+  librust-stable-deref-trait-dev librust-unicode-ident-dev librust-version-check-dev
+  librust-winapi-dev librust-winapi-i686-pc-windows-gnu-dev librust-winapi-x86-64-pc-windows-gnu-dev
+)
 packages=(
   # build
   build-essential cmake pkg-config clang patch
@@ -66,6 +81,9 @@ packages=(
   # real servers with real process trees: prefork workers (nginx), a backend
   # per connection (PostgreSQL); the tests start their own, on loopback
   nginx-light postgresql-15
+  # bytehound built offline (preload/bytehound/recipe.sh): Debian's crates,
+  # and what the private rustc-web toolchain's cargo links (scripts/rust-web.sh)
+  "${bytehound_crates[@]}" libgit2-1.5 libssh2-1 libsqlite3-0 libcurl4
   # lint and the bats tests run on Node.js tools (devtools/node/package.json)
   shellcheck
 )
@@ -94,6 +112,10 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# bytehound needs rustc >= 1.66; bookworm's rustc (1.63) stays for the
+# fixtures, and Debian's rustc-web is unpacked beside it.
+bash "$(dirname "$0")/rust-web.sh" >/dev/null
 
 # qemu-user-static registers arm64 through binfmt_misc; the filesystem is not
 # always mounted in containers and CI machines.

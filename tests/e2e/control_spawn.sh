@@ -2,7 +2,7 @@
 # The profiler stays with the profiled program (ctl/spawn.c). A service that
 # runs a shell through system(), cat through posix_spawnp and tar through
 # execvp in a forked child, then re-execs itself as a worker: under
-# jemalloc and heaptrack the shell, cat and tar map neither the profiler
+# jemalloc, heaptrack and bytehound the shell, cat and tar map neither the profiler
 # nor the control library and leave no profile, while the worker (the same
 # program exec'd again) is profiled and served as the first process is.
 # The worker is exec'd with an environment of its own (PATH alone), as
@@ -17,9 +17,21 @@ gcc -O1 -g -pthread -o "${SCRATCH}/spawner" "${E2E_ROOT}/tests/fixtures/src/spaw
 JEMALLOC="$(preload_dist jemalloc amd64)/libjemalloc.so.2"
 HEAPTRACK="$(preload_dist heaptrack amd64)/libheaptrack_preload.so"
 
-for backend in jemalloc heaptrack; do
+backends=(jemalloc heaptrack)
+# bytehound where its offline bundle is (preload/README.md).
+# shellcheck source=preload/bytehound/recipe.sh
+if (source "${E2E_ROOT}/preload/lib.sh" && source "${E2E_ROOT}/preload/bytehound/recipe.sh" &&
+    [[ -n "$(PRELOAD_CACHE="$(memprofile_cache)/preload" find_bundle)" ]]); then
+  BYTEHOUND="$(preload_dist bytehound amd64)/libbytehound.so"
+  backends+=(bytehound)
+else
+  echo "skip: bytehound (no offline bundle to build it)"
+fi
+
+for backend in "${backends[@]}"; do
   lib="${JEMALLOC}"
   [[ "${backend}" == heaptrack ]] && lib="${HEAPTRACK}"
+  [[ "${backend}" == bytehound ]] && lib="${BYTEHOUND}"
   out="${SCRATCH}/out-${backend}" maps="${SCRATCH}/maps-${backend}"
   mkdir -p "${out}" "${maps}"
   "${LAUNCHER}" exec --output-dir "${out}" --min-free-mb 1 --backend "${backend}" --preload "${lib}" -- \
@@ -32,8 +44,8 @@ for backend in jemalloc heaptrack; do
   grep -q libmemprofile_ctl "${maps}/worker.maps" || fail "${backend}: the worker has no control library"
   worker="$(cat "${maps}/worker.pid")" tar="$(cat "${maps}/tar.pid")"
   # Profiles: the first process's and the worker's, no other pid's.
-  mapfile -t pids < <(find "${out}" -maxdepth 1 \( -name 'jeprof.*.heap' -o -name 'heaptrack.*.raw' \) -printf '%f\n' |
-    sed -E 's/^(jeprof|heaptrack)\.([0-9]+)\..*/\2/' | sort -un)
+  mapfile -t pids < <(find "${out}" -maxdepth 1 \( -name 'jeprof.*.heap' -o -name 'heaptrack.*.raw' -o -name 'memory-profiling_*.dat' \) \
+    -printf '%f\n' | sed -E 's/^(jeprof|heaptrack)\.([0-9]+)\..*/\2/; s/^memory-profiling_.*_([0-9]+)\.dat$/\1/' | sort -un)
   [[ "${#pids[@]}" == 2 && " ${pids[*]} " == *" ${worker} "* && " ${pids[*]} " != *" ${tar} "* ]] ||
     fail "${backend}: profiles of pids ${pids[*]} (the worker is ${worker}, tar ${tar}): $(ls "${out}")"
   [[ -e "${out}/memprofile-proc.${worker}.json" ]] || fail "${backend}: the worker was not served: $(ls "${out}")"

@@ -45,13 +45,15 @@ expect_fail "${SCRATCH}/wrong-arch.log" "PRELOAD_WRONG_ARCH" "a wrong-arch prelo
   --build-arg 'APP_CMD=["0"]' --build-arg APP_USER=nobody -t localhost/wrong-arch:test "${SCRATCH}/ctx"
 grep -q 'preflight --rootfs / --trace-loader' "${SCRATCH}/wrong-arch.log" || fail "not the verify step that failed"
 
-# bytehound: the Dockerfile path up to the network fetch.
+# bytehound with no offline bundle (BYTEHOUND_BUNDLE=none), no network and
+# no vendored source: the default backend's path stops at the fetch, naming
+# what to put where.
 vendored="$(find "${CACHE}/preload/sources" -maxdepth 1 -name "bytehound-*-vendored.tar.gz" -print -quit 2>/dev/null || true)"
 if [[ -z "${vendored}" ]]; then
   rm -rf "${DIST}/preload/bytehound"
-  expect_fail "${SCRATCH}/bytehound.log" "cannot fetch bytehound 0.11.0: download" \
-    "bytehound without network or vendored source stops at the fetch, naming what to download" -- \
-    env PRELOAD_CACHE="${CACHE}/preload" make -C "${E2E_ROOT}" --no-print-directory SKIP_DEPS=true CONTAINER_ENGINE=buildah \
+  expect_fail "${SCRATCH}/bytehound.log" "cannot fetch bytehound 0.11.0: put the offline bundle" \
+    "bytehound without bundle, network or vendored source stops at the fetch, naming what to download" -- \
+    env BYTEHOUND_BUNDLE=none PRELOAD_CACHE="${CACHE}/preload" make -C "${E2E_ROOT}" --no-print-directory SKIP_DEPS=true CONTAINER_ENGINE=buildah \
     PULL_POLICY=never DIST="${DIST}" IMAGE_WORK_DIR="${SCRATCH}/image" image-memprofile APP_IMAGE=localhost/leaky:amd64
   grep -q "preflight of the app image" "${SCRATCH}/bytehound.log" || fail "bytehound is not the default backend's path"
 else

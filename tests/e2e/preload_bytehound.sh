@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# bytehound cannot be fetched or compiled here (GitHub, crates.io): what the
-# recipe decides without the network is tested.
+# bytehound's recipe: what it decides without the network, the offline
+# bundle's checks, and (where the bundle is, see preload/README.md) the
+# offline build for amd64 and arm64, run for real: LD_PRELOAD and exec
+# record a .dat.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=preload/lib.sh
@@ -22,8 +24,11 @@ env_arm64="$(cargo_env arm64 aarch64-linux-gnu)"
 pass "toolchain and cross settings"
 
 cargo_line="$(cargo_args arm64)"
-[[ "${cargo_line}" == "build --release --locked -p bytehound-preload --target aarch64-unknown-linux-gnu --features nightly" ]] ||
+[[ "${cargo_line}" == "build --release -p bytehound-preload --target aarch64-unknown-linux-gnu --locked --features nightly" ]] ||
   fail "cargo arguments: ${cargo_line}"
+[[ "$(cargo_args amd64 offline)" == "build --release -p bytehound-preload --target x86_64-unknown-linux-gnu --offline" ]] ||
+  fail "offline cargo arguments: $(cargo_args amd64 offline)"
+[[ "$(cargo_env arm64 aarch64-linux-gnu offline)" != *RUSTUP_TOOLCHAIN* ]] || fail "the offline build asks rustup for a toolchain"
 mkdir -p "${SCRATCH}/src/vendor"
 [[ "$(SRC_DIR="${SCRATCH}/src" cargo_args amd64)" == *"--offline"* ]] || fail "a vendored tree does not build offline"
 pass "cargo arguments; vendored trees build offline"
@@ -39,10 +44,124 @@ if out=$( (verify_source "${SCRATCH}/tree") 2>&1); then fail "a wrong tree passe
 [[ "${out}" == *"not the pinned ${TREE}"* ]] || fail "unclear verification message"
 pass "source verification by git tree id"
 
-# Without network and without the vendored source: the exact file to provide.
-if out=$(PRELOAD_CACHE="${SCRATCH}/cache" "${E2E_ROOT}/preload/build.sh" bytehound arm64 "${SCRATCH}/out" 2>&1); then
+# Without network, bundle or vendored source: the exact files to provide.
+if out=$(BYTEHOUND_BUNDLE=none PRELOAD_CACHE="${SCRATCH}/cache" "${E2E_ROOT}/preload/build.sh" bytehound arm64 "${SCRATCH}/out" 2>&1); then
   fail "bytehound build succeeded without its source"
 fi
-[[ "${out}" == *"cannot fetch bytehound 0.11.0: download https://github.com/koute/bytehound/archive/${COMMIT}.tar.gz"*"put it at ${SCRATCH}/cache/sources/bytehound-0.11.0-vendored.tar.gz"* ]] ||
+[[ "${out}" == *"put the offline bundle bytehound-0.11.0-offline.tar.gz at ${SCRATCH}/cache/sources/"*"download https://github.com/koute/bytehound/archive/${COMMIT}.tar.gz"*"put it at ${SCRATCH}/cache/sources/bytehound-0.11.0-vendored.tar.gz"* ]] ||
   fail "unclear message without source: ${out}"
+if out=$(BYTEHOUND_BUNDLE="${SCRATCH}/nothing.tar.gz" "${E2E_ROOT}/preload/build.sh" bytehound amd64 "${SCRATCH}/out" 2>&1); then
+  fail "a missing BYTEHOUND_BUNDLE was ignored"
+fi
+[[ "${out}" == *"BYTEHOUND_BUNDLE=${SCRATCH}/nothing.tar.gz: no such file"* ]] || fail "unclear missing-bundle message: ${out}"
 pass "no network: names what to download and where"
+
+bundle="$(find_bundle)"
+if [[ -z "${bundle}" ]]; then
+  echo "skip: no offline bundle (${BUNDLE_NAME} in $(preload_cache)/sources or ../shared/vendor/bytehound beside the clone): the offline build and its runs are not tested here"
+  exit 0
+fi
+
+# The bundle's checks: the tree by its id (one absent blob named), each
+# crate by its pinned digest; a changed, an unknown, a missing or a linked
+# crate is refused in one line naming it.
+mkdir -p "${SCRATCH}/bundle"
+tar -C "${SCRATCH}/bundle" --strip-components=1 -xzf "${bundle}"
+crates="${SCRATCH}/bundle/crates"
+(verify_source "${SCRATCH}/bundle/bytehound-0.11.0" "${BUNDLE_MISSING[@]}") || fail "the bundle's tree is refused"
+if (verify_source "${SCRATCH}/bundle/bytehound-0.11.0") 2> /dev/null; then fail "a tree lacking a blob passed without it being named"; fi
+(verify_crates "${crates}") || fail "the bundle's crates are refused"
+refused() {  # PATTERN: verify_crates fails, saying PATTERN
+  local out
+  if out="$( (verify_crates "${crates}") 2>&1)"; then fail "verify_crates passed: expected ${1}"; fi
+  [[ "${out}" == *"$1"* ]] || fail "verify_crates said: ${out}; expected ${1}"
+}
+cp "${crates}/glob-0.2.11/src/lib.rs" "${SCRATCH}/lib.rs"
+echo "// changed" >> "${crates}/glob-0.2.11/src/lib.rs"
+refused "glob-0.2.11: content digest"
+cp "${SCRATCH}/lib.rs" "${crates}/glob-0.2.11/src/lib.rs"
+mkdir "${crates}/evil-1.0.0"
+refused "evil-1.0.0: not a crate the recipe pins"
+rmdir "${crates}/evil-1.0.0"
+mv "${crates}/lru-0.6.6" "${SCRATCH}/lru"
+refused "lacks lru-0.6.6"
+mv "${SCRATCH}/lru" "${crates}/lru-0.6.6"
+ln -s /etc/passwd "${crates}/glob-0.2.11/passwd"
+refused "holds a symbolic link"
+rm "${crates}/glob-0.2.11/passwd"
+(verify_crates "${crates}") || fail "the restored crates are refused"
+pass "the bundle: tree id with its one absent blob named; each crate pinned (changed, unknown, missing, linked: refused)"
+
+amd64="$(preload_dist bytehound amd64)"
+grep -q '"build_path": "offline: ' "${amd64}/manifest.json" || fail "the manifest does not say the offline path built it"
+grep -q '"source_pin": "git tree fff5177' "${amd64}/manifest.json" || fail "source pin"
+"${MEMPROFILE}" check --preload "${amd64}/libbytehound.so" "${FIXTURES}/leak" > /dev/null || fail "check refuses the built library"
+pass "built offline for amd64 ($(jq -r .build_flags "${amd64}/manifest.json"))"
+
+# It records: LD_PRELOAD alone, and through exec with the control library
+# (one .dat per process, the program's output and exit code unchanged).
+mkdir -p "${SCRATCH}/plain"
+want="$("${FIXTURES}/leak" leak 8)"
+got="$(LD_PRELOAD="${amd64}/libbytehound.so" MEMORY_PROFILER_OUTPUT="${SCRATCH}/plain/p_%p.dat" "${FIXTURES}/leak" leak 8)" ||
+  fail "the program fails under bytehound"
+[[ "${got}" == "${want}" ]] || fail "bytehound changed the program's output: ${got}"
+dat="$(find "${SCRATCH}/plain" -name 'p_*.dat' -size +1k -print -quit)"
+[[ -n "${dat}" ]] || fail "LD_PRELOAD of bytehound wrote no .dat"
+# A prefork server (tests/fixtures/src/prefork.c): workers forked without
+# exec, ending with exit() and with _exit(), and short-lived children. The
+# parent's profiler heap must not be shared with them (unpatched, the parent
+# crashed at exit after its first fork: memfd-map-private.patch).
+gcc -O1 -g -o "${SCRATCH}/prefork" "${E2E_ROOT}/tests/fixtures/src/prefork.c"
+for mode in exit _exit; do
+  mkdir -p "${SCRATCH}/prefork-${mode}"
+  LD_PRELOAD="${amd64}/libbytehound.so" MEMORY_PROFILER_OUTPUT="${SCRATCH}/prefork-${mode}/p_%p.dat" \
+    "${SCRATCH}/prefork" 2 5 64 "${mode}" 20 > "${SCRATCH}/prefork-${mode}.log" 2>&1 ||
+    fail "a prefork server (workers end with ${mode}) fails under bytehound: exit $?: $(tail -3 "${SCRATCH}/prefork-${mode}.log")"
+done
+find "${SCRATCH}/prefork-exit" -name 'p_*.dat' -size +1k | grep -q . || fail "the prefork server's parent wrote no .dat"
+pass "a prefork server under bytehound ends as it does without it (workers ending with exit and _exit, 20 short-lived children)"
+
+out="${SCRATCH}/exec"
+mkdir -p "${out}"
+MEMPROFILE_CTL_LIBRARY="${BUILD_DIR}/ctl/libmemprofile_ctl.so" "${MEMPROFILE}" exec --backend bytehound \
+  --preload "${amd64}/libbytehound.so" --output-dir "${out}" --min-free-mb 1 -- "${FIXTURES}/leak" leak 8 \
+  > "${SCRATCH}/exec.log" 2>&1 || fail "exec --backend bytehound failed: $(cat "${SCRATCH}/exec.log")"
+record="$(find "${out}" -name 'memprofile-proc.*.json' -print -quit)"
+pid="${record##*memprofile-proc.}"
+pid="${pid%.json}"
+find "${out}" -name "memory-profiling_*_${pid}.dat" -size +1k | grep -q . || fail "exec wrote no .dat for process ${pid}: $(ls "${out}")"
+pass "it records: LD_PRELOAD and exec --backend bytehound each wrote a .dat ($(stat -c %s "${dat}") bytes)"
+
+# arm64: cross-built the same way, and recording under qemu-user in a
+# Debian bookworm arm64 root (chroot in a mount namespace of its own, on an
+# overlay, so the shared root stays read-only). Unpatched, bytehound's own
+# allocator aborted here ("memory allocation of 8 bytes failed"; see
+# preload/bytehound/memfd-map-flags.patch).
+arm64="$(preload_dist bytehound arm64)"
+grep -q '"arch": "arm64"' "${arm64}/manifest.json" || fail "arm64 manifest"
+"${MEMPROFILE}" check --preload "${arm64}/libbytehound.so" "${FIXTURES}/arm64-dynamic" > /dev/null ||
+  fail "the arm64 library is refused for an arm64 program"
+if "${MEMPROFILE}" check --preload "${arm64}/libbytehound.so" "${FIXTURES}/dynamic" > /dev/null; then
+  fail "the arm64 library is accepted for an amd64 program"
+fi
+pass "cross-built offline for arm64, and checked against both architectures"
+[[ "${EUID}" == 0 ]] || { echo "skip: the arm64 run needs root (a mount namespace and chroot)"; exit 0; }
+arm_root="$("${E2E_ROOT}/tests/fixtures/rootfs.sh" arm64)"
+mkdir -p "${SCRATCH}/upper" "${SCRATCH}/work" "${SCRATCH}/root"
+cat > "${SCRATCH}/inside.sh" <<'SH'
+set -o errexit -o nounset -o pipefail
+root="${SCRATCH}/root"
+mount -t overlay overlay -o "lowerdir=${ARM_ROOT},upperdir=${SCRATCH}/upper,workdir=${SCRATCH}/work" "${root}"
+mount -t proc proc "${root}/proc"
+mkdir -p "${root}/opt/t" "${root}/out"
+cp "${LIBRARY}" "${PROGRAM}" "${root}/opt/t/"
+timeout 600 chroot "${root}" env LD_PRELOAD=/opt/t/libbytehound.so MEMORY_PROFILER_USE_SHADOW_STACK=0 \
+  MEMORY_PROFILER_LOGFILE=/out/bytehound.log MEMORY_PROFILER_OUTPUT=/out/p_%p.dat /opt/t/arm64-leak leak 8
+SH
+export SCRATCH
+ARM_ROOT="${arm_root}" LIBRARY="${arm64}/libbytehound.so" PROGRAM="${FIXTURES}/arm64-leak" \
+  unshare --mount --propagation private bash "${SCRATCH}/inside.sh" > "${SCRATCH}/arm64.log" 2>&1 ||
+  fail "arm64 under bytehound: $(tail -5 "${SCRATCH}/arm64.log")"
+dat="$(find "${SCRATCH}/upper/out" -name 'p_*.dat' -size +1k -print -quit)"
+[[ -n "${dat}" ]] || fail "arm64: no .dat: $(tail -5 "${SCRATCH}/upper/out/bytehound.log" 2>&1)"
+pass "arm64 under qemu: a .dat of $(stat -c %s "${dat}") bytes"

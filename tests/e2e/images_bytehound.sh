@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# bytehound, the default backend, in an image: make image-memprofile with no
+# BACKEND layers the offline-built libbytehound.so (preload/README.md) onto
+# the example app; the build's own verify step traces the loader, the result
+# is READY, and running it as a container would records a .dat of the app's
+# process, written by the app's user.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/e2e/images_lib.sh
+source "$(dirname "$0")/images_lib.sh"
+# shellcheck source=preload/lib.sh
+source "${E2E_ROOT}/preload/lib.sh"
+# shellcheck source=preload/bytehound/recipe.sh
+source "${E2E_ROOT}/preload/bytehound/recipe.sh"
+
+if [[ -z "$(PRELOAD_CACHE="$(memprofile_cache)/preload" find_bundle)" ]]; then
+  echo "skip: no offline bundle for bytehound (${BUNDLE_NAME}; preload/README.md): the bytehound image is not built here"
+  exit 77
+fi
+seed_dist bytehound amd64
+example_app amd64
+image=localhost/leaky:bytehound
+drop_at_exit "${image}"
+mk image-memprofile APP_IMAGE=localhost/leaky:amd64 MEMPROFILE_IMAGE_TAG=bytehound > "${SCRATCH}/build.log" 2>&1 ||
+  { cat "${SCRATCH}/build.log" >&2; fail "make image-memprofile (the default backend)"; }
+grep -q "LOADER_TRACED" "${SCRATCH}/build.log" || fail "the build's own verify step did not trace the loader"
+"${MEMPROFILE}" preflight "${SCRATCH}/image/image.tar" > "${SCRATCH}/preflight" || fail "the image is not READY: $(cat "${SCRATCH}/preflight")"
+grep -q "^READY: a preload profiler will attach to /usr/local/bin/leaky" "${SCRATCH}/preflight" || fail "READY for the wrong program"
+config="$(buildah inspect --type image "${image}" | jq -c .OCIv1.config)"
+[[ "$(jq -r '.Labels["io.memprofile.backend"]' <<<"${config}")" == bytehound &&
+   "$(jq -r '.Labels["io.memprofile.backend.version"]' <<<"${config}")" == 0.11.0 ]] || fail "backend labels: ${config}"
+pass "built with the default backend, verified in the build, READY"
+
+run_entrypoint "${image}" "${SCRATCH}/out" 1.5 > "${SCRATCH}/run.log" 2>&1 || { cat "${SCRATCH}/run.log" >&2; fail "run"; }
+grep -q "memprofile: info: profiling /usr/local/bin/leaky with bytehound" "${SCRATCH}/run.log" || fail "no start line: $(cat "${SCRATCH}/run.log")"
+grep -q "leaky: leaked" "${SCRATCH}/run.log" || fail "the app did not run to its end"
+record="$(find "${SCRATCH}/out" -name 'memprofile-proc.*.json' -print -quit)"
+pid="$(jq -r .pid "${record}")"
+dat="$(find "${SCRATCH}/out" -name "memory-profiling_leaky_*_${pid}.dat" -size +1k -print -quit)"
+[[ -n "${dat}" ]] || fail "no .dat of process ${pid}: $(ls -l "${SCRATCH}/out")"
+[[ "$(stat -c %U "${dat}")" == nobody ]] || fail "the .dat was not written by the app's user"
+pass "the image records: $(basename "${dat}"), $(stat -c %s "${dat}") bytes, by the app's user"
