@@ -19,12 +19,19 @@ depends_on() {
   apt-cache depends "$1" 2>/dev/null | awk -v re="$2" '$1 == "Depends:" && $2 ~ re { print $2; exit }'
 }
 
-version="$(apt-cache policy rustc-web 2>/dev/null | awk '$1 == "Candidate:" { print $2 }')"
-[[ -n "${version}" && "${version}" != "(none)" ]] || die "the archive has no rustc-web (bookworm main or bookworm-security)"
-if [[ "$(cat "${dir}/.version" 2>/dev/null)" == "${version}" && -x "${dir}/usr/bin/cargo" ]]; then
+candidate() { apt-cache policy rustc-web 2>/dev/null | awk '$1 == "Candidate:" && $2 != "(none)" { print $2 }'; }
+version="$(candidate)"
+if [[ -z "${version}" ]]; then
+  # No package lists (a machine or image that cleaned them): fetch them.
+  apt-get update -qq || true
+  version="$(candidate)"
+fi
+if [[ -x "${dir}/usr/bin/cargo" && -f "${dir}/.version" ]] &&
+   [[ -z "${version}" || "$(cat "${dir}/.version")" == "${version}" ]]; then
   echo "${dir}"
   exit 0
 fi
+[[ -n "${version}" ]] || die "the archive has no rustc-web (bookworm main or bookworm-security)"
 std="$(depends_on libstd-rust-web-dev '^libstd-rust-web-[0-9]')"
 llvm="$(depends_on "${std}" '^libllvm[0-9]+$')"
 [[ -n "${std}" && -n "${llvm}" ]] || die "cannot tell which libstd-rust-web/libllvm rustc-web ${version} needs"

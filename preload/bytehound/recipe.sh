@@ -221,6 +221,7 @@ build_offline() {
   here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
   target="$(rust_target "${arch}")"
   bin="$(rust_web)"
+  BUILD_PATH="${BUILD_PATH} with $(LD_LIBRARY_PATH="$(rust_web_libs)" "${bin}/rustc" --version | cut -d' ' -f1-2)"
   [[ -d "${RUST_WEB}/usr/lib/rustlib/${target}" ]] ||
     die "the toolchain at ${RUST_WEB} has no standard library for ${target} (scripts/install-deps.sh unpacks libstd-rust-web-dev:arm64 there when dpkg has arm64)"
   mkdir -p "${build}/cargo-home"
