@@ -26,8 +26,12 @@ if [[ -z "${version}" ]]; then
   apt-get update -qq || true
   version="$(candidate)"
 fi
+# What is unpacked: the version and whether arm64's standard library is
+# there (dpkg may have gained arm64 since), kept in .version.
+arm64=no
+dpkg --print-foreign-architectures | grep -qx arm64 && arm64=yes
 if [[ -x "${dir}/usr/bin/cargo" && -f "${dir}/.version" ]] &&
-   [[ -z "${version}" || "$(cat "${dir}/.version")" == "${version}" ]]; then
+   [[ -z "${version}" || "$(cat "${dir}/.version")" == "${version} arm64=${arm64}" ]]; then
   echo "${dir}"
   exit 0
 fi
@@ -35,18 +39,21 @@ fi
 std="$(depends_on libstd-rust-web-dev '^libstd-rust-web-[0-9]')"
 llvm="$(depends_on "${std}" '^libllvm[0-9]+$')"
 [[ -n "${std}" && -n "${llvm}" ]] || die "cannot tell which libstd-rust-web/libllvm rustc-web ${version} needs"
-packages=(rustc-web cargo-web libstd-rust-web-dev "${std}" "${llvm}")
+# One version for all: the arm64 index of bookworm-security can lag behind.
+packages=("rustc-web=${version}" "cargo-web=${version}" "libstd-rust-web-dev=${version}" "${std}=${version}" "${llvm}")
 # The arm64 standard library, for cross builds (only its rlibs are used).
-dpkg --print-foreign-architectures | grep -qx arm64 && packages+=("libstd-rust-web-dev:arm64" "${std}:arm64")
+[[ "${arm64}" == yes ]] && packages+=("libstd-rust-web-dev:arm64=${version}" "${std}:arm64=${version}")
 
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT
-chmod 0755 "${work}"  # apt's sandbox user writes the downloads
-(cd "${work}" && apt-get download -qq "${packages[@]}" 2>/dev/null) || die "apt-get download ${packages[*]} failed"
+# apt downloads as its sandbox user when it may write there.
+if ((EUID == 0)) && id _apt > /dev/null 2>&1; then chown _apt "${work}"; fi
+(cd "${work}" && apt-get download -qq "${packages[@]}" > "${work}/apt.log" 2>&1) ||
+  die "apt-get download ${packages[*]} failed: $(grep -m1 '^E:' "${work}/apt.log" || tail -1 "${work}/apt.log")"
 rm -rf "${dir}.new"
 mkdir -p "${dir}.new"
 for deb in "${work}"/*.deb; do dpkg-deb -x "${deb}" "${dir}.new"; done
-echo "${version}" > "${dir}.new/.version"
+echo "${version} arm64=${arm64}" > "${dir}.new/.version"
 rm -rf "${dir}"
 mv "${dir}.new" "${dir}"
 echo "${dir}"

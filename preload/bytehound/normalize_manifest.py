@@ -37,11 +37,11 @@ def value(v):
     if isinstance(v, (int, float)):
         return str(v)
     if isinstance(v, str):
-        return json.dumps(v)
+        return json.dumps(v, ensure_ascii=False)
     if isinstance(v, list):
         return '[' + ', '.join(value(x) for x in v) + ']'
     if isinstance(v, dict):
-        return '{' + ', '.join(json.dumps(k) + ' = ' + value(x) for k, x in v.items()) + '}'
+        return '{' + ', '.join(json.dumps(k, ensure_ascii=False) + ' = ' + value(x) for k, x in v.items()) + '}'
     raise TypeError(v)
 
 
@@ -49,8 +49,8 @@ def emit(out, path, table, inline_children):
     """TOML out of the parsed table: dependency and feature tables inline."""
     scalars = {k: v for k, v in table.items() if inline_children or not isinstance(v, dict)}
     if path:
-        out.append('[' + '.'.join(json.dumps(p) for p in path) + ']')
-    out.extend(json.dumps(k) + ' = ' + value(v) for k, v in scalars.items())
+        out.append('[' + '.'.join(json.dumps(p, ensure_ascii=False) for p in path) + ']')
+    out.extend(json.dumps(k, ensure_ascii=False) + ' = ' + value(v) for k, v in scalars.items())
     out.append('')
     for k, v in table.items():
         if k not in scalars:

@@ -41,12 +41,17 @@ BUILD_PATH=""
 
 # tree_id DIR: git's tree id of DIR's content (what the pin is checked against).
 # PATH=BLOB arguments are entries absent from DIR, taken by their blob id.
+# The bytes are hashed as they are: no user or system git config, and no
+# attribute (the tree's own .gitattributes say `text eol=lf`, under which a
+# CRLF copy would hash the same) converts them.
 tree_id() {
   local dir="$1" tmp entry
   shift
   tmp="$(mktemp -d)"
+  export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
   GIT_DIR="${tmp}" GIT_WORK_TREE="${dir}" git init -q
-  GIT_DIR="${tmp}" GIT_WORK_TREE="${dir}" git add -A -f .
+  printf '* -text !eol -filter -ident !working-tree-encoding\n' > "${tmp}/info/attributes"
+  GIT_DIR="${tmp}" GIT_WORK_TREE="${dir}" git -c core.autocrlf=false add -A -f .
   for entry in "$@"; do
     GIT_DIR="${tmp}" git update-index --add --cacheinfo "100644,${entry#*=},${entry%%=*}"
   done
@@ -96,8 +101,13 @@ cargo_args() {
 # Verifies an unpacked source tree against the pinned tree id (PATH=BLOB
 # arguments: entries the tree may lack, see BUNDLE_MISSING).
 verify_source() {
-  local got dir="$1"
+  local got dir="$1" entry
   shift
+  # An entry the tree may lack must be absent: present, any bytes would pass.
+  for entry in "$@"; do
+    [[ ! -e "${dir}/${entry%%=*}" && ! -L "${dir}/${entry%%=*}" ]] ||
+      die "${dir}/${entry%%=*}: the bundle's tree lacks this file by design (taken by its blob id), yet it is there"
+  done
   got="$(tree_id "${dir}" "$@")"
   [[ "${got}" == "${TREE}" ]] || die "bytehound source tree is ${got}, not the pinned ${TREE} (tag ${VERSION})"
 }
@@ -107,7 +117,7 @@ verify_source() {
 find_bundle() {
   local here candidate candidates
   here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-  candidates=("$(preload_cache)/sources/${BUNDLE_NAME}" "${here}/../../../shared/vendor/bytehound/${BUNDLE_NAME}")
+  candidates=("$(preload_cache)/sources/${BUNDLE_NAME}" "$(cd "${here}/../../.." && pwd)/shared/vendor/bytehound/${BUNDLE_NAME}")
   if [[ -n "${BYTEHOUND_BUNDLE:-}" ]]; then
     [[ "${BYTEHOUND_BUNDLE}" == none ]] && return 0
     [[ -f "${BYTEHOUND_BUNDLE}" ]] || die "BYTEHOUND_BUNDLE=${BYTEHOUND_BUNDLE}: no such file"
@@ -125,12 +135,14 @@ find_bundle() {
 verify_crates() {
   local dir="$1" pins got name want
   pins="$(dirname "${BASH_SOURCE[0]}")/crates.sha256"
-  [[ -z "$(find "${dir}" -type l -print -quit)" ]] || die "${dir}: a crate holds a symbolic link: $(find "${dir}" -type l -print -quit)"
+  local odd
+  odd="$(find "${dir}" ! -type f ! -type d -print -quit)"
+  [[ -z "${odd}" ]] || die "${odd}: a crate holds a symbolic link or a special file"
   for name in "${dir}"/*/; do
     name="$(basename "${name}")"
-    want="$(awk -v n="${name}" '$2 == n { print $1 }' "${pins}")"
+    want="$(N="${name}" awk '$2 == ENVIRON["N"] { print $1 }' "${pins}")"
     [[ -n "${want}" ]] || die "${dir}/${name}: not a crate the recipe pins (${pins})"
-    got="$(cd "${dir}/${name}" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
+    got="$(cd "${dir}/${name}" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum | sha256sum | cut -d' ' -f1)"
     [[ "${got}" == "${want}" ]] || die "${dir}/${name}: content digest ${got}, not the pinned ${want}"
   done
   while read -r want name; do
@@ -147,7 +159,13 @@ prepare_source() {
   if [[ -n "${bundle}" ]]; then
     local unpacked="${src}.bundle"
     mkdir -p "${unpacked}"
-    tar -C "${unpacked}" --strip-components=1 -xzf "${bundle}" || die "${bundle}: not a readable tar.gz"
+    tar -C "${unpacked}" --strip-components=1 --no-same-owner --no-same-permissions -xzf "${bundle}" ||
+      die "${bundle}: not a readable tar.gz"
+    # Files and directories only: a link (the tree itself could be one, and
+    # the build writes into it), a device, a fifo or a .git is refused.
+    local odd
+    odd="$(find "${unpacked}" \( \( ! -type f ! -type d \) -o -name .git \) -print -quit)"
+    [[ -z "${odd}" ]] || die "${bundle}: holds ${odd#"${unpacked}/"}, which is not a plain file or directory (or is a .git)"
     [[ -d "${unpacked}/bytehound-${VERSION}" && -d "${unpacked}/crates" ]] ||
       die "${bundle}: no bytehound-${VERSION}/ and crates/ in it"
     verify_source "${unpacked}/bytehound-${VERSION}" "${BUNDLE_MISSING[@]}"
@@ -186,7 +204,10 @@ rust_web() {
   local rustc="${RUST_WEB}/usr/bin/rustc" minor
   [[ -x "${rustc}" && -x "${RUST_WEB}/usr/bin/cargo" ]] ||
     die "no Rust toolchain at ${RUST_WEB} (scripts/install-deps.sh unpacks Debian's rustc-web there; or set MEMPROFILE_RUST_WEB)"
-  minor="$(LD_LIBRARY_PATH="$(rust_web_libs)" "${rustc}" --version | sed -nE 's/^rustc 1\.([0-9]+).*/\1/p')"
+  local version
+  version="$(LD_LIBRARY_PATH="$(rust_web_libs)" "${rustc}" --version 2>&1)" ||
+    die "cannot run ${rustc}: ${version%%$'\n'*} (run scripts/rust-web.sh again)"
+  minor="$(sed -nE 's/^rustc 1\.([0-9]+).*/\1/p' <<< "${version}")"
   [[ -n "${minor}" && "${minor}" -ge "${RUSTC_MINOR_MIN}" ]] ||
     die "${rustc} is 1.${minor:-?}, bytehound needs 1.${RUSTC_MINOR_MIN} or newer"
   echo "${RUST_WEB}/usr/bin"
@@ -241,7 +262,7 @@ build_offline() {
   # shellcheck disable=SC2046 # the arguments are words
   (cd "${src}" && env "${envs[@]}" "${bin}/cargo" $(cargo_args "${arch}" offline) -j "$(nproc)") >&2
   # No DWARF (see above, and none from the C parts); bytehound unwinds with
-  # .eh_frame and names with the symbol table, which stay (1.7 MB).
+  # .eh_frame and names with the symbol table, which stay (about 1.8 MB).
   "${triplet}-strip" --strip-debug -o "${out}/libbytehound.so" "${build}/target/${target}/release/libbytehound.so"
 }
 

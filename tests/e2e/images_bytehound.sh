@@ -35,6 +35,7 @@ run_entrypoint "${image}" "${SCRATCH}/out" 1.5 > "${SCRATCH}/run.log" 2>&1 || { 
 grep -q "memprofile: info: profiling /usr/local/bin/leaky with bytehound" "${SCRATCH}/run.log" || fail "no start line: $(cat "${SCRATCH}/run.log")"
 grep -q "leaky: leaked" "${SCRATCH}/run.log" || fail "the app did not run to its end"
 record="$(find "${SCRATCH}/out" -name 'memprofile-proc.*.json' -print -quit)"
+[[ -n "${record}" ]] || fail "no process record in the output: $(ls -l "${SCRATCH}/out")"
 pid="$(jq -r .pid "${record}")"
 dat="$(find "${SCRATCH}/out" -name "memory-profiling_leaky_*_${pid}.dat" -size +1k -print -quit)"
 [[ -n "${dat}" ]] || fail "no .dat of process ${pid}: $(ls -l "${SCRATCH}/out")"

@@ -45,7 +45,10 @@ if out=$( (verify_source "${SCRATCH}/tree") 2>&1); then fail "a wrong tree passe
 pass "source verification by git tree id"
 
 # Without network, bundle or vendored source: the exact files to provide.
-if out=$(BYTEHOUND_BUNDLE=none PRELOAD_CACHE="${SCRATCH}/cache" "${E2E_ROOT}/preload/build.sh" bytehound arm64 "${SCRATCH}/out" 2>&1); then
+# A proxy nobody listens on: the fetch fails for sure, wherever GitHub is
+# reachable too.
+if out=$(BYTEHOUND_BUNDLE=none PRELOAD_CACHE="${SCRATCH}/cache" https_proxy=http://127.0.0.1:9 http_proxy=http://127.0.0.1:9 \
+    "${E2E_ROOT}/preload/build.sh" bytehound arm64 "${SCRATCH}/out" 2>&1); then
   fail "bytehound build succeeded without its source"
 fi
 [[ "${out}" == *"put the offline bundle bytehound-0.11.0-offline.tar.gz at ${SCRATCH}/cache/sources/"*"download https://github.com/koute/bytehound/archive/${COMMIT}.tar.gz"*"put it at ${SCRATCH}/cache/sources/bytehound-0.11.0-vendored.tar.gz"* ]] ||
@@ -90,7 +93,34 @@ ln -s /etc/passwd "${crates}/glob-0.2.11/passwd"
 refused "holds a symbolic link"
 rm "${crates}/glob-0.2.11/passwd"
 (verify_crates "${crates}") || fail "the restored crates are refused"
-pass "the bundle: tree id with its one absent blob named; each crate pinned (changed, unknown, missing, linked: refused)"
+# The blob the bundle lacks by design may not be there in any form.
+echo anything > "${SCRATCH}/bundle/bytehound-0.11.0/simulation/memory-profiling-simulation.dat"
+if out="$( (verify_source "${SCRATCH}/bundle/bytehound-0.11.0" "${BUNDLE_MISSING[@]}") 2>&1)"; then
+  fail "a file where the tree lacks one by design passed"
+fi
+[[ "${out}" == *"lacks this file by design"* ]] || fail "unclear message for the present absent blob: ${out}"
+rm "${SCRATCH}/bundle/bytehound-0.11.0/simulation/memory-profiling-simulation.dat"
+# Through the build entry itself, before any build: a tampered bundle, and
+# one whose tree is a link (the build would write where it points).
+tampered() {  # NAME PATTERN: build.sh refuses bundle NAME (made from SCRATCH/bundle), saying PATTERN
+  local out
+  if out="$(BYTEHOUND_BUNDLE="${SCRATCH}/$1" "${E2E_ROOT}/preload/build.sh" bytehound amd64 "${SCRATCH}/out-$1" 2>&1)"; then
+    fail "build.sh built from $1"
+  fi
+  [[ "${out}" == *"$2"* ]] || fail "build.sh on $1 said: ${out}; expected ${2}"
+  [[ ! -e "${SCRATCH}/out-$1/libbytehound.so" ]] || fail "a library was written from $1"
+}
+echo "// changed" >> "${crates}/glob-0.2.11/src/lib.rs"
+tar -C "${SCRATCH}" -czf "${SCRATCH}/changed.tar.gz" bundle
+tampered changed.tar.gz "glob-0.2.11: content digest"
+cp "${SCRATCH}/lib.rs" "${crates}/glob-0.2.11/src/lib.rs"
+mv "${SCRATCH}/bundle/bytehound-0.11.0" "${SCRATCH}/tree-elsewhere"
+ln -s "${SCRATCH}/tree-elsewhere" "${SCRATCH}/bundle/bytehound-0.11.0"
+tar -C "${SCRATCH}" -czf "${SCRATCH}/linked.tar.gz" bundle
+tampered linked.tar.gz "holds bytehound-0.11.0, which is not a plain file or directory"
+rm "${SCRATCH}/bundle/bytehound-0.11.0"
+mv "${SCRATCH}/tree-elsewhere" "${SCRATCH}/bundle/bytehound-0.11.0"
+pass "the bundle: tree id with its one absent blob named (present: refused); each crate pinned (changed, unknown, missing, linked: refused); build.sh refuses a tampered bundle and one whose tree is a link, and writes nothing"
 
 amd64="$(preload_dist bytehound amd64)"
 grep -q '"build_path": "offline: ' "${amd64}/manifest.json" || fail "the manifest does not say the offline path built it"
@@ -118,7 +148,9 @@ for mode in exit _exit; do
     "${SCRATCH}/prefork" 2 5 64 "${mode}" 20 > "${SCRATCH}/prefork-${mode}.log" 2>&1 ||
     fail "a prefork server (workers end with ${mode}) fails under bytehound: exit $?: $(tail -3 "${SCRATCH}/prefork-${mode}.log")"
 done
-find "${SCRATCH}/prefork-exit" -name 'p_*.dat' -size +1k | grep -q . || fail "the prefork server's parent wrote no .dat"
+for mode in exit _exit; do
+  find "${SCRATCH}/prefork-${mode}" -name 'p_*.dat' -size +1k | grep -q . || fail "the prefork server's parent wrote no .dat (${mode})"
+done
 pass "a prefork server under bytehound ends as it does without it (workers ending with exit and _exit, 20 short-lived children)"
 
 out="${SCRATCH}/exec"
@@ -136,7 +168,7 @@ pass "it records: LD_PRELOAD and exec --backend bytehound each wrote a .dat ($(s
 # Debian bookworm arm64 root (chroot in a mount namespace of its own, on an
 # overlay, so the shared root stays read-only). Unpatched, bytehound's own
 # allocator aborted here ("memory allocation of 8 bytes failed"; see
-# preload/bytehound/memfd-map-flags.patch).
+# preload/bytehound/memfd-map-private.patch).
 arm64="$(preload_dist bytehound arm64)"
 grep -q '"arch": "arm64"' "${arm64}/manifest.json" || fail "arm64 manifest"
 "${MEMPROFILE}" check --preload "${arm64}/libbytehound.so" "${FIXTURES}/arm64-dynamic" > /dev/null ||
