@@ -1,6 +1,7 @@
 // libFuzzer target for heap profiles: jemalloc heap_v2 dumps (parsed from
-// memory) and heaptrack raw traces (read from a memfd by path, as report
-// reads them, plain or compressed). The first byte picks the reader.
+// memory), heaptrack raw traces (read from a memfd by path, as report
+// reads them, plain or compressed) and bytehound .dat files (from memory).
+// The first byte picks the reader (modulo 3: jemalloc, heaptrack, bytehound).
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/stream.h"
+#include "profile/bytehound_dat.h"
 #include "profile/heap_profile.h"
 #include "profile/heaptrack_trace.h"
 
@@ -32,12 +35,15 @@ int trace_fd() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  bool heaptrack = data[0] & 1;
+  const int reader = data[0] % 3;
   ++data;
   --size;
   try {
-    if (!heaptrack) {
+    if (reader == 0) {
       memprofile::parse_jemalloc_heap(std::string(reinterpret_cast<const char*>(data), size), "fuzz.heap");
+    } else if (reader == 2) {
+      memprofile::MemReader in(data, size);
+      memprofile::read_bytehound_dat(in, "fuzz.dat");
     } else {
       int fd = trace_fd();
       if (ftruncate(fd, 0) != 0) std::abort();

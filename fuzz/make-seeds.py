@@ -501,11 +501,13 @@ def archive_seeds(elves):
 
 
 def profile_seeds():
-    """Heap profiles: the first byte picks the reader (even: jemalloc, odd:
-    heaptrack). Valid ones to start from, and hostile ones: a stack of
-    thousands of frames, numbers past 64 bits, a dump that ends inside its
-    maps, a trace with a long module line, many snapshots, frees of blocks
-    never allocated, a zstd-compressed trace."""
+    """Heap profiles: the first byte picks the reader (modulo 3: jemalloc,
+    heaptrack, bytehound). Valid ones to start from, and hostile ones: a
+    stack of thousands of frames, numbers past 64 bits, a dump that ends
+    inside its maps, a trace with a long module line, many snapshots, frees
+    of blocks never allocated, a zstd-compressed trace; bytehound files in
+    stored and LZ4 chunks, an LZ4 block that expands a thousandfold, empty
+    chunks by the thousand, lengths past the file."""
     maps = b"MAPPED_LIBRARIES:\n555500000000-555500002000 r-xp 00000000 fe:00 42 /app\n"
     dump = (b"heap_v2/524288\n  t*: 2: 2048 [0: 0]\n  t0: 2: 2048 [0: 0]\n"
             b"@ 0x555500001000 0x555500001100\n  t*: 2: 2048 [0: 0]\n  t0: 2: 2048 [0: 0]\n\n" + maps)
@@ -523,12 +525,54 @@ def profile_seeds():
         "heaptrack-unknown-frees": b"\1v 10400 3\n" + b"".join(b"- %x\n" % i for i in range(5000)),
         "heaptrack-sized-string-overrun": b"\1v 10400 3\nx ffffffff /a\n",
     }
+    seeds.update(bytehound_seeds())
     try:
         p = subprocess.run(["zstd", "-q", "-c"], input=trace, capture_output=True, check=True)
         seeds["heaptrack-zstd"] = b"\1" + p.stdout
     except (OSError, subprocess.CalledProcessError):
         pass
     return seeds
+
+
+def bytehound_seeds():
+    """bytehound .dat files (first byte 2): chunks of kind 1 (an LZ4 block)
+    or 2 (stored) around speedy-encoded events (tests/unit/test_bytehound_dat.cpp)."""
+    u32 = lambda v: struct.pack("<I", v)
+    u64 = lambda v: struct.pack("<Q", v)
+    s = lambda b: u32(len(b)) + b
+    header = u32(0) + u64(1) + u64(2) + u64(10**6) * 2 + u64(1700000000) + u64(0) + u32(42)
+    header += s(b"app\0") + s(b"/app") + s(b"x86_64") + u64(1) + b"\x08"
+    maps = b"555500000000-555500002000 r-xp 00000000 fe:00 42 /app\n"
+    body = lambda ptr, size, bt: u64(ptr) + u64(size) + u64(bt) + u32(7) + u32(0) + u32(0) + u64(0)
+    events = header + u32(23) + u64(2 * 10**6) + s(b"/proc/self/maps") + u64(len(maps)) + maps
+    events += u32(5) + u64(1) + u32(2) + u64(0x555500001000) + u64(0x555500001100)
+    for i in range(1, 20):
+        events += u32(20) + u64(1) + u64(i) + u64(i * 10**6) + body(0xa000 + 16 * i, 1024, 1)
+    events += u32(22) + u64(1) + u64(3) + u64(30 * 10**6) + u64(0xa030) + u64(0) + u32(7)
+    events += u32(21) + u64(1) + u64(4) + u64(31 * 10**6) + u64(0xa040) + body(0xf000, 9999, 1)
+    stored = lambda b: b"\x02" + u32(len(b)) + b
+
+    def literals(b):  # one LZ4 block of literals alone
+        n = len(b)
+        token = b"\xf0" + b"\xff" * ((n - 15) // 255) + bytes([(n - 15) % 255]) if n >= 15 else bytes([n << 4])
+        block = token + b
+        return b"\x01" + u32(len(block)) + block
+
+    # "a" then one match of 255 * 4000 bytes at offset 1: 1 MB out of 4 KB.
+    bomb = b"\x1f" + b"a" + u16le(1) + b"\xff" * 4000 + b"\x00"
+    return {
+        "bytehound-stored": b"\x02" + stored(events),
+        "bytehound-lz4": b"\x02" + literals(events),
+        "bytehound-small-chunks": b"\x02" + b"".join(stored(events[i:i + 13]) for i in range(0, len(events), 13)),
+        "bytehound-lz4-bomb": b"\x02" + stored(header) + b"\x01" + u32(len(bomb)) + bomb,
+        "bytehound-empty-chunks": b"\x02" + stored(header) + stored(b"") * 5000 + stored(events[len(header):]),
+        "bytehound-huge-lengths": b"\x02" + stored(header + u32(23) + u64(1) + s(b"/x") + u64(1 << 63)),
+        "bytehound-deep-backtrace": b"\x02" + stored(header + u32(5) + u64(1) + u32(0xffffffff) + u64(1) * 3000),
+    }
+
+
+def u16le(v):
+    return struct.pack("<H", v)
 
 
 # Benign twins of hostile seeds that are large by design, by kind and the

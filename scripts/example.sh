@@ -40,7 +40,7 @@ mk() { make -C "${root}" --no-print-directory SKIP_DEPS=true CONTAINER_ENGINE="$
 
 case "${backend}" in
   jemalloc | heaptrack) ;;
-  *) echo "example: BACKEND=${backend}: the example ends with memprofile report, which reads jemalloc and heaptrack profiles (not yet bytehound's .dat)" >&2; exit 2 ;;
+  *) echo "example: BACKEND=${backend}: the example runs jemalloc or heaptrack (bytehound needs its offline bundle to build; tests/e2e/images_bytehound.sh runs it the same way)" >&2; exit 2 ;;
 esac
 rm -rf "${work}"
 mkdir -p "${work}/profile"

@@ -3,7 +3,7 @@
 # BACKEND layers the offline-built libbytehound.so (preload/README.md) onto
 # the example app; the build's own verify step traces the loader, the result
 # is READY, and running it as a container would records a .dat of the app's
-# process, written by the app's user.
+# process, written by the app's user, which report reads with the image.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/images_lib.sh
@@ -40,4 +40,8 @@ pid="$(jq -r .pid "${record}")"
 dat="$(find "${SCRATCH}/out" -name "memory-profiling_leaky_*_${pid}.dat" -size +1k -print -quit)"
 [[ -n "${dat}" ]] || fail "no .dat of process ${pid}: $(ls -l "${SCRATCH}/out")"
 [[ "$(stat -c %U "${dat}")" == nobody ]] || fail "the .dat was not written by the app's user"
-pass "the image records: $(basename "${dat}"), $(stat -c %s "${dat}") bytes, by the app's user"
+"${MEMPROFILE}" report --json --image "${SCRATCH}/image/image.tar" "${SCRATCH}/out" > "${SCRATCH}/report.json" ||
+  fail "report: $(cat "${SCRATCH}/report.json")"
+jq -e '.in_use[0].site.function == "leaky_function"' "${SCRATCH}/report.json" > /dev/null ||
+  fail "report: $(jq -c '{top: .in_use[0], warnings}' "${SCRATCH}/report.json")"
+pass "the image records: $(basename "${dat}"), $(stat -c %s "${dat}") bytes, by the app's user; report --image names leaky_function"

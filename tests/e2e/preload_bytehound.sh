@@ -164,6 +164,19 @@ pid="${pid%.json}"
 find "${out}" -name "memory-profiling_*_${pid}.dat" -size +1k | grep -q . || fail "exec wrote no .dat for process ${pid}: $(ls "${out}")"
 pass "it records: LD_PRELOAD and exec --backend bytehound each wrote a .dat ($(stat -c %s "${dat}") bytes)"
 
+# report reads the .dat: the leak's 8 MiB are leaky_function's, in the
+# plain run and in exec's output directory (the process record beside it).
+for where in "${SCRATCH}/plain" "${out}"; do
+  "${MEMPROFILE}" report --json --rootfs / "${where}" > "${SCRATCH}/report.json" ||
+    fail "report ${where}: $(cat "${SCRATCH}/report.json")"
+  jq -e '.in_use[0].site.function == "leaky_function" and .in_use[0].bytes_in_use >= 8388608' "${SCRATCH}/report.json" > /dev/null ||
+    fail "report ${where}: $(jq -c '{top: .in_use[0], warnings}' "${SCRATCH}/report.json")"
+done
+"${MEMPROFILE}" report --rootfs / "${out}" > "${SCRATCH}/report.txt"
+grep -q "^memprofile report: bytehound profile memory-profiling_leak_.*_${pid}.dat (pid ${pid})" "${SCRATCH}/report.txt" ||
+  fail "report's header: $(head -2 "${SCRATCH}/report.txt")"
+pass "report reads bytehound's .dat: leaky_function holds the leak's 8 MiB, plain and through exec"
+
 # arm64: cross-built the same way, and recording under qemu-user in a
 # Debian bookworm arm64 root (chroot in a mount namespace of its own, on an
 # overlay, so the shared root stays read-only). Unpatched, bytehound's own
@@ -189,6 +202,7 @@ mkdir -p "${root}/opt/t" "${root}/out"
 cp "${LIBRARY}" "${PROGRAM}" "${root}/opt/t/"
 timeout 600 chroot "${root}" env LD_PRELOAD=/opt/t/libbytehound.so MEMORY_PROFILER_USE_SHADOW_STACK=0 \
   MEMORY_PROFILER_LOGFILE=/out/bytehound.log MEMORY_PROFILER_OUTPUT=/out/p_%p.dat /opt/t/arm64-leak leak 8
+"${MEMPROFILE}" report --json --rootfs "${root}" "${root}/out" > "${SCRATCH}/arm64.json"
 SH
 export SCRATCH
 ARM_ROOT="${arm_root}" LIBRARY="${arm64}/libbytehound.so" PROGRAM="${FIXTURES}/arm64-leak" \
@@ -196,4 +210,6 @@ ARM_ROOT="${arm_root}" LIBRARY="${arm64}/libbytehound.so" PROGRAM="${FIXTURES}/a
   fail "arm64 under bytehound: $(tail -5 "${SCRATCH}/arm64.log")"
 dat="$(find "${SCRATCH}/upper/out" -name 'p_*.dat' -size +1k -print -quit)"
 [[ -n "${dat}" ]] || fail "arm64: no .dat: $(tail -5 "${SCRATCH}/upper/out/bytehound.log" 2>&1)"
-pass "arm64 under qemu: a .dat of $(stat -c %s "${dat}") bytes"
+jq -e '.in_use[0].site.function == "leaky_function" and .in_use[0].bytes_in_use >= 8388608' "${SCRATCH}/arm64.json" > /dev/null ||
+  fail "arm64: report: $(jq -c '{top: .in_use[0], warnings}' "${SCRATCH}/arm64.json")"
+pass "arm64 under qemu: a .dat of $(stat -c %s "${dat}") bytes, whose report names leaky_function"

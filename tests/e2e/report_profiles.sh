@@ -10,7 +10,7 @@
 # --trend are opened in headless Chromium. Symbols come from a root directory
 # or from an image: a stripped binary's debug file is found by build-id under
 # its /usr/lib/debug, another build of the binary is refused, not misread.
-# Bad input (a truncated dump, old or interpreted traces, bytehound) is one
+# Bad input (a truncated dump, old or interpreted traces, a damaged .dat) is one
 # line, exit 2.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -260,11 +260,12 @@ report_error "an interpreted heaptrack trace" --rootfs / "${SCRATCH}/heaptrack.a
 printf 'v 10400 3\nt 10 5\n' > "${SCRATCH}/heaptrack.app.3.raw"
 report_error "heaptrack.app.3.raw: line 2: trace refers to trace 5, not yet defined" --rootfs / "${SCRATCH}/heaptrack.app.3.raw"
 echo "MEMORY_PROFILER" > "${SCRATCH}/memory-profiling_app.dat"
-report_error "a bytehound profile: .*bytehound server" --rootfs / "${SCRATCH}/memory-profiling_app.dat"
+report_error "memory-profiling_app.dat: byte 0: a chunk of kind 77, not 1 \(LZ4\) or 2 \(stored\): not a bytehound profile" \
+  --rootfs / "${SCRATCH}/memory-profiling_app.dat"
 report_error "holds no heap profile" --rootfs / "${src}"
 report_error "corrupt.tar: entry 'jeprof.*': (sha256 differs from the manifest|size .*); the archive does not match its manifest" \
   --rootfs / "${SCRATCH}/corrupt.tar"
-pass "a truncated dump, a malformed one, old and interpreted heaptrack traces, a bad trace line, bytehound, a directory without profiles"
+pass "a truncated dump, a malformed one, old and interpreted heaptrack traces, a bad trace line, a damaged bytehound profile, a directory without profiles"
 
 # Input that is no profile is known by its first bytes: refused there, not
 # read whole first (`yes` never ends; 537 MB of it were read before). The

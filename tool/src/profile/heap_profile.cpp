@@ -79,7 +79,8 @@ void scale(StackSample& s, uint64_t period) {
   s.bytes *= factor;
 }
 
-// "START-END PERMS OFFSET DEV INODE [PATH]": a mapping with a file, or false.
+}  // namespace
+
 bool parse_map_line(const std::string& line, Mapping& m) {
   const char* p = line.c_str();
   uint64_t dev_major, dev_minor, inode;
@@ -99,8 +100,6 @@ bool parse_map_line(const std::string& line, Mapping& m) {
     m.path.resize(m.path.size() - deleted.size());
   return m.end > m.start;
 }
-
-}  // namespace
 
 size_t StackInterner::Hash::operator()(const std::shared_ptr<const std::vector<uint64_t>>& v) const {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the addresses

@@ -52,6 +52,10 @@ struct HeapSnapshot {
   double total_bytes = 0, total_objects = 0;
 };
 
+// One file holds the whole run, snapshots over time (heaptrack's trace,
+// bytehound's .dat), rather than one dump per moment (jemalloc).
+inline bool whole_run(const HeapSnapshot& s) { return s.backend == "heaptrack" || s.backend == "bytehound"; }
+
 // Most bytes of one profile file read (a real jemalloc dump is kilobytes to
 // a few MiB); most frames of one stack (jemalloc records at most 128).
 constexpr uint64_t kMaxProfileFile = 256ull << 20;
@@ -90,6 +94,10 @@ class StackInterner {
   uint64_t budget_, bytes_ = 0, samples_ = 0;
   std::unordered_set<std::shared_ptr<const std::vector<uint64_t>>, Hash, Same> set_;
 };
+
+// A /proc/PID/maps line, "START-END PERMS OFFSET DEV INODE [PATH]": true
+// for a mapping with a file (its path), false for anything else.
+bool parse_map_line(const std::string& line, Mapping& m);
 
 // True when `head` (the file's first bytes) is a jemalloc heap dump.
 bool is_jemalloc_heap(const std::string& head);

@@ -15,6 +15,7 @@
 #include "base/stream.h"
 #include "base/unique_fd.h"
 #include "collect/collected.h"
+#include "profile/bytehound_dat.h"
 #include "profile/heap_profile.h"
 #include "profile/heaptrack_trace.h"
 #include "runtime/backend.h"
@@ -44,8 +45,8 @@ void gather(const std::string& arg, std::vector<std::string>& out) {
   std::vector<std::string> names;
   while (dirent* e = readdir(dir.get())) {
     std::string n = e->d_name;
-    if (ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || n.rfind("memory-profiling_", 0) == 0 ||
-        ends_with(n, ".dat") || is_process_record(n) || is_memory_record(n))
+    if (ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || is_bytehound_name(n) || is_process_record(n) ||
+        is_memory_record(n))
       names.push_back(n);
     if (names.size() > kMaxProfiles)
       throw FileError(arg, "more than " + std::to_string(kMaxProfiles) + " profiles; name the ones to read");
@@ -55,18 +56,10 @@ void gather(const std::string& arg, std::vector<std::string>& out) {
   for (const auto& n : names) out.push_back(arg + "/" + n);
 }
 
-// Profiles of the backends report does not read yet: one line, the tool to use.
-void refuse_other_backends(const std::string& where, const std::string& file, const std::string& head) {
-  std::string name = basename_of(file);
-  if (head.rfind("MEMORY_PROFILER", 0) == 0 || ends_with(name, ".dat"))
-    throw FileError(where, "a bytehound profile: report does not read bytehound's format; use `bytehound server " +
-                               name + "` (or bytehound's export to heaptrack)");
-}
-
 // A jemalloc dump's text, under the cap. What it is is known from its first
 // bytes: anything else is refused there, before the rest is read (`yes |
 // memprofile report /dev/stdin` reads 64 KiB, not 256 MiB).
-std::string read_jemalloc_text(Reader& bytes, const std::string& name, const std::string& file) {
+std::string read_jemalloc_text(Reader& bytes, const std::string& name) {
   std::string text;
   std::vector<char> buf(1 << 16);
   bool checked = false;
@@ -80,9 +73,8 @@ std::string read_jemalloc_text(Reader& bytes, const std::string& name, const std
       throw FileError(name, "larger than " + std::to_string(kMaxProfileFile >> 20) + " MiB; not a heap profile memprofile reads");
   }
   if (!is_jemalloc_heap(text.substr(0, 16))) {
-    refuse_other_backends(name, file, text.substr(0, 64));
     throw FileError(name, "not a heap profile memprofile reads (a jemalloc dump starts with \"heap_v2/\", a heaptrack "
-                          "trace is named heaptrack.*)");
+                          "trace is named heaptrack.*, a bytehound profile *.dat)");
   }
   return text;
 }
@@ -92,7 +84,7 @@ std::string read_profile(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
   FdReader in(fd.get(), path);
-  return read_jemalloc_text(in, path, path);
+  return read_jemalloc_text(in, path);
 }
 
 // The snapshot at exit comes after the program's own teardown: containers
@@ -106,7 +98,7 @@ std::string read_profile(const std::string& path) {
 void drop_exit_snapshot(std::vector<HeapSnapshot>& snaps, std::vector<std::string>& notes) {
   if (snaps.size() < 2) return;
   const HeapSnapshot& last = snaps.back();
-  if (last.backend == "heaptrack") {
+  if (whole_run(last)) {
     double peak = 0;
     for (const auto& s : snaps) peak = std::max(peak, s.total_bytes);
     const uint64_t end_ms = last.time_ms;
@@ -176,7 +168,12 @@ void load_one(const std::string& name, const std::string& file, Reader& bytes, L
     out.trace_names.push_back(name);
     return;
   }
-  out.dumps.push_back(parse_jemalloc_heap(read_jemalloc_text(bytes, name, file), name, &out.stacks));
+  if (is_bytehound_name(basename_of(file))) {
+    out.traces.push_back(read_bytehound_dat(bytes, name));
+    out.trace_names.push_back(name);
+    return;
+  }
+  out.dumps.push_back(parse_jemalloc_heap(read_jemalloc_text(bytes, name), name, &out.stacks));
 }
 
 void load_archive(const std::string& path, Loaded& out) {
@@ -188,7 +185,7 @@ void load_archive(const std::string& path, Loaded& out) {
   std::exception_ptr unreadable;
   CollectedArchive archive = read_collected(in, path, [&](const std::string& entry, Reader& bytes) {
     std::string base = basename_of(entry);
-    if (unreadable || !(ends_with(base, ".heap") || is_heaptrack_file(base) || base.rfind("memory-profiling_", 0) == 0 ||
+    if (unreadable || !(ends_with(base, ".heap") || is_heaptrack_file(base) || is_bytehound_name(base) ||
                         is_process_record(base) || is_memory_record(base)))
       return;
     try {
@@ -252,11 +249,13 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
   // several traces are several processes.
   if (!loaded.traces.empty()) {
     if (!loaded.dumps.empty() || !base_dump.empty())
-      throw Error(loaded.trace_names[0] + ": a heaptrack trace holds the whole run; report reads traces alone (no "
-                  "--base, no jemalloc dumps beside them)");
+      throw Error(loaded.trace_names[0] + ": a heaptrack trace or a bytehound profile holds the whole run; report reads "
+                  "them alone (no --base, no jemalloc dumps beside them)");
     for (size_t i = 0; i < loaded.traces.size(); ++i) {
       ProcessSeries p;
+      // heaptrack's pid is in its file name, bytehound's in its header.
       p.info.pid = trace_pid(loaded.trace_names[i]);
+      if (!loaded.traces[i].empty() && loaded.traces[i].front().backend == "bytehound") p.info.pid = loaded.traces[i].front().pid;
       if (auto it = loaded.records.find(p.info.pid); it != loaded.records.end()) p.info = it->second;
       p.snaps = std::move(loaded.traces[i]);
       drop_exit_snapshot(p.snaps, process_notes[p.info.pid]);

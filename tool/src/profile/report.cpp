@@ -77,7 +77,7 @@ void write_pictures(const ReportRequest& o, const std::vector<ProcessSeries>& pr
       for (const auto* m : v.view->members)
         if (seen.insert(m->info.pid).second) snaps.push_back({&m->snaps.back(), m->info.pid});
     write_pprof(snaps, symbolizer, o.pprof);
-    notes.push_back("pprof profile of the last " + std::string(last.backend == "heaptrack" ? "snapshot" : "dump") +
+    notes.push_back("pprof profile of the last " + std::string(whole_run(last) ? "snapshot" : "dump") +
                     (snaps.size() > 1 ? " of " + std::to_string(snaps.size()) + " processes, each sample labelled "
                                         "with its pid," : std::string()) +
                     " written to " + o.pprof + " (go tool pprof -top " + o.pprof + ")");
@@ -116,7 +116,7 @@ void write_pictures(const ReportRequest& o, const std::vector<ProcessSeries>& pr
         labels.push_back("snapshot " + std::to_string(i + 1 - table.totals.size()));
     } else {
       for (const auto& s : top.snaps())
-        labels.push_back(s.backend == "heaptrack" ? std::to_string(s.time_ms) + " ms" : basename_of(s.file));
+        labels.push_back(whole_run(s) ? std::to_string(s.time_ms) + " ms" : basename_of(s.file));
     }
     std::string title = per_process ? "Bytes in use per process over their last " + std::to_string(table.totals.size()) +
                                           " snapshots: all, and the largest processes"

@@ -156,20 +156,28 @@ void print_view(std::ostream& out, const Folded& f, const ReportRequest& o, cons
     }
     out << "memprofile report: " << f.view->label << " (pids " << pids << "), " << dumps << " "
               << snaps.back().backend << " snapshots, summed per site over the last " << f.count() << "\n";
-  } else if (snaps.back().backend == "heaptrack") {
+  } else if (whole_run(snaps.back())) {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.1f", static_cast<double>(snaps.back().time_ms) / 1000);
-    out << "memprofile report: heaptrack trace " << basename_of(snaps.back().file) << ", " << snaps.size()
-              << " snapshot" << (snaps.size() == 1 ? "" : "s") << " over " << secs
-              << " s, every allocation recorded" << (snaps.back().trigger == "cut" ? " (the trace is cut short)" : "")
-              << "\n";
+    bool bytehound = snaps.back().backend == "bytehound";
+    out << "memprofile report: " << (bytehound ? "bytehound profile " : "heaptrack trace ") << basename_of(snaps.back().file)
+        << (bytehound ? " (pid " + std::to_string(snaps.back().pid) + ")" : "") << ", " << snaps.size() << " snapshot" << (snaps.size() == 1 ? "" : "s")
+        << " over " << secs << " s, every allocation recorded"
+        << (bytehound ? " that bytehound kept (with MEMORY_PROFILER_CULL_TEMPORARY_ALLOCATIONS, as memprofile exec "
+                        "sets it, not those freed within 10 s)"
+                      : "")
+        << (snaps.back().trigger == "cut" ? (bytehound ? " (the file is cut short: still written, or the process was "
+                                                         "killed)"
+                                                       : " (the trace is cut short)")
+                                          : "")
+        << "\n";
   } else {
     out << "memprofile report: " << snaps.size() << " jemalloc heap dump" << (snaps.size() == 1 ? "" : "s")
               << " of pid " << snaps.back().pid << " (" << basename_of(snaps.front().file)
               << (snaps.size() > 1 ? " … " + basename_of(snaps.back().file) : "") << "), sampled every "
               << human_bytes(static_cast<double>(snaps.back().sample_period)) << "\n";
   }
-  const char* moment = snaps.back().backend == "heaptrack" ? "snapshot" : "dump";
+  const char* moment = whole_run(snaps.back()) ? "snapshot" : "dump";
   out << "in use at the last " << moment << ": " << human_bytes(table.totals.back());
   if (f.over_time()) out << " (" << (table.totals.back() >= table.totals.front() ? "+" : "")
                                << human_bytes(table.totals.back() - table.totals.front()) << " since the first)";
