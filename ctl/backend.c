@@ -137,14 +137,22 @@ static int jemalloc_dump(char* err, size_t errlen) {
   return -1;
 }
 
-// A toggle: only sent when the state changes. The signal goes to the
-// process, so one of the application's threads takes it (the control
-// thread blocks every signal).
+// A toggle: only sent when the state changes. The signal goes to this
+// thread alone (raise), with SIGUSR1 unblocked for it here: sent to the
+// process, it would land in one of the application's threads and cut a
+// blocking call short there (EINTR), which many programs do not retry.
 static int bytehound_set_recording(int on, char* err, size_t errlen) {
   if (on == ctl.recording) return 0;
   if (!bytehound_owns_sigusr1(err, errlen)) return -1;
-  if (kill(getpid(), SIGUSR1) != 0) {
-    snprintf(err, errlen, "cannot signal bytehound: %s", strerror(errno));
+  sigset_t one, old;
+  sigemptyset(&one);
+  sigaddset(&one, SIGUSR1);
+  pthread_sigmask(SIG_UNBLOCK, &one, &old);
+  int rc = raise(SIGUSR1);  // bytehound's handler has run when it returns
+  int saved = errno;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
+    snprintf(err, errlen, "cannot signal bytehound: %s", strerror(saved));
     return -1;
   }
   return 0;

@@ -177,6 +177,40 @@ grep -q "^memprofile report: bytehound profile memory-profiling_leak_.*_${pid}.d
   fail "report's header: $(head -2 "${SCRATCH}/report.txt")"
 pass "report reads bytehound's .dat: leaky_function holds the leak's 8 MiB, plain and through exec"
 
+# Dormant, then driven: start and stop are bytehound's SIGUSR1 toggle, sent
+# to the control thread alone, so the service's own sleeps are never cut
+# short (EINTR); a snapshot says in one line that bytehound writes one file;
+# what was kept while recording is in the .dat, and report reads it.
+gcc -O1 -g -o "${SCRATCH}/ticker" "${E2E_ROOT}/tests/fixtures/src/ticker.c"
+dormant="${SCRATCH}/dormant"
+mkdir -p "${dormant}"
+MEMPROFILE_CTL_LIBRARY="${BUILD_DIR}/ctl/libmemprofile_ctl.so" "${MEMPROFILE}" exec --dormant --backend bytehound \
+  --preload "${amd64}/libbytehound.so" --output-dir "${dormant}" --min-free-mb 1 -- "${SCRATCH}/ticker" 8 \
+  > "${SCRATCH}/dormant.log" 2>&1 &
+service=$!
+for _ in $(seq 600); do
+  record="$(find "${dormant}" -name 'memprofile-proc.*.json' -print -quit)"
+  [[ -n "${record}" ]] && find "${dormant}" -name 'memprofile-ctl.*.sock' | grep -q . && break
+  kill -0 "${service}" 2> /dev/null || fail "the dormant service ended: $(cat "${SCRATCH}/dormant.log")"
+  sleep 0.1
+done
+pid="$(jq -r .pid "${record}")"
+"${MEMPROFILE}" status "${pid}" | grep -q "^pid ${pid}: bytehound, recording off" || fail "dormant status: $("${MEMPROFILE}" status "${pid}")"
+"${MEMPROFILE}" start "${pid}" > /dev/null || fail "start"
+"${MEMPROFILE}" status "${pid}" | grep -q "^pid ${pid}: bytehound, recording on" || fail "status after start"
+rc=0
+"${MEMPROFILE}" snapshot "${pid}" > /dev/null 2> "${SCRATCH}/snap.err" || rc=$?
+[[ "${rc}" == 1 && "$(cat "${SCRATCH}/snap.err")" == *"bytehound writes one continuous file, not snapshots"* ]] ||
+  fail "snapshot: exit ${rc}: $(cat "${SCRATCH}/snap.err")"
+"${MEMPROFILE}" stop "${pid}" > /dev/null || fail "stop"
+"${MEMPROFILE}" start "${pid}" > /dev/null || fail "start again"
+wait "${service}" || fail "the service failed: $(cat "${SCRATCH}/dormant.log")"
+grep -q "ticker: interrupted 0 times" "${SCRATCH}/dormant.log" || fail "start/stop cut the service's sleeps short: $(grep ticker: "${SCRATCH}/dormant.log")"
+"${MEMPROFILE}" report --json --rootfs / "${dormant}" > "${SCRATCH}/dormant.json" || fail "report of the dormant run"
+jq -e '.in_use[0].site.function == "ticker_keep"' "${SCRATCH}/dormant.json" > /dev/null ||
+  fail "the dormant run's report: $(jq -c '{top: .in_use[0].site, warnings}' "${SCRATCH}/dormant.json")"
+pass "dormant bytehound: status, start, a snapshot refused in one line, stop, start again; the service's sleeps never cut short; report names ticker_keep"
+
 # arm64: cross-built the same way, and recording under qemu-user in a
 # Debian bookworm arm64 root (chroot in a mount namespace of its own, on an
 # overlay, so the shared root stays read-only). Unpatched, bytehound's own
