@@ -11,7 +11,10 @@
 # set up but inactive and nothing else (prof-off), jemalloc dormant (exec
 # --dormant, the control library loaded), jemalloc recording (exec:
 # lg_prof_sample:19, the control library checking the budget), heaptrack
-# (exec --backend heaptrack). Wall time, CPU (user+sys) and peak RSS, as
+# (exec --backend heaptrack), and, where it is built (make preload
+# BACKEND=bytehound), bytehound dormant (exec --dormant: its
+# DISABLE_BY_DEFAULT) and recording (exec --backend bytehound: every
+# allocation, temporary ones culled). Wall time, CPU (user+sys) and peak RSS, as
 # ratios against glibc; the jemalloc variants also against plain jemalloc.
 # Targets: dormant <= 1.02x plain jemalloc, recording <= 1.10x.
 # usage: bench/profiler_overhead.sh [LAUNCHER] [REPS]
@@ -19,7 +22,8 @@
 #   the control library is taken from beside it (build/ctl) unless
 #   MEMPROFILE_CTL_LIBRARY is set. jemalloc is the one images ship
 #   (dist/preload/jemalloc/amd64) when built, else Debian's libjemalloc2;
-#   heaptrack is Debian's libheaptrack.
+#   heaptrack is Debian's libheaptrack; bytehound is BYTEHOUND, else
+#   dist/preload/bytehound/amd64/libbytehound.so.
 set -o errexit -o nounset -o pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -49,6 +53,12 @@ declare -A workload=(
 # or the control library: it tells jemalloc's own cost of being ready to
 # record from the control library's.
 configs=(glibc jemalloc prof-off dormant recording heaptrack)
+bytehound="${BYTEHOUND:-${here}/../dist/preload/bytehound/amd64/libbytehound.so}"
+if [[ -f "${bytehound}" ]]; then
+  configs+=(bh-dormant bytehound)
+else
+  echo "bench: no bytehound library (${bytehound}; make preload BACKEND=bytehound): its rows are left out" >&2
+fi
 
 # run CONFIG WORKLOAD N: one timed run into ${work}/CONFIG.WORKLOAD.N.
 run() {
@@ -64,6 +74,8 @@ run() {
     dormant) cmd=("${exec[@]}" --dormant --backend jemalloc --preload "${jemalloc}" -- "${cmd[@]}") ;;
     recording) cmd=("${exec[@]}" --backend jemalloc --preload "${jemalloc}" -- "${cmd[@]}") ;;
     heaptrack) cmd=("${exec[@]}" --backend heaptrack --preload "${heaptrack}" -- "${cmd[@]}") ;;
+    bh-dormant) cmd=("${exec[@]}" --dormant --backend bytehound --preload "${bytehound}" -- "${cmd[@]}") ;;
+    bytehound) cmd=("${exec[@]}" --backend bytehound --preload "${bytehound}" -- "${cmd[@]}") ;;
   esac
   /usr/bin/time -o "${work}/${config}.${name}.${n}" -f '%e %U %S %M' "${cmd[@]}" > /dev/null 2> "${work}/err" ||
     { cat "${work}/err" >&2; echo "bench: ${config} ${name} failed" >&2; exit 1; }
@@ -96,7 +108,8 @@ echo "|---|---|---|---|---|---|---|"
 for name in threads cc1plus; do
   for config in "${configs[@]}"; do
     vs=""
-    [[ "${config}" == glibc || "${config}" == jemalloc || "${config}" == heaptrack ]] ||
+    [[ "${config}" == glibc || "${config}" == jemalloc || "${config}" == heaptrack || "${config}" == bh-* ||
+       "${config}" == bytehound ]] ||
       vs="$(ratio "$(median "${config}" "${name}" wall)" "$(median jemalloc "${name}" wall)")x"
     echo "| ${name} | ${config} | $(median "${config}" "${name}" wall) | $(ratio "$(median "${config}" "${name}" wall)" "$(median glibc "${name}" wall)")x | $(ratio "$(median "${config}" "${name}" cpu)" "$(median glibc "${name}" cpu)")x | $(ratio "$(median "${config}" "${name}" rss)" "$(median glibc "${name}" rss)")x | ${vs} |"
   done
