@@ -5,7 +5,7 @@
 # the memory, symbolised from the image's own files, plus a flame graph, a
 # trend chart and a pprof profile in DIR. Otherwise (and for bytehound) it
 # unpacks the tar and prints the analysis commands for its backend
-# (bytehound server/strip, jeprof, heaptrack_print) with the paths filled
+# (memprofile report and bytehound server/strip, jeprof, heaptrack_print) with the paths filled
 # in; with --pod and --fetch it also copies the binaries the profile names
 # out of the pod (`kubectl exec cat`, not `kubectl cp`) into DIR/root and
 # rewrites the profile's paths to them, for images that are not available.
@@ -108,9 +108,13 @@ for f in "${files[@]}"; do
   p="${dir}/${f}"
   case "${backend}" in
     bytehound)
+      symbols="--image IMAGE"
+      [[ -d "${root}" ]] && symbols="--rootfs ${root}"
       cat <<TEXT
 
-${f}: bytehound's data file. With the bytehound CLI (its releases ship x86_64 builds):
+${f}: bytehound's data file. memprofile report reads it (growth, leak suspects, in use; --pprof, --flamegraph):
+  memprofile report ${symbols} ${p}
+With the bytehound CLI (its releases ship x86_64 builds):
   bytehound server ${p}                 # then open http://localhost:8080 (flame graphs, leaks over time)
   bytehound strip --threshold 60 -o ${dir}/stripped.dat ${p}   # when the file is too big for the server
 TEXT

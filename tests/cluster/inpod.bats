@@ -153,6 +153,7 @@ setup() {
   run "${SCRIPTS}/open.sh" "${BATS_TEST_TMPDIR}/bh.tar"
   assert_success
   assert_output --partial "bytehound server ${BATS_TEST_TMPDIR}/bh/memory-profiling_app_1_1.dat"
+  assert_output --partial "memprofile report --image IMAGE ${BATS_TEST_TMPDIR}/bh/memory-profiling_app_1_1.dat"
   tar -C "${dir}" -cf "${BATS_TEST_TMPDIR}/plain.tar" jeprof.1.0.f.heap
   run "${SCRIPTS}/open.sh" "${BATS_TEST_TMPDIR}/plain.tar"
   assert_failure 3
