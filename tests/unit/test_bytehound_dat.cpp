@@ -276,3 +276,22 @@ TEST_CASE("LZ4 blocks as bytehound writes them: overlapping matches, no end-of-b
   out.clear();
   CHECK_FALSE(lz4_block_decode(short_literals, sizeof short_literals, out, 1 << 20));
 }
+
+TEST_CASE("bytehound .dat: older and 32-bit events (Alloc, Free, File, Backtrace32), squeeze's GroupStatistics",
+          "[profile]") {
+  Events e;
+  e.header();
+  e.u32(4).u64(kSec).str("/proc/self/maps").str("10000-20000 r-xp 00000000 fe:00 7 /app32\n");  // File
+  e.u32(19).u64(1).u32(2).u32(0x10100).u32(0x10200);                                          // Backtrace32
+  e.u32(17);  // GroupStatistics: culled allocations, never live
+  for (int i = 0; i < 7; ++i) e.u64(1000 + i);
+  e.u32(1).u64(kSec + 1).body(0xa0, 64, 1);                 // Alloc: no id, matched by pointer
+  e.u32(1).u64(kSec + 2).body(0xb0, 32, 1);
+  e.u32(3).u64(kSec + 3).u64(0xb0).u64(0).u32(7);           // Free of 0xb0
+  auto snaps = read(stored(e.s));
+  CHECK(snaps.back().total_bytes == 64);
+  REQUIRE(snaps.back().stacks.size() == 1);
+  CHECK(snaps.back().stacks[0].stack() == std::vector<uint64_t>{0x10100, 0x10200});
+  REQUIRE(snaps.back().maps.size() == 1);
+  CHECK(snaps.back().maps[0].path == "/app32");
+}
