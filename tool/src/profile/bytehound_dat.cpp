@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "base/error.h"
-#include "profile/heaptrack_trace.h"  // kMaxTraceFrames: the same budget of frames
+#include "profile/heaptrack_trace.h"  // kMaxTraceFrames, kMaxBlockSize: the same bounds as a trace
 
 namespace memprofile {
 
@@ -202,28 +202,11 @@ class DatReader {
     uint32_t tag = ev_.u32();
     switch (tag) {
       case 0: ev_.bad("a second header");
-      case 1: {  // Alloc (older files): no allocation id
-        uint64_t ts = ev_.u64();
-        allocate({0, 0}, ts, body());
-        break;
-      }
-      case 2: {  // Realloc
-        uint64_t ts = ev_.u64(), old = ev_.u64();
-        reallocate({0, 0}, ts, old, body());
-        break;
-      }
-      case 3: {  // Free
-        uint64_t ts = ev_.u64(), ptr = ev_.u64();
-        ev_.skip(12);
-        release({0, 0}, ts, ptr);
-        break;
-      }
-      case 4: {  // File
-        uint64_t ts = ev_.u64();
-        std::string path = ev_.bytes(ev_.u32(), 4096);
-        file(ts, path, ev_.u32());
-        break;
-      }
+      // Alloc, Realloc, Free of older files: no allocation id.
+      case 1: alloc_event({0, 0}); break;
+      case 2: realloc_event({0, 0}); break;
+      case 3: free_event({0, 0}); break;
+      case 4: file_event(false); break;  // File: a u32 length
       case 5: backtrace(ev_.u64(), 8, std::nullopt); break;
       case 6:  // MemoryDump
         ev_.skip(16);
@@ -245,31 +228,10 @@ class DatReader {
         ev_.bad("a post-processed file (bytehound postprocess writes decoded frames): report reads what the preload library writes");
       case 17: ev_.skip(7 * 8); break;                           // GroupStatistics (squeeze: culled, never live)
       case 19: backtrace(ev_.u64(), 4, std::nullopt); break;
-      case 20: {  // AllocEx
-        Key id = key();
-        uint64_t ts = ev_.u64();
-        allocate(id, ts, body());
-        break;
-      }
-      case 21: {  // ReallocEx
-        Key id = key();
-        uint64_t ts = ev_.u64(), old = ev_.u64();
-        reallocate(id, ts, old, body());
-        break;
-      }
-      case 22: {  // FreeEx
-        Key id = key();
-        uint64_t ts = ev_.u64(), ptr = ev_.u64();
-        ev_.skip(12);
-        release(id, ts, ptr);
-        break;
-      }
-      case 23: {  // File64
-        uint64_t ts = ev_.u64();
-        std::string path = ev_.bytes(ev_.u32(), 4096);
-        file(ts, path, ev_.u64());
-        break;
-      }
+      case 20: alloc_event(key()); break;    // AllocEx
+      case 21: realloc_event(key()); break;  // ReallocEx
+      case 22: free_event(key()); break;     // FreeEx
+      case 23: file_event(true); break;      // File64: a u64 length
       // The map events: each field skipped as its type says ("u": a fixed
       // u64, "4": a u32, "v": a varint); they hold nothing report uses.
       case 24: fields("uvuvvv444"), ev_.skip(ev_.varint()); break;  // AddRegion, then its name
@@ -294,6 +256,25 @@ class DatReader {
   [[noreturn]] void limit(const std::string& what, size_t n) {
     throw FileError(name_, "more than " + std::to_string(n) + " " + what +
                                " (memprofile's limit for one bytehound profile: docs/report.md)");
+  }
+
+  void alloc_event(Key id) {
+    uint64_t ts = ev_.u64();
+    allocate(id, ts, body());
+  }
+  void realloc_event(Key id) {
+    uint64_t ts = ev_.u64(), old = ev_.u64();
+    reallocate(id, ts, old, body());
+  }
+  void free_event(Key id) {
+    uint64_t ts = ev_.u64(), ptr = ev_.u64();
+    ev_.skip(12);  // backtrace, thread
+    release(id, ts, ptr);
+  }
+  void file_event(bool wide) {
+    uint64_t ts = ev_.u64();
+    std::string path = ev_.bytes(ev_.u32(), 4096);
+    file(ts, path, wide ? ev_.u64() : ev_.u32());
   }
 
   Key key() {
@@ -321,13 +302,13 @@ class DatReader {
     if (live_.size() >= kMaxDatLiveBlocks) limit("live allocations at once", kMaxDatLiveBlocks);
     uint32_t site = site_of(b.backtrace);
     live_.emplace(k, Block{b.size, ts, site});
-    account(site, ts, static_cast<int64_t>(std::min<uint64_t>(b.size, kMaxBlock)), 1);
+    account(site, ts, static_cast<int64_t>(std::min<uint64_t>(b.size, kMaxBlockSize)), 1);
   }
 
   void release(Key id, uint64_t ts, uint64_t pointer) {
     auto it = live_.find(block_key(id, pointer));
     if (it == live_.end()) return;  // allocated before tracking started
-    account(it->second.site, ts, -static_cast<int64_t>(std::min<uint64_t>(it->second.size, kMaxBlock)), -1);
+    account(it->second.site, ts, -static_cast<int64_t>(std::min<uint64_t>(it->second.size, kMaxBlockSize)), -1);
     live_.erase(it);
   }
 
@@ -473,8 +454,6 @@ class DatReader {
     if (cut_ || stream_.cut()) out.back().trigger = "cut";
     return out;
   }
-
-  static constexpr uint64_t kMaxBlock = 1ull << 48;  // bytes of one allocation: an address space's
 
   ChunkStream stream_;
   Events ev_;
