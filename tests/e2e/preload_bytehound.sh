@@ -176,6 +176,20 @@ done
 grep -q "^memprofile report: bytehound profile memory-profiling_leak_.*_${pid}.dat (pid ${pid})" "${SCRATCH}/report.txt" ||
   fail "report's header: $(head -2 "${SCRATCH}/report.txt")"
 pass "report reads bytehound's .dat: leaky_function holds the leak's 8 MiB, plain and through exec"
+# --base: the end of an earlier run (2 MiB kept) is what the later run's
+# growth (8 MiB kept) is measured from.
+mkdir -p "${SCRATCH}/early"
+LD_PRELOAD="${amd64}/libbytehound.so" MEMORY_PROFILER_OUTPUT="${SCRATCH}/early/p_%p.dat" "${FIXTURES}/leak" leak 2 > /dev/null ||
+  fail "the earlier run fails under bytehound"
+early="$(find "${SCRATCH}/early" -name 'p_*.dat' -print -quit)"
+"${MEMPROFILE}" report --json --rootfs / --base "${early}" "${dat}" > "${SCRATCH}/base.json" ||
+  fail "report --base: $(cat "${SCRATCH}/base.json")"
+jq -e --arg early "${early}" '.growth[0].site.function == "leaky_function" and .growth[0].growth == 6291456
+    and .snapshots[0].file == $early' "${SCRATCH}/base.json" > /dev/null ||
+  fail "report --base: $(jq -c '{g: .growth[0], s: [.snapshots[].file]}' "${SCRATCH}/base.json")"
+"${MEMPROFILE}" report --rootfs / --base "${early}" "${dat}" | head -1 | grep -q "the first is --base $(basename "${early}")'s last" ||
+  fail "the header does not name the base"
+pass "report --base EARLIER.dat LATER.dat: leaky_function gained 6 MiB (2 MiB kept, then 8)"
 
 # Dormant, then driven: start and stop are bytehound's SIGUSR1 toggle, sent
 # to the control thread alone, so the service's own sleeps are never cut

@@ -96,6 +96,22 @@ zstd -q -o "${SCRATCH}/heaptrack.c.raw.zst" "${trace}"
 [[ "$(jq -c '.growth[0].site' "${SCRATCH}/zst.json")" == "$(jq -c '.growth[0].site' "${SCRATCH}/ht-c.json")" ]] ||
   fail "the zstd-compressed trace differs"
 pass "heaptrack: the raw trace read without heaptrack_interpret ($(jq '.snapshots | length' "${SCRATCH}/ht-c.json") snapshots), also zstd-compressed"
+# --base of a whole-run trace: an earlier copy of it (here its first half,
+# cut at a line as a copy of a running process's trace is) is the state
+# growth is measured from: its last snapshot comes first.
+mkdir -p "${SCRATCH}/ht-early"
+early="${SCRATCH}/ht-early/$(basename "${trace}")"
+head -c "$(($(stat -c %s "${trace}") / 2))" "${trace}" | sed '$d' > "${early}"
+"${MEMPROFILE}" report --json --rootfs / --base "${early}" "${trace}" > "${SCRATCH}/ht-base.json" ||
+  fail "heaptrack --base: $(cat "${SCRATCH}/ht-base.json")"
+jq -e --slurpfile all "${SCRATCH}/ht-c.json" --arg early "${early}" '.growth[0].site.function == "grow_steadily"
+    and .snapshots[0].file == $early and (.snapshots | length) == ($all[0].snapshots | length) + 1
+    and .growth[0].growth < $all[0].growth[0].growth' "${SCRATCH}/ht-base.json" > /dev/null ||
+  fail "heaptrack --base: $(jq -c '{g: .growth[0], s: [.snapshots[] | .file]}' "${SCRATCH}/ht-base.json")"
+if "${MEMPROFILE}" report --rootfs / --base "$(find "${SCRATCH}/c" -name 'jeprof.*.heap' -print -quit)" "${trace}" \
+    > /dev/null 2> "${SCRATCH}/mixed.err"; then fail "a jemalloc base of a heaptrack trace was taken"; fi
+grep -q "the profiles are heaptrack's" "${SCRATCH}/mixed.err" || fail "a jemalloc base: $(cat "${SCRATCH}/mixed.err")"
+pass "heaptrack --base EARLIER-COPY TRACE: growth from the copy's end (grow_steadily first, less than over the whole run); a jemalloc base refused"
 
 # The text report says the same.
 "${MEMPROFILE}" report --rootfs / "${SCRATCH}/c" > "${SCRATCH}/c.txt"

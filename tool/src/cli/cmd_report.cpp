@@ -32,7 +32,7 @@ void setup_report(CLI::App& app, ExitCode& exit_code) {
                 "dumps (or --base) the sites that grew and the leak suspects");
   cmd->add_option("profiles", o->profiles, "jemalloc .heap dumps, or directories of them (memprofile collect's output)")
       ->required();
-  cmd->add_option("--base", o->base, "an earlier dump to measure growth from");
+  cmd->add_option("--base", o->base, "an earlier profile to measure growth from (a jemalloc dump; a heaptrack trace or bytehound .dat: its end)");
   auto* image = cmd->add_option("--image", o->image, "the image the profile came from (archive, OCI layout, -, docker://REF, "
                                                       "docker-daemon:NAME): symbols come from its files");
   auto* rootfs = cmd->add_option("--rootfs", o->rootfs, "or the image's root filesystem, as a directory");

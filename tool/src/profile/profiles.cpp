@@ -10,6 +10,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <optional>
 
 #include "base/error.h"
 #include "base/stream.h"
@@ -79,13 +80,6 @@ std::string read_jemalloc_text(Reader& bytes, const std::string& name) {
   return text;
 }
 
-// One profile file, whole, under the cap (--base: a jemalloc dump).
-std::string read_profile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
-  FdReader in(fd.get(), path);
-  return read_jemalloc_text(in, path);
-}
 
 // The snapshot at exit comes after the program's own teardown: containers
 // freed by destructors would look like memory given back. jemalloc marks it
@@ -123,6 +117,34 @@ void drop_exit_snapshot(std::vector<HeapSnapshot>& snaps, std::vector<std::strin
 bool is_heaptrack_file(const std::string& path) {
   std::string name = basename_of(path);
   return name.rfind("heaptrack.", 0) == 0;
+}
+
+// heaptrack.PID.raw's pid (0 when the name has none).
+uint64_t trace_pid(const std::string& file) {
+  std::string name = basename_of(file);
+  size_t dot = name.find('.', 10);
+  std::string digits = name.substr(10, dot == std::string::npos ? std::string::npos : dot - 10);
+  return !digits.empty() && digits.size() <= 9 && digits.find_first_not_of("0123456789") == std::string::npos
+             ? std::stoull(digits)
+             : 0;
+}
+
+// --base: the state growth is measured from. A jemalloc dump is one moment;
+// a heaptrack trace or a bytehound profile (of an earlier run, or a copy
+// taken while the process ran, cut short as such copies are) gives its last
+// snapshot, its teardown left out as for the profiles.
+HeapSnapshot read_base(const std::string& path, StackInterner& stacks, std::vector<std::string>& notes) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
+  FdReader in(fd.get(), path);
+  std::string name = basename_of(path);
+  if (!is_heaptrack_file(path) && !is_bytehound_name(name))
+    return parse_jemalloc_heap(read_jemalloc_text(in, path), path, &stacks);
+  std::vector<HeapSnapshot> snaps = is_heaptrack_file(path) ? read_heaptrack_trace(in, path) : read_bytehound_dat(in, path);
+  if (snaps.empty()) throw FileError(path, "--base holds no snapshot to measure growth from");
+  drop_exit_snapshot(snaps, notes);
+  if (snaps.back().backend == "heaptrack") snaps.back().pid = trace_pid(path);  // in its name, as for the profiles
+  return std::move(snaps.back());
 }
 
 // A tar (what memprofile collect writes), by its ustar magic.
@@ -201,16 +223,6 @@ void load_archive(const std::string& path, Loaded& out) {
   if (unreadable) std::rethrow_exception(unreadable);
 }
 
-// heaptrack.PID.raw's pid (0 when the name has none).
-uint64_t trace_pid(const std::string& file) {
-  std::string name = basename_of(file);
-  size_t dot = name.find('.', 10);
-  std::string digits = name.substr(10, dot == std::string::npos ? std::string::npos : dot - 10);
-  return !digits.empty() && digits.size() <= 9 && digits.find_first_not_of("0123456789") == std::string::npos
-             ? std::stoull(digits)
-             : 0;
-}
-
 // The profiles the arguments name, as processes, each oldest first, its
 // exit snapshot dropped (drop_exit_snapshot); notes per pid.
 std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, const std::string& base_dump,
@@ -247,10 +259,30 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
   std::vector<ProcessSeries> processes;
   // heaptrack: one trace holds a whole process's run, snapshots included;
   // several traces are several processes.
+  std::optional<HeapSnapshot> base;
+  if (!base_dump.empty()) base = read_base(base_dump, loaded.stacks, process_notes[0]);
+  if (base && (!loaded.dumps.empty() || !loaded.traces.empty())) {
+    const std::string& kind = !loaded.traces.empty() && !loaded.traces[0].empty() ? loaded.traces[0].front().backend
+                              : !loaded.dumps.empty()                              ? loaded.dumps[0].backend
+                                                                                   : base->backend;
+    if (kind != base->backend)
+      throw Error(base_dump + ": --base is a " + base->backend + " profile and the profiles are " + kind +
+                  "'s; growth is measured between profiles of one profiler");
+  }
+  // Puts the base before its own process's first snapshot; one of another
+  // pid is still the start of the only process there is.
+  auto put_base = [&](std::vector<ProcessSeries>& processes) {
+    ProcessSeries* into = processes.size() == 1 ? &processes[0] : nullptr;
+    for (auto& p : processes)
+      if (p.info.pid == base->pid) into = &p;
+    if (!into) throw Error(base_dump + ": --base is a profile of pid " + std::to_string(base->pid) + ", and the profiles hold no "
+                           "snapshot of that process");
+    into->snaps.insert(into->snaps.begin(), std::move(*base));
+  };
   if (!loaded.traces.empty()) {
-    if (!loaded.dumps.empty() || !base_dump.empty())
+    if (!loaded.dumps.empty())
       throw Error(loaded.trace_names[0] + ": a heaptrack trace or a bytehound profile holds the whole run; report reads "
-                  "them alone (no --base, no jemalloc dumps beside them)");
+                  "them alone (no jemalloc dumps beside them)");
     for (size_t i = 0; i < loaded.traces.size(); ++i) {
       ProcessSeries p;
       // heaptrack's pid is in its file name, bytehound's in its header.
@@ -261,24 +293,14 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
       drop_exit_snapshot(p.snaps, process_notes[p.info.pid]);
       if (!p.snaps.empty()) processes.push_back(std::move(p));
     }
+    if (base) put_base(processes);
     return processes;
   }
-  if (loaded.dumps.empty() && base_dump.empty() && !memory.empty()) return processes;  // memory records alone
+  if (loaded.dumps.empty() && !base && !memory.empty()) return processes;  // memory records alone
   if (loaded.dumps.empty()) throw Error("no profile in " + args[0]);
   processes = group_by_process(std::move(loaded.dumps), loaded.records);
   for (auto& p : processes) drop_exit_snapshot(p.snaps, process_notes[p.info.pid]);
-  if (!base_dump.empty()) {
-    std::string text = read_profile(base_dump);
-    HeapSnapshot base = parse_jemalloc_heap(text, base_dump, &loaded.stacks);
-    // The base belongs to its own process; one of another pid is still the
-    // start of the only process there is.
-    ProcessSeries* into = processes.size() == 1 ? &processes[0] : nullptr;
-    for (auto& p : processes)
-      if (p.info.pid == base.pid) into = &p;
-    if (!into) throw Error(base_dump + ": --base is a dump of pid " + std::to_string(base.pid) + ", and the profiles hold no "
-                           "dumps of that process");
-    into->snaps.insert(into->snaps.begin(), std::move(base));
-  }
+  if (base) put_base(processes);
   return processes;
 }
 

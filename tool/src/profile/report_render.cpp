@@ -162,6 +162,7 @@ void print_view(std::ostream& out, const Folded& f, const ReportRequest& o, cons
     bool bytehound = snaps.back().backend == "bytehound";
     out << "memprofile report: " << (bytehound ? "bytehound profile " : "heaptrack trace ") << basename_of(snaps.back().file)
         << (bytehound ? " (pid " + std::to_string(snaps.back().pid) + ")" : "") << ", " << snaps.size() << " snapshot" << (snaps.size() == 1 ? "" : "s")
+        << (snaps.front().file != snaps.back().file ? " (the first is --base " + basename_of(snaps.front().file) + "'s last)" : "")
         << " over " << secs << " s, every allocation recorded"
         << (bytehound ? " that bytehound kept (with MEMORY_PROFILER_CULL_TEMPORARY_ALLOCATIONS, as memprofile exec "
                         "sets it, not those freed within 10 s)"
