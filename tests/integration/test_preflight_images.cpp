@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <zstd.h>
 
+#include <fstream>
 #include <set>
 
 #include <catch2/catch.hpp>
@@ -148,6 +149,24 @@ TEST_CASE("preflight: multi-platform manifest list") {
   RunResult none = run_memprofile({"preflight", "--platform", "linux/s390x", image("multi.oci.tar")});
   require_one_line_error(none, "linux/amd64");
   CHECK_THAT(none.err, Catch::Contains("linux/arm64"));
+}
+
+TEST_CASE("preflight: a path under /proc, /sys or /dev is never a program the entrypoint dispatches to") {
+  // Rust's std names /proc/self/exe; under --rootfs / (an image build's
+  // verify step) it is memprofile itself. Here each is a real program file,
+  // beside a path that is one of the image's.
+  Scratch s;
+  testing::make_glibc_root(s.path());
+  testing::copy_file(testing::fixture("dynamic"), s / "usr/local/bin/app");
+  for (const char* p : {"proc/self/exe", "sys/kernel/prog", "dev/prog", "usr/local/bin/other"})
+    testing::copy_file(testing::fixture("dynamic"), s / p);
+  {
+    std::ofstream app(s / "usr/local/bin/app", std::ios::binary | std::ios::app);
+    app << std::string("\0/proc/self/exe\0/sys/kernel/prog\0/dev/prog\0/usr/local/bin/other\0", 64);
+  }
+  json j = preflight_json({"--rootfs", s.path(), "--entrypoint", "/usr/local/bin/app"}, 0);
+  REQUIRE(j["dispatch"].size() == 1);
+  CHECK(j["dispatch"][0]["path"] == "/usr/local/bin/other");
 }
 
 TEST_CASE("preflight: --rootfs judges a directory with config from flags") {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
@@ -339,6 +340,15 @@ void follow_entrypoint(Context& ctx) {
   res.program = ctx.entry->path;
 }
 
+// /proc, /sys and /dev hold the kernel's files, not the image's: under
+// --rootfs / (the verify step of an image build) /proc/self/exe, which
+// Rust's std names, is memprofile itself.
+bool names_kernel_files(const std::string& path) {
+  for (const char* dir : {"/proc", "/sys", "/dev"})
+    if (path.rfind(dir, 0) == 0 && (path.size() == std::strlen(dir) || path[std::strlen(dir)] == '/')) return true;
+  return false;
+}
+
 // Dispatchers: other programs in the image whose paths the entrypoint names.
 // Only a program named directly by the config can be one: an interpreter
 // names /bin/sh and friends without dispatching to them.
@@ -355,7 +365,7 @@ void find_dispatch_targets(Context& ctx) {
         if (b != run.size() && run[b] != '/') continue;
         std::string cand = run.substr(a, b - a);
         if (++candidates > kMaxDispatchCandidates) break;
-        if (cand.size() < 3 || seen.count(cand)) continue;
+        if (cand.size() < 3 || seen.count(cand) || names_kernel_files(cand)) continue;
         seen.insert(cand);
         auto r = try_resolve(ctx.tree, cand);
         if (!is_executable_file(r) || r->path == ctx.entry->path || is_shell(r->path)) continue;
