@@ -111,6 +111,12 @@ TEST_CASE("allocator, runtime and libc frames are skipped when a stack is folded
   CHECK(is_allocator_frame(frame("alloc::raw_vec::finish_grow", "", "/app")));
   CHECK(is_allocator_frame(frame("<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem",
                                  "/rustc/59807616/library/alloc/src/vec/mod.rs", "/app")));
+  // Rust's std as Debian's rustc and rust-src place it, instantiated in the app.
+  CHECK(is_allocator_frame(frame("<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem",
+                                 "/usr/src/rustc-1.63.0/library/alloc/src/vec/spec_from_elem.rs", "/app")));
+  CHECK(is_allocator_frame(frame("x", "/root/.rustup/toolchains/nightly/lib/rustlib/src/rust/library/core/src/ptr.rs", "/app")));
+  CHECK_FALSE(is_allocator_frame(frame("leaky_rs::keep", "/usr/src/app/library/alloc/src/pool.rs", "/app")));
+  CHECK_FALSE(is_allocator_frame(frame("leaky_rs::keep", "/usr/src/rustc-1.63.0/app/library/std/x.rs", "/app")));
   CHECK_FALSE(is_allocator_frame(frame("free_list_push", "/src/list.c", "/app")));
   CHECK_FALSE(is_allocator_frame(frame("shop::Ledger<long>::grow_steadily", "/src/sites.cpp", "/app")));
   CHECK(is_profiler_frame(frame("", "", "/opt/memprofile/lib/libheaptrack_preload.so")));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <map>
 
@@ -75,6 +76,25 @@ bool is_profiler_frame(const Frame& f) {
   return false;
 }
 
+namespace {
+
+// FILE is in Rust's own library/{alloc,core,std} under a toolchain's
+// source directory (not an app's own "library" directory).
+bool rust_std_source(const std::string& file) {
+  for (const char* crate : {"/library/alloc/", "/library/core/", "/library/std/"}) {
+    size_t at = file.find(crate);
+    if (at == std::string::npos) continue;
+    std::string dir = file.substr(0, at);
+    if (dir.size() >= std::strlen("/rustlib/src/rust") &&
+        dir.compare(dir.size() - std::strlen("/rustlib/src/rust"), std::string::npos, "/rustlib/src/rust") == 0)
+      return true;
+    if (starts_with(dir, "/usr/src/rustc-") && dir.find('/', std::strlen("/usr/src/rustc-")) == std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool is_allocator_frame(const Frame& f) {
   if (is_profiler_frame(f)) return true;
   // Whole modules: the profilers' preload libraries, libc and the loader,
@@ -83,11 +103,13 @@ bool is_allocator_frame(const Frame& f) {
   for (const char* m : {"libc.so", "libc-", "ld-linux", "ld-musl", "libstdc++", "libc++", "libgcc_s"})
     if (starts_with(mod, m)) return true;
   // Source files of the standard libraries, inlined or instantiated into
-  // the program: Rust's alloc/core/std (/rustc/HASH/library/...), libstdc++'s
-  // headers.
+  // the program: Rust's alloc/core/std where each toolchain puts them
+  // (rustup's builds: /rustc/HASH/library/...; Debian's rustc:
+  // /usr/src/rustc-VERSION/library/...; rust-src: .../rustlib/src/rust/
+  // library/...), libstdc++'s headers.
   const std::string& file = f.file;
   if (starts_with(file, "/rustc/") || starts_with(file, "library/alloc/") || starts_with(file, "library/core/") ||
-      starts_with(file, "library/std/") || file.find("/usr/include/c++/") != std::string::npos)
+      starts_with(file, "library/std/") || rust_std_source(file) || file.find("/usr/include/c++/") != std::string::npos)
     return true;
   // Functions, for allocators and templates compiled into the program itself
   // (a statically linked jemalloc, std::vector's growth, Rust's alloc crate).
