@@ -45,3 +45,23 @@ dat="$(find "${SCRATCH}/out" -name "memory-profiling_leaky_*_${pid}.dat" -size +
 jq -e '.in_use[0].site.function == "leaky_function"' "${SCRATCH}/report.json" > /dev/null ||
   fail "report: $(jq -c '{top: .in_use[0], warnings}' "${SCRATCH}/report.json")"
 pass "the image records: $(basename "${dat}"), $(stat -c %s "${dat}") bytes, by the app's user; report --image names leaky_function"
+
+# seed 000's `kubectl cp`: it runs `tar cf - -C DIR FILE` in the container,
+# with the container's environment. With LD_PRELOAD in the pod's env (the
+# guide's way), bytehound loads into that tar too; this image keeps
+# LD_PRELOAD out of the environment (the launcher sets it for the app
+# alone), so the tar of a second container loads no profiler and writes no
+# .dat of its own, and the archive holds the app's .dat whole.
+buildah inspect --type image "${image}" | jq -e '[.OCIv1.config.Env[] | select(startswith("LD_PRELOAD="))] | length == 0' \
+  > /dev/null || fail "the image's environment sets LD_PRELOAD"
+before="$(find "${SCRATCH}/out" -name '*.dat' | wc -l)"
+ctr="$(buildah from --pull=never --quiet "${image}")"
+MOUNTED+=("${ctr}")
+buildah run --isolation chroot -v "${SCRATCH}/out:/var/memprofile" "${ctr}" -- \
+  tar cf - -C /var/memprofile "$(basename "${dat}")" > "${SCRATCH}/cp.tar" 2> "${SCRATCH}/cp.err" ||
+  fail "tar in the container (what kubectl cp runs): $(cat "${SCRATCH}/cp.err")"
+[[ "$(find "${SCRATCH}/out" -name '*.dat' | wc -l)" == "${before}" ]] || fail "the tar in the container wrote a .dat of its own"
+mkdir -p "${SCRATCH}/cp"
+tar -C "${SCRATCH}/cp" -xf "${SCRATCH}/cp.tar"
+cmp -s "${SCRATCH}/cp/$(basename "${dat}")" "${dat}" || fail "kubectl cp's tar did not carry the .dat whole"
+pass "kubectl cp's tar in the container loads no profiler (no LD_PRELOAD in the image's env) and carries the .dat whole"
