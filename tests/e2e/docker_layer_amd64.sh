@@ -9,12 +9,16 @@
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/docker_lib.sh
 source "$(dirname "$0")/docker_lib.sh"
+# shellcheck source=preload/lib.sh
+source "${E2E_ROOT}/preload/lib.sh"
+# shellcheck source=preload/bytehound/recipe.sh
+source "${E2E_ROOT}/preload/bytehound/recipe.sh"
 
 seed_dist jemalloc amd64
 seed_dist heaptrack amd64
 example_app amd64
 image=localhost/leaky:amd64-memprofile
-drop_at_exit "${image}" localhost/leaky:heaptrack
+drop_at_exit "${image}" localhost/leaky:heaptrack localhost/leaky:bytehound
 
 # --no-cache: BuildKit would otherwise skip the verify step it ran before
 # with the same inputs, and its output with it.
@@ -80,3 +84,33 @@ raw="$(find "${SCRATCH}/out-ht" -name 'heaptrack.*.raw' -print -quit)"
 heaptrack_names leaky_function "$(image_root localhost/leaky:heaptrack "${SCRATCH}/root-ht")" "${raw}" ||
   fail "the heaptrack trace does not name leaky_function"
 pass "the heaptrack image records a trace naming leaky_function under docker run"
+
+# The default backend, bytehound (its library built offline on the host):
+# docker run records a .dat, collect through docker exec carries it out,
+# and report --image names the leak.
+if [[ -z "$(PRELOAD_CACHE="$(memprofile_cache)/preload" find_bundle)" ]]; then
+  echo "skip: no offline bundle for bytehound (${BUNDLE_NAME}; preload/README.md): the bytehound image is not built here"
+  exit 0
+fi
+seed_dist bytehound amd64
+mk image-memprofile APP_IMAGE=localhost/leaky:amd64 MEMPROFILE_IMAGE_TAG=bytehound > "${SCRATCH}/build-bh.log" 2>&1 ||
+  { cat "${SCRATCH}/build-bh.log" >&2; fail "make image-memprofile (the default backend)"; }
+grep -q "LOADER_TRACED" "${SCRATCH}/build-bh.log" || fail "the bytehound build's verify step did not trace the loader"
+"${MEMPROFILE}" preflight "${SCRATCH}/image/image.tar" > "${SCRATCH}/preflight-bh" || fail "the bytehound image is not READY"
+mkdir -p "${SCRATCH}/out-bh"
+chmod 1777 "${SCRATCH}/out-bh"
+ctr="$(docker run -d -v "${SCRATCH}/out-bh:/var/memprofile" --entrypoint /bin/sh localhost/leaky:bytehound \
+  -c '/usr/bin/memprofile exec --from-config -- 1.5 && echo ended > /var/memprofile/ended; exec sleep 120')"
+at_exit "docker rm --force ${ctr} >/dev/null 2>&1"
+for _ in $(seq 600); do
+  [[ ! -e "${SCRATCH}/out-bh/ended" ]] || break
+  sleep 0.1
+done
+[[ -e "${SCRATCH}/out-bh/ended" ]] || fail "the bytehound container's app did not end well: $(docker logs "${ctr}" 2>&1 | tail -5)"
+docker exec "${ctr}" /usr/bin/memprofile collect > "${SCRATCH}/profile-bh.tar" 2> "${SCRATCH}/collect-bh.log" ||
+  { cat "${SCRATCH}/collect-bh.log" >&2; fail "memprofile collect through docker exec (bytehound)"; }
+"${MEMPROFILE}" report --json --image "${SCRATCH}/image/image.tar" "${SCRATCH}/profile-bh.tar" > "${SCRATCH}/report-bh.json" ||
+  fail "report of the collected .dat: $(cat "${SCRATCH}/report-bh.json")"
+jq -e '.backend == "bytehound" and .in_use[0].site.function == "leaky_function"' "${SCRATCH}/report-bh.json" > /dev/null ||
+  fail "report: $(jq -c '{backend, top: .in_use[0].site, warnings}' "${SCRATCH}/report-bh.json")"
+pass "the default backend (bytehound) under docker run: a .dat, collected through docker exec; report --image names leaky_function"

@@ -164,6 +164,39 @@ pid="${pid%.json}"
 find "${out}" -name "memory-profiling_*_${pid}.dat" -size +1k | grep -q . || fail "exec wrote no .dat for process ${pid}: $(ls "${out}")"
 pass "it records: LD_PRELOAD and exec --backend bytehound each wrote a .dat ($(stat -c %s "${dat}") bytes)"
 
+# Through a dispatcher (a copy of the test program that execs the real
+# one): alone, bytehound unsets LD_PRELOAD in the first process it loads
+# into and the target is lost; exec --target sets
+# MEMORY_PROFILER_TRACK_CHILD_PROCESSES=1 and the target records too.
+cp "${FIXTURES}/leak" "${SCRATCH}/dispatcher"
+mkdir -p "${SCRATCH}/lost" "${SCRATCH}/dispatched"
+LD_PRELOAD="${amd64}/libbytehound.so" MEMORY_PROFILER_OUTPUT="${SCRATCH}/lost/memory-profiling_%e_%p.dat" \
+  "${SCRATCH}/dispatcher" exec "${FIXTURES}/leak" leak 4 > /dev/null || fail "the dispatcher fails under bytehound"
+find "${SCRATCH}/lost" -name 'memory-profiling_dispatcher_*.dat' | grep -q . || fail "no .dat of the dispatcher"
+! find "${SCRATCH}/lost" -name 'memory-profiling_leak_*.dat' | grep -q . ||
+  fail "the target recorded without TRACK_CHILD_PROCESSES: the premise of the launcher's setting is gone"
+MEMPROFILE_CTL_LIBRARY="${BUILD_DIR}/ctl/libmemprofile_ctl.so" "${MEMPROFILE}" exec --backend bytehound \
+  --preload "${amd64}/libbytehound.so" --output-dir "${SCRATCH}/dispatched" --min-free-mb 1 --target "${FIXTURES}/leak" \
+  -- "${SCRATCH}/dispatcher" exec "${FIXTURES}/leak" leak 4 > "${SCRATCH}/dispatched.log" 2>&1 ||
+  fail "exec --target through a dispatcher: $(cat "${SCRATCH}/dispatched.log")"
+target_dat="$(find "${SCRATCH}/dispatched" -name 'memory-profiling_leak_*.dat' -print -quit)"
+[[ -n "${target_dat}" ]] || fail "exec --target: the target wrote no .dat: $(ls "${SCRATCH}/dispatched")"
+"${MEMPROFILE}" report --json --rootfs / "${target_dat}" > "${SCRATCH}/dispatched.json" || fail "report of the target"
+jq -e '.in_use[0].site.function == "leaky_function" and .in_use[0].bytes_in_use >= 4194304' "${SCRATCH}/dispatched.json" > /dev/null ||
+  fail "the target's .dat: $(jq -c '.in_use[0]' "${SCRATCH}/dispatched.json")"
+pass "a dispatcher: alone, bytehound loses the exec'd target; exec --target keeps it (TRACK_CHILD_PROCESSES), whose .dat names leaky_function"
+
+# An output bytehound cannot open is only logged, never an error of the
+# program: the log file the launcher names is where it is said.
+mkdir -p "${SCRATCH}/logged"
+LD_PRELOAD="${amd64}/libbytehound.so" MEMORY_PROFILER_OUTPUT="${SCRATCH}/no/such/dir/p_%p.dat" MEMORY_PROFILER_LOG=info \
+  MEMORY_PROFILER_LOGFILE="${SCRATCH}/logged/bytehound_%e_%p.log" "${FIXTURES}/leak" leak 1 > /dev/null 2> "${SCRATCH}/logged.err" ||
+  fail "an output bytehound cannot open failed the program"
+log="$(find "${SCRATCH}/logged" -name 'bytehound_leak_*.log' -print -quit)"
+grep -q "ERR Couldn't open '${SCRATCH}/no/such/dir/p_[0-9]*.dat' for writing" "${log:-/dev/null}" ||
+  fail "the log does not say the output could not be opened: $(grep ERR "${log:-/dev/null}" | tail -3)"
+pass "an output bytehound cannot open: the program runs on, and the log file says so ($(grep -m1 -o "ERR Couldn't open .*" "${log}" | sed "s|${SCRATCH}|SCRATCH|"))"
+
 # report reads the .dat: the leak's 8 MiB are leaky_function's, in the
 # plain run and in exec's output directory (the process record beside it).
 for where in "${SCRATCH}/plain" "${out}"; do
