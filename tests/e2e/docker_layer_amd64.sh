@@ -9,10 +9,6 @@
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/docker_lib.sh
 source "$(dirname "$0")/docker_lib.sh"
-# shellcheck source=preload/lib.sh
-source "${E2E_ROOT}/preload/lib.sh"
-# shellcheck source=preload/bytehound/recipe.sh
-source "${E2E_ROOT}/preload/bytehound/recipe.sh"
 
 seed_dist jemalloc amd64
 seed_dist heaptrack amd64
@@ -88,10 +84,7 @@ pass "the heaptrack image records a trace naming leaky_function under docker run
 # The default backend, bytehound (its library built offline on the host):
 # docker run records a .dat, collect through docker exec carries it out,
 # and report --image names the leak.
-if [[ -z "$(PRELOAD_CACHE="$(memprofile_cache)/preload" find_bundle)" ]]; then
-  echo "skip: no offline bundle for bytehound (${BUNDLE_NAME}; preload/README.md): the bytehound image is not built here"
-  exit 0
-fi
+need_bytehound_bundle 0
 seed_dist bytehound amd64
 mk image-memprofile APP_IMAGE=localhost/leaky:amd64 MEMPROFILE_IMAGE_TAG=bytehound > "${SCRATCH}/build-bh.log" 2>&1 ||
   { cat "${SCRATCH}/build-bh.log" >&2; fail "make image-memprofile (the default backend)"; }

@@ -10,15 +10,8 @@
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/images_lib.sh
 source "$(dirname "$0")/images_lib.sh"
-# shellcheck source=preload/lib.sh
-source "${E2E_ROOT}/preload/lib.sh"
-# shellcheck source=preload/bytehound/recipe.sh
-source "${E2E_ROOT}/preload/bytehound/recipe.sh"
 
-if [[ -z "$(PRELOAD_CACHE="$(memprofile_cache)/preload" find_bundle)" ]]; then
-  echo "skip: no offline bundle for bytehound (${BUNDLE_NAME}; preload/README.md): the bytehound image is not built here"
-  exit 77
-fi
+need_bytehound_bundle 77
 seed_dist bytehound amd64
 example_app amd64
 image=localhost/leaky:dormant-bytehound
@@ -39,14 +32,8 @@ MOUNTED+=("${ctr}")
 buildah run --isolation chroot -v "${out}:/var/memprofile" "${ctr}" -- \
   /usr/bin/memprofile exec --from-config -- 60 65536 > "${SCRATCH}/service.log" 2>&1 &
 service=$!
-sock=""
-for _ in $(seq 600); do
-  sock="$(find "${out}" -name 'memprofile-ctl.*.sock' -print -quit)"
-  [[ -z "${sock}" ]] || break
-  kill -0 "${service}" 2> /dev/null || fail "the service ended: $(cat "${SCRATCH}/service.log")"
-  sleep 0.1
-done
-[[ -n "${sock}" ]] || fail "no control socket after 60 s: $(cat "${SCRATCH}/service.log")"
+wait_sockets "${out}" 1 "${service}" "${SCRATCH}/service.log"
+sock="$(find "${out}" -name 'memprofile-ctl.*.sock' -print -quit)"
 pid="${sock##*memprofile-ctl.}"
 pid="${pid%.sock}"
 grep -q "loaded dormant (recording off until memprofile start): /usr/local/bin/leaky with bytehound" "${SCRATCH}/service.log" ||

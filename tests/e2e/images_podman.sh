@@ -7,10 +7,6 @@
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/images_lib.sh
 source "$(dirname "$0")/images_lib.sh"
-# shellcheck source=preload/lib.sh
-source "${E2E_ROOT}/preload/lib.sh"
-# shellcheck source=preload/bytehound/recipe.sh
-source "${E2E_ROOT}/preload/bytehound/recipe.sh"
 
 command -v podman >/dev/null || fail "podman missing (scripts/install-deps.sh installs it)"
 seed_dist jemalloc amd64
@@ -35,10 +31,7 @@ pass "podman: built, READY, and the registry serves the judged digest ${judged}"
 # The default backend, bytehound (its library built offline on the host),
 # through the same gate: built by podman, verified in the build, READY, the
 # judged digest pushed.
-if [[ -z "$(PRELOAD_CACHE="$(memprofile_cache)/preload" find_bundle)" ]]; then
-  echo "skip: no offline bundle for bytehound (${BUNDLE_NAME}; preload/README.md): the bytehound image is not built here"
-  exit 0
-fi
+need_bytehound_bundle 0
 seed_dist bytehound amd64
 ref="${REGISTRY}/team/leaky:bytehound"
 drop_at_exit "${ref}"

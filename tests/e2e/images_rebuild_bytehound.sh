@@ -7,15 +7,8 @@
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/images_lib.sh
 source "$(dirname "$0")/images_lib.sh"
-# shellcheck source=preload/lib.sh
-source "${E2E_ROOT}/preload/lib.sh"
-# shellcheck source=preload/bytehound/recipe.sh
-source "${E2E_ROOT}/preload/bytehound/recipe.sh"
 
-if [[ -z "$(PRELOAD_CACHE="$(memprofile_cache)/preload" find_bundle)" ]]; then
-  echo "skip: no offline bundle for bytehound (${BUNDLE_NAME}; preload/README.md): the bytehound image is not built here"
-  exit 77
-fi
+need_bytehound_bundle 77
 seed_dist bytehound amd64
 base_images amd64
 image=localhost/leaky-rs:bytehound

@@ -306,3 +306,21 @@ wait_sockets() {
   done
   fail "not ${want} sockets in ${dir} after 60 s: $(ls "${dir}"): $(tail -5 "${log}")"
 }
+
+# need_bytehound_bundle CODE: when bytehound's offline bundle is nowhere to
+# be found (preload/README.md), says what is skipped and exits CODE (77: the
+# test does not apply; 0: the rest of a test that has done its part). The
+# recipe is read in a subshell: its names stay out of the test.
+need_bytehound_bundle() {
+  local found
+  found="$(
+    # shellcheck source=preload/lib.sh
+    source "${E2E_ROOT}/preload/lib.sh"
+    # shellcheck source=preload/bytehound/recipe.sh
+    source "${E2E_ROOT}/preload/bytehound/recipe.sh"
+    PRELOAD_CACHE="$(memprofile_cache)/preload" find_bundle || true
+  )"
+  [[ -z "${found}" ]] || return 0
+  echo "skip: no offline bundle for bytehound (bytehound-0.11.0-offline.tar.gz; preload/README.md): the bytehound image is not built here"
+  exit "$1"
+}
