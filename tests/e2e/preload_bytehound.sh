@@ -172,7 +172,8 @@ cp "${FIXTURES}/leak" "${SCRATCH}/dispatcher"
 mkdir -p "${SCRATCH}/lost" "${SCRATCH}/dispatched"
 LD_PRELOAD="${amd64}/libbytehound.so" MEMORY_PROFILER_OUTPUT="${SCRATCH}/lost/memory-profiling_%e_%p.dat" \
   "${SCRATCH}/dispatcher" exec "${FIXTURES}/leak" leak 4 > /dev/null || fail "the dispatcher fails under bytehound"
-find "${SCRATCH}/lost" -name 'memory-profiling_dispatcher_*.dat' | grep -q . || fail "no .dat of the dispatcher"
+# (The dispatcher's own .dat may never be opened: bytehound opens it from
+# its event thread, and the dispatcher may exec first.)
 ! find "${SCRATCH}/lost" -name 'memory-profiling_leak_*.dat' | grep -q . ||
   fail "the target recorded without TRACK_CHILD_PROCESSES: the premise of the launcher's setting is gone"
 MEMPROFILE_CTL_LIBRARY="${BUILD_DIR}/ctl/libmemprofile_ctl.so" "${MEMPROFILE}" exec --backend bytehound \
