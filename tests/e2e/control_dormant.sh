@@ -12,8 +12,10 @@ build_workloads
 JEMALLOC="$(preload_dist jemalloc amd64)/libjemalloc.so.2"
 out="${SCRATCH}/out"
 
+# It runs until the test ends it (0: until SIGTERM): a service of a fixed
+# length ends before the commands on a machine busy enough.
 start_service "${out}" "${SCRATCH}/run.log" --dormant --backend jemalloc --preload "${JEMALLOC}" -- \
-  "${SCRATCH}/leaky" 8 131072
+  "${SCRATCH}/leaky" 0 131072
 grep -q "memprofile: info: loaded dormant (recording off until memprofile start): ${SCRATCH}/leaky with jemalloc" \
   "${SCRATCH}/run.log" || fail "no dormant start line: $(cat "${SCRATCH}/run.log")"
 ctl() { "${MEMPROFILE}" "$@" "${SERVICE_PID}" --output-dir "${out}"; }
@@ -35,6 +37,7 @@ ctl status --json > "${SCRATCH}/status.json"
 for f in "${dormant_heap}" "${first}" "${second}"; do
   [[ "${f}" == "${out}"/jeprof."${SERVICE_PID}".*.m*.heap && -s "${f}" ]] || fail "snapshot path ${f}"
 done
+kill -TERM "${SERVICE_PID}"
 wait "${SERVICE_PID}" || fail "the service's exit code changed: $?"
 grep -q "leaky: leaked" "${SCRATCH}/run.log" || fail "the service did not run to its end"
 [[ ! -e "${out}/memprofile-ctl.${SERVICE_PID}.sock" ]] || fail "the socket stayed after the process ended"

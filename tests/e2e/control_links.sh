@@ -73,13 +73,14 @@ pass "jemalloc: ${planted} planted names (symlinks to a root file, nobody's file
 # not in the way of the normal case), and a dump left by an earlier process
 # of the same pid (root's own) is written over as before.
 out2="${SCRATCH}/plain"
-start_service "${out2}" "${SCRATCH}/plain.log" --dormant --backend jemalloc --preload "${JEMALLOC}" -- "${SCRATCH}/leaky" 4
+start_service "${out2}" "${SCRATCH}/plain.log" --dormant --backend jemalloc --preload "${JEMALLOC}" -- "${SCRATCH}/leaky" 0
 pid2="${SERVICE_PID}"
 echo "an earlier run's" > "${out2}/jeprof.${pid2}.0.m0.heap"
 "${MEMPROFILE}" start "${pid2}" --output-dir "${out2}" > /dev/null || fail "start"
 snap="$("${MEMPROFILE}" snapshot "${pid2}" --output-dir "${out2}")" || fail "snapshot in a clean directory"
 [[ "${snap}" == "${out2}/jeprof.${pid2}.0.m0.heap" ]] || fail "snapshot path ${snap}"
 grep -q "^heap_v2/" "${snap}" || fail "the earlier run's file was not written over: $(head -c 100 "${snap}")"
+kill -TERM "${pid2}"
 wait "${pid2}" || fail "the service's exit code changed: $?"
 pass "jemalloc without planted names: snapshots written, an own file of an earlier run written over"
 

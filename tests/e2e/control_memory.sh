@@ -80,7 +80,7 @@ pass "records beside the snapshots, carried by collect: report says the heap is 
 
 build_workloads
 out="${SCRATCH}/leak-records"
-start_service "${out}" "${SCRATCH}/leak.log" --dormant --backend jemalloc --preload "${JEMALLOC}" -- "${SCRATCH}/leaky" 8 1048576
+start_service "${out}" "${SCRATCH}/leak.log" --dormant --backend jemalloc --preload "${JEMALLOC}" -- "${SCRATCH}/leaky" 0 1048576
 "${MEMPROFILE}" start "${SERVICE_PID}" --output-dir "${out}" > /dev/null || fail "leak: start"
 "${MEMPROFILE}" snapshot "${SERVICE_PID}" --output-dir "${out}" > /dev/null || fail "leak: the first snapshot"
 sleep 3

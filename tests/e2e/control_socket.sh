@@ -22,7 +22,7 @@ chmod 1777 "${out}"
 as_uid() { local uid="$1"; shift; setpriv --reuid="${uid}" --regid="${uid}" --clear-groups "$@"; }
 # setpriv itself in the background (not a function: $! would be a subshell).
 setpriv --reuid=65534 --regid=65534 --clear-groups "${LAUNCHER}" exec --dormant --backend jemalloc --preload "${JEMALLOC}" --output-dir "${out}" \
-  --min-free-mb 1 -- "${SCRATCH}/leaky" 20 > "${SCRATCH}/run.log" 2>&1 &
+  --min-free-mb 1 -- "${SCRATCH}/leaky" 0 > "${SCRATCH}/run.log" 2>&1 &
 pid=$!
 track "${pid}"
 wait_for_socket "${out}" "${pid}"
@@ -137,7 +137,7 @@ pass "exec'd children (another program) get neither the control library nor the 
 # directory's fd on both sides.
 deep="${SCRATCH}/$(printf 'a-deep-volume-mount-%02d/' $(seq 1 8))out"
 ((${#deep} > 160)) || fail "the deep directory is only ${#deep} bytes"
-start_service "${deep}" "${SCRATCH}/deep.log" --dormant --backend jemalloc --preload "${JEMALLOC}" -- "${SCRATCH}/leaky" 20
+start_service "${deep}" "${SCRATCH}/deep.log" --dormant --backend jemalloc --preload "${JEMALLOC}" -- "${SCRATCH}/leaky" 0
 "${MEMPROFILE}" start "${SERVICE_PID}" --output-dir "${deep}" > /dev/null || fail "start under a deep directory"
 snap="$("${MEMPROFILE}" snapshot "${SERVICE_PID}" --output-dir "${deep}")" || fail "snapshot under a deep directory"
 [[ -s "${snap}" && "${snap}" == "${deep}"/* ]] || fail "the deep snapshot: '${snap}'"
@@ -158,7 +158,7 @@ if ((rc != 2)) || ! grep -q "no control socket: process 999999 was not started b
 fi
 # A stale socket: the process was killed before it could remove it.
 "${LAUNCHER}" exec --backend jemalloc --preload "${JEMALLOC}" --output-dir "${kids}" --min-free-mb 1 -- \
-  "${SCRATCH}/leaky" 20 > /dev/null 2>&1 &
+  "${SCRATCH}/leaky" 0 > /dev/null 2>&1 &
 pid=$!
 track "${pid}"
 wait_for_socket "${kids}" "${pid}"

@@ -20,7 +20,7 @@ mk image-memprofile APP_IMAGE=localhost/leaky:amd64 BACKEND=jemalloc DORMANT=tru
 out="${SCRATCH}/out"
 mkdir -p "${out}"
 chmod 1777 "${out}"
-ctr="$(docker run -d -v "${out}:/var/memprofile" "${image}" 60 131072)"
+ctr="$(docker run -d -v "${out}:/var/memprofile" "${image}" 0 131072)"
 at_exit "docker rm --force ${ctr} >/dev/null 2>&1"
 for _ in $(seq 1 600); do
   [[ -S "${out}/memprofile-ctl.1.sock" ]] && break

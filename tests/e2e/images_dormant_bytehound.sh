@@ -30,7 +30,7 @@ chmod 1777 "${out}"
 ctr="$(buildah from --pull=never --quiet "${image}")"
 MOUNTED+=("${ctr}")
 buildah run --isolation chroot -v "${out}:/var/memprofile" "${ctr}" -- \
-  /usr/bin/memprofile exec --from-config -- 60 65536 > "${SCRATCH}/service.log" 2>&1 &
+  /usr/bin/memprofile exec --from-config -- 0 65536 > "${SCRATCH}/service.log" 2>&1 &
 service=$!
 wait_sockets "${out}" 1 "${service}" "${SCRATCH}/service.log"
 sock="$(find "${out}" -name 'memprofile-ctl.*.sock' -print -quit)"

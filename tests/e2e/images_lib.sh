@@ -151,7 +151,7 @@ dormant_round() {
   ctr="$(buildah from --pull=never --quiet "${image}")"
   MOUNTED+=("${ctr}")
   buildah run --isolation chroot -v "${out}:/var/memprofile" "${ctr}" -- \
-    /usr/bin/memprofile exec --from-config -- 40 131072 > "${SCRATCH}/service-${arch}.log" 2>&1 &
+    /usr/bin/memprofile exec --from-config -- 0 131072 > "${SCRATCH}/service-${arch}.log" 2>&1 &
   local service=$!
   for i in $(seq 1 300); do
     sock="$(find "${out}" -name 'memprofile-ctl.*.sock' -print -quit)"
