@@ -339,8 +339,7 @@ class DatReader {
         throw FileError(name_, "its call paths have more than " + std::to_string(kMaxTraceFrames) +
                                    " frames in all (memprofile's limit for one profile: docs/report.md)");
       stacks_.push_back(&it->first);
-      bytes_.emplace_back();
-      objects_.emplace_back();
+      ledger_.add_site();
     }
     return it->second;
   }
@@ -378,35 +377,9 @@ class DatReader {
     have_maps_ = true;
   }
 
-  // What a block adds (or, freed, takes) goes to the span its time falls
-  // in. Past the last span, spans are merged in pairs and their width
-  // doubled: kMaxDatSnapshots spans cover any run.
+  // What a block adds (or, freed, takes) goes to the span its time falls in.
   void account(uint32_t site, uint64_t ts, int64_t bytes, int64_t objects) {
-    uint64_t at = ts > t0_ ? ts - t0_ : 0;
-    end_ = std::max(end_, at);
-    while (at / span_ >= kMaxDatSnapshots) widen();
-    size_t i = static_cast<size_t>(at / span_);
-    last_ = std::max(last_, i);
-    saturating_add(bytes_[site][i], bytes);
-    saturating_add(objects_[site][i], objects);
-  }
-
-  void widen() {
-    for (auto* table : {&bytes_, &objects_})
-      for (auto& spans : *table) {
-        for (size_t i = 0; i < kMaxDatSnapshots / 2; ++i) {
-          int64_t v = spans[2 * i];
-          saturating_add(v, spans[2 * i + 1]);
-          spans[i] = v;
-        }
-        for (size_t i = kMaxDatSnapshots / 2; i < kMaxDatSnapshots; ++i) spans[i] = 0;
-      }
-    last_ /= 2;
-    span_ = span_ > UINT64_MAX / 2 ? UINT64_MAX : span_ * 2;
-  }
-
-  static void saturating_add(int64_t& into, int64_t v) {
-    if (__builtin_add_overflow(into, v, &into)) into = v > 0 ? INT64_MAX : INT64_MIN;
+    ledger_.account(site, ts > t0_ ? ts - t0_ : 0, bytes, objects);
   }
 
   std::vector<Mapping> mappings() const {
@@ -425,20 +398,16 @@ class DatReader {
   std::vector<HeapSnapshot> snapshots() const {
     std::vector<Mapping> maps = mappings();
     std::vector<std::shared_ptr<const std::vector<uint64_t>>> shared(stacks_.size());
-    std::vector<int64_t> held_bytes(stacks_.size(), 0), held_objects(stacks_.size(), 0);
     std::vector<HeapSnapshot> out;
-    for (size_t i = 0; i <= last_; ++i) {
+    ledger_.walk([&](size_t i, const std::vector<int64_t>& held_bytes, const std::vector<int64_t>& held_objects) {
       HeapSnapshot s;
       s.file = name_;
       s.backend = "bytehound";
       s.pid = pid_;
       s.sequence = i;
-      // The end of the span (the last: where the file's events end).
-      s.time_ms = (i == last_ ? end_ : std::min(end_, (i + 1) * span_)) / 1000;
+      s.time_ms = ledger_.span_end(i) / 1000;  // the end of the span (the last: where the file's events end)
       s.maps = maps;
       for (size_t site = 0; site < stacks_.size(); ++site) {
-        saturating_add(held_bytes[site], bytes_[site][i]);
-        saturating_add(held_objects[site], objects_[site][i]);
         if (held_bytes[site] <= 0) continue;
         if (!shared[site]) shared[site] = std::make_shared<const std::vector<uint64_t>>(*stacks_[site]);
         StackSample sample;
@@ -450,7 +419,7 @@ class DatReader {
         s.stacks.push_back(std::move(sample));
       }
       out.push_back(std::move(s));
-    }
+    });
     if (cut_ || stream_.cut()) out.back().trigger = "cut";
     return out;
   }
@@ -459,14 +428,13 @@ class DatReader {
   Events ev_;
   const std::string& name_;
   bool have_header_ = false, cut_ = false, have_maps_ = false;
-  uint64_t t0_ = 0, pid_ = 0, maps_ts_ = 0, end_ = 0, span_ = kInitialSpanUs, frames_ = 0;
-  size_t last_ = 0;
+  uint64_t t0_ = 0, pid_ = 0, maps_ts_ = 0, frames_ = 0;
+  SpanLedger ledger_{kInitialSpanUs};
   std::string maps_;
   std::unordered_map<Key, Block, KeyHash> live_;
   std::unordered_map<uint64_t, uint32_t> site_by_id_;
   std::map<std::vector<uint64_t>, uint32_t> site_by_stack_;
   std::vector<const std::vector<uint64_t>*> stacks_;  // by site index, into site_by_stack_
-  std::vector<std::array<int64_t, kMaxDatSnapshots>> bytes_, objects_;  // per site, per span: the change
   std::unordered_map<uint32_t, std::vector<uint64_t>> previous_;  // per thread, for partial backtraces
 };
 

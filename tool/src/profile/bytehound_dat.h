@@ -15,10 +15,11 @@
 
 #include "base/stream.h"
 #include "profile/heap_profile.h"
+#include "profile/span_ledger.h"
 
 namespace memprofile {
 
-constexpr size_t kMaxDatSnapshots = 24;
+constexpr size_t kMaxDatSnapshots = SpanLedger::kMaxSpans;
 // One chunk: the preload library writes at most 512 KiB decoded; bytehound's
 // own tools (squeeze) write larger ones.
 constexpr uint32_t kMaxDatChunk = 16u << 20;

@@ -1,0 +1,36 @@
+#include "profile/span_ledger.h"
+
+#include <algorithm>
+
+namespace memprofile {
+
+void SpanLedger::account(uint32_t site, uint64_t at, int64_t bytes, int64_t objects) {
+  end_ = std::max(end_, at);
+  while (at / span_ >= kMaxSpans) widen();
+  size_t i = static_cast<size_t>(at / span_);
+  last_ = std::max(last_, i);
+  saturating_add(bytes_[site][i], bytes);
+  saturating_add(objects_[site][i], objects);
+}
+
+uint64_t SpanLedger::span_end(size_t i) const {
+  if (i >= last_) return end_;
+  uint64_t e = (i + 1 > UINT64_MAX / span_) ? UINT64_MAX : (i + 1) * span_;
+  return std::min(end_, e);
+}
+
+void SpanLedger::widen() {
+  for (auto* table : {&bytes_, &objects_})
+    for (auto& spans : *table) {
+      for (size_t i = 0; i < kMaxSpans / 2; ++i) {
+        int64_t v = spans[2 * i];
+        saturating_add(v, spans[2 * i + 1]);
+        spans[i] = v;
+      }
+      for (size_t i = kMaxSpans / 2; i < kMaxSpans; ++i) spans[i] = 0;
+    }
+  last_ /= 2;
+  span_ = span_ > UINT64_MAX / 2 ? UINT64_MAX : span_ * 2;
+}
+
+}  // namespace memprofile
