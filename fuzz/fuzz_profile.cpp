@@ -1,7 +1,8 @@
 // libFuzzer target for heap profiles: jemalloc heap_v2 dumps (parsed from
 // memory), heaptrack raw traces (read from a memfd by path, as report
-// reads them, plain or compressed) and bytehound .dat files (from memory).
-// The first byte picks the reader (modulo 3: jemalloc, heaptrack, bytehound).
+// reads them, plain or compressed), bytehound .dat files and memray captures
+// (from memory). The first byte picks the reader (modulo 4: jemalloc,
+// heaptrack, bytehound, memray).
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include "profile/bytehound_dat.h"
 #include "profile/heap_profile.h"
 #include "profile/heaptrack_trace.h"
+#include "profile/memray_capture.h"
 
 namespace {
 
@@ -35,7 +37,7 @@ int trace_fd() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const int reader = data[0] % 3;
+  const int reader = data[0] % 4;
   ++data;
   --size;
   try {
@@ -44,6 +46,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } else if (reader == 2) {
       memprofile::MemReader in(data, size);
       memprofile::read_bytehound_dat(in, "fuzz.dat");
+    } else if (reader == 3) {
+      memprofile::MemReader in(data, size);
+      memprofile::read_memray_capture(in, "fuzz.bin");
     } else {
       int fd = trace_fd();
       if (ftruncate(fd, 0) != 0) std::abort();

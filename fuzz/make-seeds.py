@@ -526,12 +526,46 @@ def profile_seeds():
         "heaptrack-sized-string-overrun": b"\1v 10400 3\nx ffffffff /a\n",
     }
     seeds.update(bytehound_seeds())
+    seeds.update(memray_seeds())
     try:
         p = subprocess.run(["zstd", "-q", "-c"], input=trace, capture_output=True, check=True)
         seeds["heaptrack-zstd"] = b"\1" + p.stdout
     except (OSError, subprocess.CalledProcessError):
         pass
     return seeds
+
+
+def memray_seeds():
+    """memray captures (first byte 3): the real ones of tests/fixtures/memray
+    (LZ4-framed, raw, native, killed), and records of each kind
+    (tests/unit/test_memray_capture.cpp)."""
+    out = {}
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "memray")
+    for name in ("plain.bin", "raw.bin", "native.bin", "killed.bin"):
+        with open(os.path.join(here, name), "rb") as f:
+            out["memray-" + name[:-4]] = b"\3" + f.read()
+
+    def varint(v):
+        b = b""
+        while v >= 0x80:
+            b += bytes([(v & 0x7f) | 0x80])
+            v >>= 7
+        return b + bytes([v])
+
+    def zz(v):
+        return varint(((v << 1) ^ (v >> 63)) & (2**64 - 1))
+
+    head = b"memray\0" + struct.pack("<iBBQQqq", 11, 1, 0, 0, 0, 1000, 2000) + b"python3 app.py\0"
+    head += struct.pack("<iQQBB", 4242, 1, 0, 1, 0)
+    rec = b"\x06\x07/usr/bin/python3\0" + varint(1) + struct.pack("<Q", 0x400000) + b"\x08" + struct.pack("<Q", 0x1000)
+    rec += varint(0x10000) + b"\x0b" + varint(1 << 20) + varint(0)
+    rec += b"\x03" + zz(0) + b"<module>\0app.py\0" + zz(3) + b"\x0c" + struct.pack("<Q", 1) + b"\x04" + zz(0)
+    rec += b"\x05" + zz(0x401500) + zz(0) + b"\x12" + zz(0x9000) + varint(4096) + zz(1)
+    rec += b"\xa1" + zz(0x100000 - 0x9000) + varint(0x10000) + b"\xb1" + zz(0x4000) + varint(0x4000)
+    rec += b"\x21" + zz(0x9000 - 0x104000) + b"\x0b" + varint(1 << 20) + varint(5000) + b"\x19"
+    out["memray-records"] = b"\3" + head + rec + b"\x10"
+    out["memray-killed-padding"] = b"\3" + head + rec + b"\0" * 64
+    return out
 
 
 def bytehound_seeds():

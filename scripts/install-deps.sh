@@ -55,6 +55,8 @@ packages=(
   build-essential cmake pkg-config clang patch
   libelf-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
   libzstd-dev zlib1g-dev libisal-dev libssl-dev
+  # report: memray captures are LZ4 frames
+  liblz4-dev
   # preflight docker://: the registry source's HTTP client, and TOML for
   # containers-registries.conf(5)
   libcurl4-openssl-dev libtoml11-dev

@@ -23,6 +23,20 @@ struct Mapping {
   std::string path;
 };
 
+// A frame the profiler resolved itself (memray's Python frames: function,
+// file and line). A stack refers to one by kResolvedFrame | its index in
+// HeapSnapshot::resolved, after the stack's native frames (innermost first
+// in both); kHiddenFrame marks one above where tracking began (memray drops
+// those, and the native frames outside them).
+struct ResolvedFrame {
+  std::string function, file;
+  int line = 0;
+  bool entry = true;  // CPython >= 3.11: false for a frame evaluated in its caller's C call
+};
+constexpr uint64_t kResolvedFrame = 1ull << 63;
+constexpr uint64_t kHiddenFrame = 1ull << 62;
+constexpr uint64_t kResolvedIndexMask = kHiddenFrame - 1;
+
 struct StackSample {
   std::vector<uint64_t> pcs;  // innermost first, as recorded (return addresses past the first)
   // A stack shared by the snapshots of one trace (heaptrack: each call
@@ -49,12 +63,17 @@ struct HeapSnapshot {
   // alloc_objects and alloc_space.
   bool has_allocated = false;
   std::vector<Mapping> maps;
+  // The frames stacks refer to with kResolvedFrame (memray), shared by the
+  // snapshots of one capture.
+  std::shared_ptr<const std::vector<ResolvedFrame>> resolved;
   double total_bytes = 0, total_objects = 0;
 };
 
 // One file holds the whole run, snapshots over time (heaptrack's trace,
 // bytehound's .dat), rather than one dump per moment (jemalloc).
-inline bool whole_run(const HeapSnapshot& s) { return s.backend == "heaptrack" || s.backend == "bytehound"; }
+inline bool whole_run(const HeapSnapshot& s) {
+  return s.backend == "heaptrack" || s.backend == "bytehound" || s.backend == "memray";
+}
 
 // Most bytes of one profile file read (a real jemalloc dump is kilobytes to
 // a few MiB); most frames of one stack (jemalloc records at most 128).

@@ -19,6 +19,7 @@
 #include "profile/bytehound_dat.h"
 #include "profile/heap_profile.h"
 #include "profile/heaptrack_trace.h"
+#include "profile/memray_capture.h"
 #include "runtime/backend.h"
 
 namespace memprofile {
@@ -30,6 +31,15 @@ constexpr size_t kMaxProfiles = 4096;
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// A NAME.bin in a directory is read when it starts as a memray capture
+// does (memray's magic, or an LZ4 frame): other programs write .bin files.
+bool starts_like_memray(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  char head[7] = {};
+  if (!fd || pread(fd.get(), head, sizeof head, 0) < 4) return false;
+  return std::memcmp(head, "memray", 7) == 0 || std::memcmp(head, "\x04\x22\x4d\x18", 4) == 0;
 }
 
 // The profile files a PROFILE argument names: itself, or a directory's
@@ -46,13 +56,14 @@ void gather(const std::string& arg, std::vector<std::string>& out) {
   std::vector<std::string> names;
   while (dirent* e = readdir(dir.get())) {
     std::string n = e->d_name;
-    if (ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || is_bytehound_name(n) || is_process_record(n) ||
-        is_memory_record(n))
+    if (ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || is_bytehound_name(n) ||
+        (is_memray_name(n) && starts_like_memray(arg + "/" + n)) || is_process_record(n) || is_memory_record(n))
       names.push_back(n);
     if (names.size() > kMaxProfiles)
       throw FileError(arg, "more than " + std::to_string(kMaxProfiles) + " profiles; name the ones to read");
   }
-  if (names.empty()) throw FileError(arg, "holds no heap profile (jemalloc *.heap, heaptrack.*, bytehound *.dat) and no memory record (*.mem.json)");
+  if (names.empty()) throw FileError(arg, "holds no heap profile (jemalloc *.heap, heaptrack.*, bytehound *.dat, memray *.bin) and no memory record "
+                             "(*.mem.json)");
   std::sort(names.begin(), names.end());
   for (const auto& n : names) out.push_back(arg + "/" + n);
 }
@@ -75,7 +86,7 @@ std::string read_jemalloc_text(Reader& bytes, const std::string& name) {
   }
   if (!is_jemalloc_heap(text.substr(0, 16))) {
     throw FileError(name, "not a heap profile memprofile reads (a jemalloc dump starts with \"heap_v2/\", a heaptrack "
-                          "trace is named heaptrack.*, a bytehound profile *.dat)");
+                          "trace is named heaptrack.*, a bytehound profile *.dat, a memray capture *.bin)");
   }
   return text;
 }
@@ -122,6 +133,7 @@ bool is_heaptrack_file(const std::string& path) {
 // heaptrack.PID.raw's pid (0 when the name has none).
 uint64_t trace_pid(const std::string& file) {
   std::string name = basename_of(file);
+  if (name.size() <= 10) return 0;
   size_t dot = name.find('.', 10);
   std::string digits = name.substr(10, dot == std::string::npos ? std::string::npos : dot - 10);
   return !digits.empty() && digits.size() <= 9 && digits.find_first_not_of("0123456789") == std::string::npos
@@ -138,9 +150,15 @@ HeapSnapshot read_base(const std::string& path, StackInterner& stacks, std::vect
   if (!fd) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
   FdReader in(fd.get(), path);
   std::string name = basename_of(path);
-  if (!is_heaptrack_file(path) && !is_bytehound_name(name))
+  std::vector<HeapSnapshot> snaps;
+  if (is_heaptrack_file(path))
+    snaps = read_heaptrack_trace(in, path);
+  else if (is_bytehound_name(name))
+    snaps = read_bytehound_dat(in, path);
+  else if (is_memray_name(name))
+    snaps = read_memray_capture(in, path);
+  else
     return parse_jemalloc_heap(read_jemalloc_text(in, path), path, &stacks);
-  std::vector<HeapSnapshot> snaps = is_heaptrack_file(path) ? read_heaptrack_trace(in, path) : read_bytehound_dat(in, path);
   if (snaps.empty()) throw FileError(path, "--base holds no snapshot to measure growth from");
   drop_exit_snapshot(snaps, notes);
   if (snaps.back().backend == "heaptrack") snaps.back().pid = trace_pid(path);  // in its name, as for the profiles
@@ -195,6 +213,11 @@ void load_one(const std::string& name, const std::string& file, Reader& bytes, L
     out.trace_names.push_back(name);
     return;
   }
+  if (is_memray_name(basename_of(file))) {
+    out.traces.push_back(read_memray_capture(bytes, name));
+    out.trace_names.push_back(name);
+    return;
+  }
   out.dumps.push_back(parse_jemalloc_heap(read_jemalloc_text(bytes, name), name, &out.stacks));
 }
 
@@ -208,7 +231,7 @@ void load_archive(const std::string& path, Loaded& out) {
   CollectedArchive archive = read_collected(in, path, [&](const std::string& entry, Reader& bytes) {
     std::string base = basename_of(entry);
     if (unreadable || !(ends_with(base, ".heap") || is_heaptrack_file(base) || is_bytehound_name(base) ||
-                        is_process_record(base) || is_memory_record(base)))
+                        is_memray_name(base) || is_process_record(base) || is_memory_record(base)))
       return;
     try {
       load_one(path + ":" + entry, entry, bytes, out);
@@ -281,13 +304,13 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
   };
   if (!loaded.traces.empty()) {
     if (!loaded.dumps.empty())
-      throw Error(loaded.trace_names[0] + ": a heaptrack trace or a bytehound profile holds the whole run; report reads "
+      throw Error(loaded.trace_names[0] + ": a heaptrack trace, a bytehound profile or a memray capture holds the whole run; report reads "
                   "them alone (no jemalloc dumps beside them)");
     for (size_t i = 0; i < loaded.traces.size(); ++i) {
       ProcessSeries p;
-      // heaptrack's pid is in its file name, bytehound's in its header.
-      p.info.pid = trace_pid(loaded.trace_names[i]);
-      if (!loaded.traces[i].empty() && loaded.traces[i].front().backend == "bytehound") p.info.pid = loaded.traces[i].front().pid;
+      // heaptrack's pid is in its file name, bytehound's and memray's in their headers.
+      bool in_header = !loaded.traces[i].empty() && loaded.traces[i].front().backend != "heaptrack";
+      p.info.pid = in_header ? loaded.traces[i].front().pid : trace_pid(loaded.trace_names[i]);
       if (auto it = loaded.records.find(p.info.pid); it != loaded.records.end()) p.info = it->second;
       p.snaps = std::move(loaded.traces[i]);
       drop_exit_snapshot(p.snaps, process_notes[p.info.pid]);

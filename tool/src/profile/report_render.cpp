@@ -159,17 +159,18 @@ void print_view(std::ostream& out, const Folded& f, const ReportRequest& o, cons
   } else if (whole_run(snaps.back())) {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.1f", static_cast<double>(snaps.back().time_ms) / 1000);
-    bool bytehound = snaps.back().backend == "bytehound";
-    out << "memprofile report: " << (bytehound ? "bytehound profile " : "heaptrack trace ") << basename_of(snaps.back().file)
-        << (bytehound ? " (pid " + std::to_string(snaps.back().pid) + ")" : "") << ", " << snaps.size() << " snapshot" << (snaps.size() == 1 ? "" : "s")
+    bool bytehound = snaps.back().backend == "bytehound", memray = snaps.back().backend == "memray";
+    out << "memprofile report: " << (bytehound ? "bytehound profile " : memray ? "memray capture " : "heaptrack trace ")
+        << basename_of(snaps.back().file)
+        << (bytehound || memray ? " (pid " + std::to_string(snaps.back().pid) + ")" : "") << ", " << snaps.size() << " snapshot" << (snaps.size() == 1 ? "" : "s")
         << (snaps.front().file != snaps.back().file ? " (the first is --base " + basename_of(snaps.front().file) + "'s last)" : "")
         << " over " << secs << " s, every allocation recorded"
         << (bytehound ? " that bytehound kept (with MEMORY_PROFILER_CULL_TEMPORARY_ALLOCATIONS, as memprofile exec "
                         "sets it, not those freed within 10 s)"
                       : "")
-        << (snaps.back().trigger == "cut" ? (bytehound ? " (the file is cut short: still written, or the process was "
-                                                         "killed)"
-                                                       : " (the trace is cut short)")
+        << (snaps.back().trigger == "cut" ? (bytehound || memray ? " (the file is cut short: still written, or the process "
+                                                                   "was killed)"
+                                                                 : " (the trace is cut short)")
                                           : "")
         << "\n";
   } else {

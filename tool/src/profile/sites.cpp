@@ -96,7 +96,7 @@ bool rust_std_source(const std::string& file) {
 }  // namespace
 
 bool is_allocator_frame(const Frame& f) {
-  if (is_profiler_frame(f)) return true;
+  if (f.runtime || is_profiler_frame(f)) return true;
   // Whole modules: the profilers' preload libraries, libc and the loader,
   // the C++ and unwinder runtimes.
   std::string mod = basename_of(f.module);
@@ -131,10 +131,76 @@ std::vector<const Mapping*> sorted_maps(const HeapSnapshot& snap) {
   return sorted;
 }
 
+namespace {
+
+// The Python interpreter's own module: python3.X, or libpython3.X.so.
+bool is_interpreter_module(const std::string& module) {
+  std::string mod = basename_of(module);
+  if (starts_with(mod, "libpython")) return true;
+  return starts_with(mod, "python") && mod.find_first_not_of("0123456789.", 6) == std::string::npos;
+}
+
+Frame python_frame(const ResolvedFrame& r) {
+  Frame f;
+  f.function = r.function;
+  f.file = r.file;
+  f.line = r.line;
+  return f;
+}
+
+// memray's hybrid stack (its _memray.pyx hybrid_stack_trace): going from the
+// outermost native frame in, each call of the interpreter's eval loop
+// (_PyEval_EvalFrameDefault) stands for the Python frames it ran: one entry
+// frame and those evaluated in the same C call after it. Python frames above
+// where tracking began are dropped, with every native frame outside them.
+// Native frames of the interpreter are its own allocation machinery
+// (Frame::runtime): sites fold past them to the Python line. When the eval
+// calls cannot all be paired (a stripped interpreter), the Python frames
+// alone, as memray does.
+std::vector<Frame> hybrid_stack(std::vector<Frame> native, const std::vector<std::pair<const ResolvedFrame*, bool>>& py) {
+  std::vector<Frame> out;  // outermost first
+  size_t keep_from = 0;    // in out: past the innermost hidden frame
+  size_t p = py.size();    // py[p - 1]: the outermost not yet placed
+  for (size_t i = native.size(); i-- > 0;) {
+    Frame& nf = native[i];
+    if (p > 0 && nf.function.find("_PyEval_EvalFrameDefault") != std::string::npos) {
+      do {
+        --p;
+        out.push_back(python_frame(*py[p].first));
+        if (py[p].second) keep_from = out.size();
+      } while (p > 0 && !py[p - 1].first->entry);
+      continue;
+    }
+    nf.runtime = nf.runtime || is_interpreter_module(nf.module);
+    out.push_back(std::move(nf));
+  }
+  if (p > 0) {
+    out.clear();
+    keep_from = 0;
+    for (size_t i = py.size(); i-- > 0;) {
+      out.push_back(python_frame(*py[i].first));
+      if (py[i].second) keep_from = out.size();
+    }
+  }
+  std::vector<Frame> frames(std::make_move_iterator(out.begin() + static_cast<std::ptrdiff_t>(keep_from)),
+                            std::make_move_iterator(out.end()));
+  std::reverse(frames.begin(), frames.end());
+  return frames;
+}
+
+}  // namespace
+
 std::vector<Frame> stack_frames(const HeapSnapshot& snap, const std::vector<const Mapping*>& sorted,
                                 const StackSample& sample, Symbolizer& symbolizer, size_t& outside) {
   std::vector<Frame> frames;
+  std::vector<std::pair<const ResolvedFrame*, bool>> py;  // frames the profiler resolved (memray), hidden or not
   for (size_t i = 0; i < sample.stack().size(); ++i) {
+    uint64_t pc = sample.stack()[i];
+    if (pc & kResolvedFrame) {
+      uint64_t at = pc & kResolvedIndexMask;
+      if (snap.resolved && at < snap.resolved->size()) py.push_back({&(*snap.resolved)[at], (pc & kHiddenFrame) != 0});
+      continue;
+    }
     const Mapping* m = find_mapping(sorted, sample.stack()[i]);
     if (!m) {
       ++outside;
@@ -148,6 +214,7 @@ std::vector<Frame> stack_frames(const HeapSnapshot& snap, const std::vector<cons
     // return addresses (jeprof subtracts one from them too).
     for (auto& f : symbolizer.lookup(*m, sample.stack()[i], i > 0 && !snap.call_sites)) frames.push_back(std::move(f));
   }
+  if (!py.empty()) frames = hybrid_stack(std::move(frames), py);
   if (frames.empty()) {  // the profiler could not unwind
     Frame f;
     f.function = "(no stack)";

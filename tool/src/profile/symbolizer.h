@@ -24,6 +24,9 @@ struct Frame {
   std::string module;    // the mapped file's path in the image
   uint64_t module_offset = 0;  // the address as an offset into the file
   bool inlined = false;  // inlined into the next frame
+  // The language runtime's own machinery under a frame of the program
+  // (the Python interpreter's frames in memray's hybrid stacks).
+  bool runtime = false;
   // "function (file:line)", or "module+0xoffset" when nothing resolved.
   std::string str() const;
 };
