@@ -22,8 +22,7 @@ if sanitized "${LAUNCHER}"; then
   exit 77
 fi
 JEMALLOC="$(preload_dist jemalloc amd64)/libjemalloc.so.2"
-tarball="$("${E2E_ROOT}/scripts/make-rootfs.sh" amd64 --suite trixie --include gunicorn)" ||
-  fail "no trixie root with gunicorn"
+tarball="$(trixie_python_root)" || fail "no trixie root with gunicorn"
 root="${SCRATCH}/root"
 mkdir -p "${root}"
 tar -C "${root}" --numeric-owner -xpf "${tarball}"

@@ -324,3 +324,10 @@ need_bytehound_bundle() {
   echo "skip: no offline bundle for bytehound (bytehound-0.11.0-offline.tar.gz; preload/README.md): the bytehound image is not built here"
   exit "$1"
 }
+
+# trixie_python_root: the tarball of a Debian trixie root with Python 3.13,
+# gunicorn and python3-memray (built once, from the mirror, by
+# scripts/make-rootfs.sh), for the tests of Python services.
+trixie_python_root() {
+  "${E2E_ROOT}/scripts/make-rootfs.sh" amd64 --suite trixie --include gunicorn,python3-memray
+}
