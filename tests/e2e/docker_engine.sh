@@ -82,7 +82,7 @@ if DOCKER_ENGINE_TIMEOUT=0 "${ENGINE_SCRIPT}" start 2> "${SCRATCH}/giveup.log"; 
 grep -q "did not answer within 0 s" "${SCRATCH}/giveup.log" || fail "the failed start did not say why: $(cat "${SCRATCH}/giveup.log")"
 [[ -z "$(mounted)" ]] || fail "mounts left after a failed start: $(mounted | paste -sd' ')"
 if [[ -s "${state}/engine.pidns" ]]; then fail "a failed start left its pid files"; fi
-pgrep -f "docker-engine.sh _daemon" >/dev/null && fail "a failed start left its namespace's init"
+pgrep -f "docker-engine.sh _daemon ${state}/" >/dev/null && fail "a failed start left its namespace's init"
 pass "a start that gives up leaves no process and no mount"
 
 # 6. And it starts again from there (stale sockets and pid files are gone).
