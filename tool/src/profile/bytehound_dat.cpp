@@ -396,30 +396,12 @@ class DatReader {
   }
 
   std::vector<HeapSnapshot> snapshots() const {
-    std::vector<Mapping> maps = mappings();
-    std::vector<std::shared_ptr<const std::vector<uint64_t>>> shared(stacks_.size());
-    std::vector<HeapSnapshot> out;
-    ledger_.walk([&](size_t i, const std::vector<int64_t>& held_bytes, const std::vector<int64_t>& held_objects) {
-      HeapSnapshot s;
-      s.file = name_;
-      s.backend = "bytehound";
-      s.pid = pid_;
-      s.sequence = i;
-      s.time_ms = ledger_.span_end(i) / 1000;  // the end of the span (the last: where the file's events end)
-      s.maps = maps;
-      for (size_t site = 0; site < stacks_.size(); ++site) {
-        if (held_bytes[site] <= 0) continue;
-        if (!shared[site]) shared[site] = std::make_shared<const std::vector<uint64_t>>(*stacks_[site]);
-        StackSample sample;
-        sample.shared_pcs = shared[site];
-        sample.bytes = static_cast<double>(held_bytes[site]);
-        sample.objects = static_cast<double>(std::max<int64_t>(held_objects[site], 0));
-        s.total_bytes += sample.bytes;
-        s.total_objects += sample.objects;
-        s.stacks.push_back(std::move(sample));
-      }
-      out.push_back(std::move(s));
-    });
+    HeapSnapshot proto;
+    proto.file = name_;
+    proto.backend = "bytehound";
+    proto.pid = pid_;
+    proto.maps = mappings();
+    std::vector<HeapSnapshot> out = ledger_.snapshots(proto, stacks_, 1000);  // µs
     if (cut_ || stream_.cut()) out.back().trigger = "cut";
     return out;
   }

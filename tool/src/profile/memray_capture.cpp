@@ -469,32 +469,13 @@ class CaptureReader {
   }
 
   std::vector<HeapSnapshot> snapshots() {
-    std::shared_ptr<const std::vector<ResolvedFrame>> resolved = std::move(resolved_);
-    std::vector<std::shared_ptr<const std::vector<uint64_t>>> shared(stacks_kept_.size());
-    std::vector<HeapSnapshot> out;
-    ledger_.walk([&](size_t i, const std::vector<int64_t>& held_bytes, const std::vector<int64_t>& held_objects) {
-      HeapSnapshot s;
-      s.file = name_;
-      s.backend = "memray";
-      s.pid = pid_;
-      s.sequence = i;
-      s.time_ms = ledger_.span_end(i);
-      s.has_allocated = false;
-      s.maps = segments_;
-      s.resolved = resolved;
-      for (size_t site = 0; site < stacks_kept_.size(); ++site) {
-        if (held_bytes[site] <= 0) continue;
-        if (!shared[site]) shared[site] = std::make_shared<const std::vector<uint64_t>>(*stacks_kept_[site]);
-        StackSample sample;
-        sample.shared_pcs = shared[site];
-        sample.bytes = static_cast<double>(held_bytes[site]);
-        sample.objects = static_cast<double>(std::max<int64_t>(held_objects[site], 0));
-        s.total_bytes += sample.bytes;
-        s.total_objects += sample.objects;
-        s.stacks.push_back(std::move(sample));
-      }
-      out.push_back(std::move(s));
-    });
+    HeapSnapshot proto;
+    proto.file = name_;
+    proto.backend = "memray";
+    proto.pid = pid_;
+    proto.maps = segments_;
+    proto.resolved = std::move(resolved_);
+    std::vector<HeapSnapshot> out = ledger_.snapshots(proto, stacks_kept_, 1);  // ms
     if (cut_ || in_.cut_frame_) out.back().trigger = "cut";
     return out;
   }

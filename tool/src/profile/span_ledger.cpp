@@ -1,6 +1,7 @@
 #include "profile/span_ledger.h"
 
 #include <algorithm>
+#include <memory>
 
 namespace memprofile {
 
@@ -31,6 +32,31 @@ void SpanLedger::widen() {
     }
   last_ /= 2;
   span_ = span_ > UINT64_MAX / 2 ? UINT64_MAX : span_ * 2;
+}
+
+std::vector<HeapSnapshot> SpanLedger::snapshots(const HeapSnapshot& proto,
+                                                const std::vector<const std::vector<uint64_t>*>& stacks,
+                                                uint64_t per_ms) const {
+  std::vector<std::shared_ptr<const std::vector<uint64_t>>> shared(stacks.size());
+  std::vector<HeapSnapshot> out;
+  walk([&](size_t i, const std::vector<int64_t>& held_bytes, const std::vector<int64_t>& held_objects) {
+    HeapSnapshot s = proto;
+    s.sequence = i;
+    s.time_ms = span_end(i) / per_ms;
+    for (size_t site = 0; site < stacks.size(); ++site) {
+      if (held_bytes[site] <= 0) continue;
+      if (!shared[site]) shared[site] = std::make_shared<const std::vector<uint64_t>>(*stacks[site]);
+      StackSample sample;
+      sample.shared_pcs = shared[site];
+      sample.bytes = static_cast<double>(held_bytes[site]);
+      sample.objects = static_cast<double>(std::max<int64_t>(held_objects[site], 0));
+      s.total_bytes += sample.bytes;
+      s.total_objects += sample.objects;
+      s.stacks.push_back(std::move(sample));
+    }
+    out.push_back(std::move(s));
+  });
+  return out;
 }
 
 }  // namespace memprofile

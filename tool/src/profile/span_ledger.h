@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "profile/heap_profile.h"
+
 namespace memprofile {
 
 class SpanLedger {
@@ -48,6 +50,13 @@ class SpanLedger {
       f(i, held_bytes, held_objects);
     }
   }
+
+  // One snapshot per span, each a copy of `proto` (file, backend, pid,
+  // maps) with the call paths that hold bytes at the span's end; stacks[i]
+  // is call path i's, shared by the snapshots. time_ms is the span's end
+  // divided by `per_ms` (the ledger's time unit).
+  std::vector<HeapSnapshot> snapshots(const HeapSnapshot& proto, const std::vector<const std::vector<uint64_t>*>& stacks,
+                                      uint64_t per_ms) const;
 
   static void saturating_add(int64_t& into, int64_t v) {
     if (__builtin_add_overflow(into, v, &into)) into = v > 0 ? INT64_MAX : INT64_MIN;
