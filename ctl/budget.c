@@ -106,12 +106,31 @@ static uint64_t seen_bytes, seen_largest;
 static unsigned created_since;
 static int scanned, gate_said;
 
+// The room the trace's own writes have until the next look: to the floor,
+// and to the budget, whichever is nearer (stream.c refuses the write past it).
+static void allow_trace(const struct usage* u, int free_known, uint64_t written_before) {
+  uint64_t room = UINT64_MAX;
+  int budget = 0;
+  if (ctl.min_free_bytes && free_known) room = u->free_bytes > ctl.min_free_bytes ? u->free_bytes - ctl.min_free_bytes : 0;
+  if (ctl.max_bytes) {
+    uint64_t left = u->bytes < ctl.max_bytes ? ctl.max_bytes - u->bytes : 0;
+    if (left < room) {
+      room = left;
+      budget = 1;
+    }
+  }
+  stream_allow(written_before, room, budget);
+}
+
 static int scan_dir(struct scan* s) {
   memset(s, 0, sizeof *s);
   s->first_seq = s->second_seq = ~0ULL;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   unsigned created_before = __atomic_load_n(&created_since, __ATOMIC_ACQUIRE);
+  // Read before the look: what the trace writes meanwhile is then counted
+  // twice (in the free space and past this), never not at all.
+  uint64_t written_before = stream_written();
   DIR* d = opendir(ctl.dir);
   if (!d) {
     // Out of fds or memory for a moment (a leaking application): not a
@@ -148,7 +167,9 @@ static int scan_dir(struct scan* s) {
   }
   closedir(d);
   struct statvfs v;
-  if (statvfs(ctl.dir, &v) == 0) s->u.free_bytes = (uint64_t)v.f_bavail * v.f_frsize;
+  int free_known = statvfs(ctl.dir, &v) == 0;
+  if (free_known) s->u.free_bytes = (uint64_t)v.f_bavail * v.f_frsize;
+  if (ctl.backend == CTL_HEAPTRACK) allow_trace(&s->u, free_known, written_before);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   ctl.scan_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
   // Dumps created before the listing are in it now; those since are not.
@@ -291,7 +312,35 @@ static uint64_t free_bytes(void) {
   return statvfs(ctl.dir, &v) == 0 ? (uint64_t)v.f_bavail * v.f_frsize : UINT64_MAX;
 }
 
+// heaptrack's write past the floor or the budget was refused (stream.c),
+// and heaptrack closed its trace: said once, as the reason recording stopped.
+static int refused(char* why, size_t whylen) {
+  uint64_t bytes;
+  int budget;
+  if (!stream_refused(&bytes, &budget)) return 0;
+  char limit[32], now[32];
+  if (budget) {
+    struct usage u;
+    memset(&u, 0, sizeof u);
+    usage(&u);
+    mib(limit, sizeof limit, ctl.max_bytes);
+    mib(now, sizeof now, u.bytes);
+    snprintf(why, whylen, "the profiles in %s (%s): heaptrack's next write (%llu bytes) would pass the %s budget "
+             "(--max-profile-mb), so it was refused and heaptrack closed its trace", ctl.dir, now,
+             (unsigned long long)bytes, limit);
+  } else {
+    mib(limit, sizeof limit, ctl.min_free_bytes);
+    uint64_t left = free_bytes();
+    mib(now, sizeof now, left == UINT64_MAX ? 0 : left);
+    snprintf(why, whylen, "%s free on the filesystem of %s: heaptrack's next write (%llu bytes) would pass the %s "
+             "floor (--min-free-mb), so it was refused and heaptrack closed its trace", now, ctl.dir,
+             (unsigned long long)bytes, limit);
+  }
+  return 1;
+}
+
 static int check(char* why, size_t whylen) {
+  if (refused(why, whylen)) return -1;
   int rc = make_room(why, whylen, 1);
   if (rc == 0 && ctl.rotated) {  // after a rotation, growth is measured from what is left
     struct usage after;
@@ -358,6 +407,6 @@ static int profile_pid(const char* name, unsigned long long* pid) {
 
 const struct ctl_disk* ctl_disk_budget(void) {
   static const struct ctl_disk disk = {usage, room, check, fits, free_bytes, reset, list_json, profile_pid, interval_ms,
-                                       admits};
+                                       admits, refused};
   return &disk;
 }

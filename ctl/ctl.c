@@ -902,6 +902,10 @@ int ctl_serve(void) { return start_serving() != 0 && wake_fd[0] < 0 ? -1 : 0; }
 
 void ctl_exit(void) {
   if (ctl.pid != getpid()) return;
+  // A trace refused at the floor just before the exit: said here, since no
+  // check came after it (heaptrack has closed the file already).
+  char why[sizeof ctl.stopped_reason];
+  if (ctl.recording && ctl.disk && ctl.disk->refused(why, sizeof why)) ctl_log("recording stopped: %s", why);
   if (sock_path[0]) unlink(sock_path);
   // The first process ends last in most trees: what its children left.
   if (!ctl.parent) reap_stale_sockets();

@@ -15,6 +15,8 @@
 //   budget.c    the profiles in the output directory: usage, rotation, the
 //               floor (struct ctl_disk)
 //   files.c     the profilers' open/creat in the output directory
+//   stream.c    the profilers' write/close: a trace held at the floor and
+//               the budget where it is written
 //   spawn.c     the exec family: the profiler stays with the profiled program
 //   preload.c   the entry: scope (which process serves), the constructor,
 //               the fork handlers; hands the core its tables
@@ -92,6 +94,9 @@ struct ctl_disk {
   // directory) still fits the budget: 1, or 0 (files.c refuses the create).
   // Asked from the application's thread inside the profiler: atomics only.
   int (*admits)(const char* name);
+  // A trace's write was refused at the floor or the budget (stream.c):
+  // 1, once, with what to say in why; else 0.
+  int (*refused)(char* why, size_t whylen);
 };
 
 // Everything is read and written by the control thread only, after the
@@ -168,6 +173,20 @@ const struct ctl_disk* ctl_disk_budget(void);
 // creat and creat64 are the library's own, for the profilers' calls; the
 // library's own files are opened with openat, straight to the kernel).
 void files_guard(const char* dir);
+
+// stream.c: heaptrack's trace, gated where it is written. The constructor
+// looks up libc's write and close (stream_init). files.c hands over the
+// trace's fd once created in the output directory `dir` (stream_opened:
+// from the application's thread, often before the constructor); its writes
+// may then add `room` bytes past stream_written() as the control thread's
+// last look saw it (stream_allow; budget: 1 when the budget is the nearer
+// limit, 0 for the floor). stream_refused: 1, once, when a write was
+// refused, with its size and which limit refused it.
+void stream_init(void);
+void stream_opened(int fd, const char* dir);
+uint64_t stream_written(void);
+void stream_allow(uint64_t written_before, uint64_t room, int budget);
+int stream_refused(uint64_t* bytes, int* budget);
 
 // spawn.c: the exec family's own calls, looked up once by the constructor
 // in every process the library loads into (never later: an exec may come

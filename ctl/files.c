@@ -61,6 +61,15 @@ static const char* guarded_name(const char* path) {
   return name;
 }
 
+// heaptrack.PID.raw, created by heaptrack: its writes are gated (stream.c).
+// Often before the constructor, so the backend is read from the environment.
+static int is_trace(const char* name) {
+  size_t n = strlen(name);
+  const char* backend = getenv("MEMPROFILE_CTL_BACKEND");
+  return backend && strcmp(backend, "heaptrack") == 0 && n > 14 && strncmp(name, "heaptrack.", 10) == 0 &&
+         strcmp(name + n - 4, ".raw") == 0;
+}
+
 static int create_guarded(const char* path, const char* name, int flags, mode_t mode) {
   int dfd = sys_openat(AT_FDCWD, guarded_dir, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
   if (dfd < 0) return -1;
@@ -114,6 +123,7 @@ static int create_guarded(const char* path, const char* name, int flags, mode_t 
   }
   int saved = errno;
   close(dfd);
+  if (is_trace(name)) stream_opened(fd, guarded_dir);
   errno = saved;
   return fd;
 }
