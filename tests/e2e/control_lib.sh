@@ -69,3 +69,24 @@ workers_of() { pgrep -P "$1" | sort -n; }
 
 sockets() { find "$1" -maxdepth 1 -name 'memprofile-ctl.*.sock' | wc -l; }
 sockets_are() { [[ "$(sockets "$1")" -eq "$2" ]]; }
+
+# in_root CMD...: CMD in the root ${root} (a test's own, unpacked from a
+# tarball), /proc mounted for it, in a mount namespace that ends with it
+# (nothing is left mounted on the host), with the control library where the
+# test put it.
+in_root() {
+  # shellcheck disable=SC2016,SC2154 # $0 and $@ are the inner sh's; root is the test's
+  unshare --mount --propagation private -- sh -c 'mount --bind /proc "$0/proc" && exec chroot "$0" "$@"' "${root}" \
+    env MEMPROFILE_CTL_LIBRARY=/opt/memprofile/libmemprofile_ctl.so "$@"
+}
+
+# arbiter_of PATTERN: the process matching PATTERN whose parent does not
+# (a prefork server's master), or exit 1 when there is none.
+arbiter_of() {
+  local all p
+  mapfile -t all < <(pgrep -f "$1")
+  for p in "${all[@]}"; do
+    [[ " ${all[*]} " == *" $(ps -o ppid= -p "${p}" | tr -d ' ') "* ]] || { echo "${p}"; return 0; }
+  done
+  return 1
+}

@@ -66,13 +66,6 @@ if __name__ == "__main__":
             time.sleep(0.1)
 PY
 
-# in_root CMD...: CMD in the root, /proc mounted for it, in a mount
-# namespace that ends with it (nothing is left mounted on the host).
-in_root() {
-  # shellcheck disable=SC2016 # $0 and $@ are the inner sh's
-  unshare --mount --propagation private -- sh -c 'mount --bind /proc "$0/proc" && exec chroot "$0" "$@"' "${root}" \
-    env MEMPROFILE_CTL_LIBRARY=/opt/memprofile/libmemprofile_ctl.so "$@"
-}
 in_memprofile() { in_root /opt/memprofile/memprofile "$@"; }
 
 # 1. gunicorn: the arbiter forks its workers from Python.
@@ -86,12 +79,7 @@ answers() { curl -fsS "http://127.0.0.1:${port}/" > /dev/null 2>&1; }
 wait_until 120 answers || fail "gunicorn did not answer: $(tail -20 "${SCRATCH}/gunicorn.log")"
 grep -q "profiling ${python} with jemalloc" "${SCRATCH}/gunicorn.log" || fail "gunicorn is not profiled: $(head -5 "${SCRATCH}/gunicorn.log")"
 # The arbiter: the one gunicorn process whose parent is not gunicorn.
-mapfile -t all < <(pgrep -f "/usr/bin/gunicorn --chdir /app")
-arbiter=""
-for p in "${all[@]}"; do
-  [[ " ${all[*]} " == *" $(ps -o ppid= -p "${p}" | tr -d ' ') "* ]] || arbiter="${p}"
-done
-[[ -n "${arbiter}" ]] || fail "gunicorn: no arbiter among ${all[*]}"
+arbiter="$(arbiter_of "/usr/bin/gunicorn --chdir /app")" || fail "gunicorn: no arbiter: $(pgrep -af gunicorn)"
 track "${arbiter}"
 wait_until 60 sockets_are "${root}/out" 3 || fail "gunicorn: not 3 sockets: $(ls "${root}/out")"
 mapfile -t workers < <(workers_of "${arbiter}")

@@ -27,6 +27,7 @@
 #include "cli/logger.h"
 #include "image/file_tree.h"
 #include "verdict/checker.h"
+#include "verdict/python_target.h"
 #include "runtime/launcher.h"
 #include "runtime/backend.h"
 
@@ -223,6 +224,10 @@ struct Launch {
   std::vector<Finding> problems;
   std::string ctl_lib, ctl_problem;
   bool aarch64 = false;
+  // memray: the interpreter's options (a #! line's, or the command's), its
+  // extension that must load, and the bootstrap that starts the tracker.
+  std::vector<std::string> interpreter_options;
+  std::string memray_extension, bootstrap_dir;
 };
 
 // The plan's own refusals, before anything is looked up: nullopt when it can go on.
@@ -243,6 +248,31 @@ std::optional<ExitCode> refuse_plan(Launch& l) {
   return std::nullopt;
 }
 
+// memray tracks the interpreter a #! script runs (console scripts such as
+// gunicorn), through /usr/bin/env and nested scripts, as the kernel would
+// start it; the options on the way are the interpreter's. The command's
+// own words are its options when PROGRAM is the interpreter itself.
+void find_interpreter(Launch& l, const HostTree& root) {
+  l.interpreter_options.assign(l.plan.argv.begin() + 1, l.plan.argv.end());
+  for (int depth = 0; depth < 4 && l.target_found; ++depth) {
+    std::shared_ptr<const ElfInfo> elf;
+    try {
+      elf = root.elf(l.target_found->file.path);
+    } catch (const Error&) {
+      return;
+    }
+    if (elf) return;
+    auto head = root.read(l.target_found->file.path, 256);
+    auto shebang = head ? read_shebang(*head) : std::nullopt;
+    if (!shebang || shebang->program.empty()) return;
+    auto next = lookup_program(root, shebang->program, l.path_env, l.cwd);
+    if (!next) return;  // the check says what the script is
+    l.interpreter_options = shebang->args;
+    l.target_found = next;
+    l.target = next->path;
+  }
+}
+
 // The program and the target, found as preflight finds them in an image:
 // execvp's search, here over the live root. False when there is no program.
 bool find_programs(Launch& l, const HostTree& root) {
@@ -260,8 +290,45 @@ bool find_programs(Launch& l, const HostTree& root) {
   if (!l.plan.cfg.target.empty()) {
     l.target_found = lookup_program(root, l.plan.cfg.target, l.path_env, l.cwd);
     l.target = l.target_found ? l.target_found->path : l.plan.cfg.target;
+  } else if (l.plan.backend == Backend::Memray) {
+    find_interpreter(l, root);
   }
   return true;
+}
+
+// memray: the target must be a CPython interpreter that imports memray,
+// whose compiled extension the loader resolves there (checked as the
+// preload library would be: architecture, glibc, its libraries), and
+// that will run memprofile's bootstrap (beside the control library).
+std::vector<Finding> check_memray(Launch& l, const HostTree& root, uint16_t* machine) {
+  const LauncherConfig& cfg = l.plan.cfg;
+  std::shared_ptr<const ElfInfo> elf;
+  if (l.target_found && l.target_found->file.node.kind == FsNode::Kind::Regular) {
+    try {
+      elf = root.elf(l.target_found->file.path);
+    } catch (const Error&) {
+    }
+  }
+  std::vector<Finding> problems;
+  if (elf) {
+    MemrayFound found;
+    problems = find_memray(root, l.target_found->file.path, *elf, process_env("PYTHONPATH"), &found);
+    l.memray_extension = found.extension;
+  }
+  if (!problems.empty()) return problems;
+  problems = check_everything(root, l.target, l.target_found, l.memray_extension, l.cwd, cfg.output_dir,
+                              cfg.min_free_mb, false, machine);
+  if (!problems.empty()) return problems;
+  l.bootstrap_dir = dirname_of(absolute(cfg.ctl_library, l.cwd)) + "/python";
+  struct stat st;
+  if (stat((l.bootstrap_dir + "/sitecustomize.py").c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    problems.push_back(make_finding("MEMRAY_BOOTSTRAP_MISSING",
+                                    "memprofile's bootstrap " + l.bootstrap_dir + "/sitecustomize.py does not exist"));
+  else if (python_ignores_pythonpath(l.interpreter_options))
+    problems.push_back(make_finding("MEMRAY_BOOTSTRAP_IGNORED",
+                                    l.target + " runs with -I, -E or -S, which skip PYTHONPATH or site: memprofile's "
+                                               "bootstrap would never load"));
+  return problems;
 }
 
 // Whether the profiler will attach and record, and whether the control
@@ -271,9 +338,18 @@ void check_launch(Launch& l, const HostTree& root) {
   uint16_t machine = 0;
   if (!l.plan.error.empty())
     l.problems.push_back(make_finding("LAUNCHER_CONFIG", l.plan.error, "fix the flags or " + l.o.config));
+  else if (l.plan.backend == Backend::Memray)
+    l.problems = check_memray(l, root, &machine);
   else
     l.problems = check_everything(root, l.target, l.target_found, l.plan.preload, l.cwd, cfg.output_dir, cfg.min_free_mb,
                                   l.plan.backend != Backend::None, &machine);
+  if (l.plan.backend == Backend::Memray) {
+    // The library has no memray backend yet: said in one line, not silently.
+    l.ctl_problem = "the control library does not serve memray yet (each capture runs from its interpreter's start "
+                    "to its exit)";
+    l.aarch64 = machine == 183;
+    return;
+  }
   l.aarch64 = machine == 183;  // EM_AARCH64
   // Dormant needs the control library: without it nothing could ever start
   // recording. Otherwise it only adds the budget and status.
@@ -300,6 +376,29 @@ void add_backend_env(Launch& l) {
                   l.env.end());
     else if (env_has(l.env, k))
       continue;
+    l.env.push_back(k + "=" + v);
+    l.added.push_back(k);
+  }
+}
+
+// memray: the bootstrap first on PYTHONPATH (the user's entries after it),
+// and what it reads: the interpreter to track (spawned workers run the same
+// one; another program a child runs is not tracked) and whether native
+// frames are recorded. memprofile's own, whatever the environment says.
+void add_memray_env(Launch& l) {
+  std::string pythonpath = l.bootstrap_dir;
+  for (auto it = l.env.begin(); it != l.env.end();) {
+    bool ours = it->rfind("MEMPROFILE_MEMRAY_TARGET=", 0) == 0 || it->rfind("MEMPROFILE_MEMRAY_NATIVE=", 0) == 0;
+    if (it->rfind("PYTHONPATH=", 0) == 0) {
+      if (it->size() > 11) pythonpath += ":" + it->substr(11);
+      ours = true;
+    }
+    it = ours ? l.env.erase(it) : it + 1;
+  }
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"PYTHONPATH", pythonpath},
+           {"MEMPROFILE_MEMRAY_TARGET", real_path(l.target)},
+           {"MEMPROFILE_MEMRAY_NATIVE", l.o.python_only ? "0" : "1"}}) {
     l.env.push_back(k + "=" + v);
     l.added.push_back(k);
   }
@@ -361,7 +460,11 @@ void log_start(Launch& l, const std::string& lib, bool with_ctl, uint64_t max_by
   std::string budget = with_ctl ? std::string(" (budget ") + budget_mib + " MiB, keeping " +
                                        std::to_string(cfg.min_free_mb) + " MiB free)"
                                  : "";
-  std::string tree = backend == Backend::None ? "; forked children too, each reachable by memprofile status/snapshot"
+  std::string tree = backend == Backend::Memray
+                         ? std::string("; ") + (l.o.python_only ? "Python frames only" : "native frames too") +
+                               "; forked children are recorded too, each in its own capture (memray.PID.bin.CHILD), "
+                               "and the interpreters it spawns in theirs (memray.PID.bin)"
+                     : backend == Backend::None ? "; forked children too, each reachable by memprofile status/snapshot"
                      : children_note.empty()   ? "; forked children are recorded too, each reachable by memprofile "
                                                  "start/stop/snapshot/status"
                                            : "; forked children are not recorded: " + children_note;
@@ -375,6 +478,9 @@ void log_start(Launch& l, const std::string& lib, bool with_ctl, uint64_t max_by
       backend == Backend::None
           ? "watching the memory of " + l.target + " with the control library alone (" + lib +
                 ", no heap profiler: memprofile status and snapshot give RSS, the allocator's view and the cgroup's)"
+      : backend == Backend::Memray
+          ? "profiling " + l.target + " with memray (" + lib + "), started by memprofile's bootstrap " +
+                l.bootstrap_dir + "/sitecustomize.py"
           : std::string(cfg.dormant ? "loaded dormant (recording off until memprofile start): " : "profiling ") +
                 l.target + " with " + to_string(backend) + " (" + lib + ")";
   l.log.info("start", what + ", output in " + cfg.output_dir + budget + tree,
@@ -432,19 +538,24 @@ ExitCode run_exec(const ExecArgs& o) {
   }
   l.unprofiled_env = l.env;
   add_backend_env(l);
-  const std::string lib = absolute(l.plan.preload, l.cwd);
+  const bool memray = l.plan.backend == Backend::Memray;
+  if (memray) add_memray_env(l);
+  const std::string lib = memray ? l.memray_extension : absolute(l.plan.preload, l.cwd);
   const bool with_ctl = l.ctl_problem.empty();
   const uint64_t max_bytes = budget_bytes(l.plan.cfg);
   const uint64_t snapshot_every_ms = with_ctl && takes_snapshots(l.plan.backend) ? l.plan.cfg.snapshot_every_ms : 0;
-  if (l.plan.backend == Backend::None && !l.plan.cfg.preload.empty())
-    l.log.warn("preload_unused", "--backend none loads no profiler: the preload " + l.plan.cfg.preload + " is not loaded",
+  if ((l.plan.backend == Backend::None || memray) && !l.plan.cfg.preload.empty())
+    l.log.warn("preload_unused",
+               std::string(memray ? "--backend memray preloads nothing (the bootstrap imports memray)"
+                                  : "--backend none loads no profiler") +
+                   ": the preload " + l.plan.cfg.preload + " is not loaded",
                {{"preload", l.plan.cfg.preload}});
   if (with_ctl)
     add_control_env(l, lib, max_bytes, snapshot_every_ms);
   else
     l.log.warn("no_control", "no disk budget and no memprofile start/stop/snapshot/status: " + l.ctl_problem,
                {{"ctl_library", l.ctl_lib}});
-  add_preload(l, lib, with_ctl);
+  if (!memray) add_preload(l, lib, with_ctl);
   log_start(l, lib, with_ctl, max_bytes, snapshot_every_ms);
   int err = try_exec(l.program, l.plan.argv, l.env);
   if (err != E2BIG) exec_failed(l.program, err);

@@ -111,7 +111,7 @@ Backend find_backend(const LauncherConfig& told, const ProcessView& p, Sources& 
     from.backend = p.proc + "/environ";
   }
   if (name.empty())
-    for (Backend b : {Backend::Jemalloc, Backend::Heaptrack, Backend::Bytehound}) {
+    for (Backend b : {Backend::Jemalloc, Backend::Heaptrack, Backend::Bytehound, Backend::Memray}) {
       for (const auto& m : library_markers(b)) {
         bool in_preload = p.get("LD_PRELOAD").find(m) != std::string::npos;
         bool in_maps = std::any_of(p.mapped.begin(), p.mapped.end(), [&](const std::string& x) { return x.find(m) != std::string::npos; });
@@ -141,6 +141,7 @@ std::string find_output_dir(const LauncherConfig& told, Backend backend, const P
       case Backend::Bytehound: dir = dir_of_setting(p.get("MEMORY_PROFILER_OUTPUT")); break;
       case Backend::Heaptrack: dir = dir_of_setting(p.get("DUMP_HEAPTRACK_OUTPUT")); break;
       case Backend::None: dir = p.get("MEMPROFILE_CTL_DIR"); break;
+      case Backend::Memray: dir = p.get("MEMPROFILE_MEMRAY_DIR"); break;
     }
   }
   if (dir.empty()) return LauncherConfig{}.output_dir;

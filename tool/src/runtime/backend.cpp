@@ -17,6 +17,7 @@ const char* to_string(Backend b) {
     case Backend::Jemalloc: return "jemalloc";
     case Backend::Heaptrack: return "heaptrack";
     case Backend::None: return "none";
+    case Backend::Memray: return "memray";
   }
   return "bytehound";
 }
@@ -26,7 +27,10 @@ Backend parse_backend(const std::string& name) {
   if (name == "jemalloc") return Backend::Jemalloc;
   if (name == "heaptrack") return Backend::Heaptrack;
   if (name == "none") return Backend::None;
-  throw Error("unknown backend '" + name + "' (bytehound, jemalloc, heaptrack, or none for the control library alone)");
+  if (name == "memray") return Backend::Memray;
+  throw Error("unknown backend '" + name +
+              "' (bytehound, jemalloc, heaptrack, memray for a Python interpreter, or none for the control library "
+              "alone)");
 }
 
 std::string default_preload(Backend b) {
@@ -35,6 +39,7 @@ std::string default_preload(Backend b) {
     case Backend::Jemalloc: return "/usr/lib/memprofile/libjemalloc.so.2";
     case Backend::Heaptrack: return "/usr/lib/memprofile/libheaptrack_preload.so";
     case Backend::None: return "";
+    case Backend::Memray: return "";  // no preload: the bootstrap imports memray
   }
   return "";
 }
@@ -44,6 +49,9 @@ std::string dormant_unsupported(Backend b) {
     return "heaptrack cannot start dormant: it records from the first allocation, and a trace started later misses "
            "the frees of what was allocated before (use jemalloc or bytehound for dormant mode)";
   if (b == Backend::None) return "--backend none loads no profiler: there is nothing to keep dormant";
+  if (b == Backend::Memray)
+    return "memray cannot start dormant yet: its tracker runs from the interpreter's start to its exit (run it "
+           "active, or use jemalloc or bytehound for dormant mode)";
   return "";
 }
 
@@ -86,9 +94,15 @@ std::vector<std::pair<std::string, std::string>> backend_env(Backend b, const st
     case Backend::Heaptrack:
       return {{"DUMP_HEAPTRACK_OUTPUT", dir + "/heaptrack.$$.raw"}};  // heaptrack replaces $$ with the pid
     case Backend::None: return {};
+    case Backend::Memray:
+      // Read by memprofile's bootstrap (python/sitecustomize.py); PYTHONPATH
+      // and the interpreter it tracks are exec's to set.
+      return {{"MEMPROFILE_MEMRAY_DIR", dir}};
   }
   return {};
 }
+
+std::string memray_capture_name(long pid) { return "memray." + std::to_string(pid) + ".bin"; }
 
 bool is_profile_file(Backend b, const std::string& name) {
   auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
@@ -101,6 +115,7 @@ bool is_profile_file(Backend b, const std::string& name) {
     case Backend::Jemalloc: return starts("jeprof.") && ends(".heap");
     case Backend::Heaptrack: return starts("heaptrack.") && ends(".raw");
     case Backend::None: return starts("memprofile-mem.") && ends(".mem.json") && name.size() > 24;
+    case Backend::Memray: return memray_capture_pid(name) >= 0;
   }
   return false;
 }
@@ -124,6 +139,7 @@ std::string forked_children_unrecorded(Backend b) {
       return "heaptrack does not record a child forked without exec (its fork handler turns tracking off there)";
     case Backend::Bytehound: return "bytehound does not record a child forked without exec";
     case Backend::None: return "";
+    case Backend::Memray: return "";
   }
   return "";
 }
@@ -142,6 +158,27 @@ bool is_process_record(const std::string& name) {
     return false;
   std::string pid = name.substr(head.size(), name.size() - head.size() - tail.size());
   return pid.size() <= 9 && pid.find_first_not_of("0123456789") == std::string::npos;
+}
+
+long memray_capture_pid(const std::string& name) {
+  // memray.PID.bin, and memray.PID.bin.CHILD for a child forked under
+  // follow_fork (memray names it so): the process whose capture it is.
+  const std::string head = "memray.", mid = ".bin";
+  if (name.rfind(head, 0) != 0) return -1;
+  size_t bin = name.find(mid, head.size());
+  if (bin == std::string::npos) return -1;
+  auto digits = [&](size_t from, size_t to) -> long {
+    if (to <= from || to - from > 9) return -1;
+    long v = 0;
+    for (size_t i = from; i < to; ++i) {
+      if (name[i] < '0' || name[i] > '9') return -1;
+      v = v * 10 + (name[i] - '0');
+    }
+    return v;
+  };
+  long pid = digits(head.size(), bin);
+  if (pid < 0 || bin + mid.size() == name.size()) return pid;
+  return name[bin + mid.size()] == '.' ? digits(bin + mid.size() + 1, name.size()) : -1;
 }
 
 long profile_file_pid(Backend b, const std::string& name) {
@@ -174,6 +211,7 @@ long profile_file_pid(Backend b, const std::string& name) {
       size_t seq = name.rfind('.', name.size() - 10);
       return seq == std::string::npos || seq < 15 ? -1 : field(15, seq);
     }
+    case Backend::Memray: return memray_capture_pid(name);
   }
   return -1;
 }
@@ -184,6 +222,7 @@ std::vector<std::string> library_markers(Backend b) {
     case Backend::Jemalloc: return {"libjemalloc"};
     case Backend::Heaptrack: return {"libheaptrack_preload"};
     case Backend::None: return {"libmemprofile_ctl"};
+    case Backend::Memray: return {"/_memray."};  // its extension, once imported
   }
   return {};
 }

@@ -17,7 +17,11 @@ namespace memprofile {
 // cgroup see it, and a snapshot is a memory record only
 // (memprofile-mem.PID.SEQ.mem.json), so a service can carry it at no cost
 // and learn whether a heap profile is the tool for its growth at all.
-enum class Backend { Bytehound, Jemalloc, Heaptrack, None };
+// Memray: a CPython interpreter tracked by memray, started inside it by
+// memprofile's bootstrap (python/sitecustomize.py beside the control
+// library, on PYTHONPATH): no preload library; one capture per process,
+// memray.PID.bin (memray.PID.bin.CHILD for a forked child).
+enum class Backend { Bytehound, Jemalloc, Heaptrack, None, Memray };
 const char* to_string(Backend);
 Backend parse_backend(const std::string& name);  // throws Error
 
@@ -52,6 +56,11 @@ bool is_process_record(const std::string& name);
 // heaptrack.PID.raw, bytehound's ..._PID.dat and bytehound_EXE_PID.log),
 // or -1 when it carries none.
 long profile_file_pid(Backend b, const std::string& name);
+// memray's capture of the process `pid` (the bootstrap's name for it).
+std::string memray_capture_name(long pid);
+// The pid a memray capture's name carries: memray.PID.bin, or the child's
+// in memray.PID.bin.CHILD; -1 for another name.
+long memray_capture_pid(const std::string& name);
 // Substrings that identify the backend's library in /proc/PID/maps.
 std::vector<std::string> library_markers(Backend b);
 

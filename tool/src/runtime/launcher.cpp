@@ -9,7 +9,9 @@ namespace memprofile {
 const std::vector<ExecOptionSpec>& exec_option_specs() {
   static const std::vector<ExecOptionSpec> specs = {
       {"--config", "FILE", "launcher config file (default /etc/memprofile/exec.conf)"},
-      {"--backend", "NAME", "bytehound, jemalloc, heaptrack, or none: the control library alone (default: config, else bytehound)"},
+      {"--backend", "NAME",
+       "bytehound, jemalloc, heaptrack, memray (a Python interpreter), or none: the control library alone (default: "
+       "config, else bytehound)"},
       {"--preload", "PATH", "the preload library (default: the backend's path in memprofile images)"},
       {"--output-dir", "DIR", "where profiles go (default: config, else /var/memprofile)"},
       {"--target", "PATH", "the real program, when PROGRAM is a dispatcher that execs it"},
@@ -21,6 +23,7 @@ const std::vector<ExecOptionSpec>& exec_option_specs() {
       {"--dormant", nullptr,
        "load the profiler with recording off; memprofile start/stop/snapshot drive it (or MEMPROFILE_DORMANT=1)"},
       {"--strict", nullptr, "exit 3 instead of running unprofiled when a check fails (or MEMPROFILE_STRICT=1)"},
+      {"--python-only", nullptr, "memray: record Python frames alone, without the native ones (native_traces off)"},
       {"--log-format", "FORMAT", "text or json"},
       {"--from-config", nullptr,
        "run the config's entrypoint with ARGS, or with its cmd when none are given (images/ set this)"},
@@ -64,6 +67,7 @@ ExecArgs parse_exec_args(const std::vector<std::string>& args) {
       if (inline_value) fail(name + " takes no value");
       else if (name == "--strict") out.strict = true;
       else if (name == "--dormant") out.dormant = true;
+      else if (name == "--python-only") out.python_only = true;
       else out.from_config = true;
       continue;
     }
@@ -185,6 +189,55 @@ std::optional<FoundProgram> lookup_program(const FileTree& tree, const std::stri
     if (found.executable()) return found;
   }
   return std::nullopt;
+}
+
+namespace {
+
+std::vector<std::string> words_of(const std::string& line) {
+  std::vector<std::string> words;
+  size_t i = 0;
+  while (i < line.size()) {
+    size_t j = line.find_first_of(" \t\r", i);
+    if (j == std::string::npos) j = line.size();
+    if (j > i) words.push_back(line.substr(i, j - i));
+    i = j + 1;
+  }
+  return words;
+}
+
+}  // namespace
+
+std::optional<Shebang> read_shebang(const std::string& head) {
+  if (head.rfind("#!", 0) != 0) return std::nullopt;
+  size_t nl = head.find('\n');
+  std::vector<std::string> words = words_of(head.substr(2, nl == std::string::npos ? std::string::npos : nl - 2));
+  Shebang sb;
+  if (words.empty()) return sb;
+  size_t at = 0;
+  if (words[0].size() >= 4 && words[0].compare(words[0].size() - 4, 4, "/env") == 0) {
+    // "#!/usr/bin/env [-S] NAME": env searches PATH for NAME.
+    auto it = std::find_if(words.begin() + 1, words.end(), [](const std::string& w) { return w[0] != '-'; });
+    if (it != words.end()) at = static_cast<size_t>(it - words.begin());
+  }
+  sb.program = words[at];
+  sb.args.assign(words.begin() + static_cast<std::ptrdiff_t>(at) + 1, words.end());
+  return sb;
+}
+
+bool python_ignores_pythonpath(const std::vector<std::string>& options) {
+  for (size_t n = 0; n < options.size(); ++n) {
+    const std::string& w = options[n];
+    if (w.size() < 2 || w[0] != '-' || w[1] == '-') return false;  // the script, "--" or a long option ends them
+    for (size_t i = 1; i < w.size(); ++i) {
+      if (w[i] == 'I' || w[i] == 'E' || w[i] == 'S') return true;
+      if (w[i] == 'c' || w[i] == 'm') return false;  // the rest is the command's or the module's
+      if (w[i] == 'W' || w[i] == 'X') {  // the option's value: the rest of the word, or the next word
+        if (i + 1 == w.size()) ++n;
+        break;
+      }
+    }
+  }
+  return false;
 }
 
 }  // namespace memprofile

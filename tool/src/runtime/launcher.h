@@ -35,6 +35,7 @@ struct ExecArgs {
   std::string backend, preload, output_dir, target;  // "" when not given
   std::optional<uint64_t> min_free_mb, max_profile_mb, snapshot_every_ms;
   bool strict = false, from_config = false, dormant = false;
+  bool python_only = false;  // memray: Python frames alone (no native_traces)
   std::string log_format = "text";
   std::vector<std::string> command;  // PROGRAM [ARGS...], or with --from-config the ARGS
   // -h/--help: the launcher prints its options and starts nothing (also an
@@ -85,5 +86,21 @@ struct FoundProgram {
 };
 std::optional<FoundProgram> lookup_program(const FileTree& tree, const std::string& name, const std::string& path_env,
                                            const std::string& cwd);
+
+// A "#!" line, as the kernel and env read it: the program it runs (its
+// first word, or for "#!/usr/bin/env [-S] NAME" the NAME env searches PATH
+// for) and the words after that program. nullopt when `head` (a file's
+// first bytes) is no #! script; an empty program for an empty #! line.
+struct Shebang {
+  std::string program;
+  std::vector<std::string> args;
+};
+std::optional<Shebang> read_shebang(const std::string& head);
+
+// Whether a CPython command line's options (the words after the
+// interpreter, up to the script, -c or -m) skip site or ignore PYTHONPATH
+// (-S, -I, -E, alone or combined as -IS): a bootstrap on PYTHONPATH then
+// never loads.
+bool python_ignores_pythonpath(const std::vector<std::string>& options);
 
 }  // namespace memprofile

@@ -95,6 +95,21 @@ const std::vector<FindingSpec>& finding_catalog() {
       {"ENV_TOO_LARGE", Severity::Error, "make the environment or the arguments smaller"},
       {"CTL_LIBRARY_MISSING", Severity::Error,
        "install libmemprofile_ctl.so at /usr/lib/memprofile (memprofile images have it) or set MEMPROFILE_CTL_LIBRARY"},
+      // memray: a Python interpreter that must import it
+      {"MEMRAY_NOT_PYTHON", Severity::Error,
+       "give --target as the python3.N interpreter the program runs with (memray tracks CPython only)"},
+      {"MEMRAY_MISSING", Severity::Error,
+       "install memray for this interpreter: apt-get install python3-memray on a Debian python, or pip install memray"},
+      {"MEMRAY_WRONG_PYTHON", Severity::Error,
+       "install memray built for this interpreter's Python version (apt-get install python3-memray on Debian's, or pip "
+       "install memray with this interpreter)"},
+      {"MEMRAY_WRONG_ARCH", Severity::Error,
+       "install memray built for the interpreter's architecture (the image's own package manager or pip, in the image)"},
+      {"MEMRAY_BOOTSTRAP_IGNORED", Severity::Error,
+       "drop -I, -E and -S from the interpreter's options (its command line or the script's #! line)"},
+      {"MEMRAY_BOOTSTRAP_MISSING", Severity::Error,
+       "install memprofile's python/sitecustomize.py beside libmemprofile_ctl.so (memprofile images have it) or set "
+       "MEMPROFILE_CTL_LIBRARY to the library it sits beside"},
   };
   return catalog;
 }

@@ -313,23 +313,17 @@ void follow_entrypoint(Context& ctx) {
       break;
     }
     auto head = ctx.tree.read(r->path, 256);
-    if (!head || head->rfind("#!", 0) != 0) {
+    auto shebang = head ? read_shebang(*head) : std::nullopt;
+    if (!shebang) {
       ctx.add(make_finding("ENTRYPOINT_NOT_EXECUTABLE", r->path + " is neither an ELF program nor a #! script"));
       break;
     }
-    std::string line = head->substr(2, head->find('\n') == std::string::npos ? std::string::npos : head->find('\n') - 2);
-    auto words = split(line, " \t\r");
     res.scripts.push_back(r->path);
-    if (words.empty()) {
+    if (shebang->program.empty()) {
       ctx.add(make_finding("ENTRYPOINT_NOT_EXECUTABLE", r->path + " has an empty #! line"));
       break;
     }
-    name = words[0];
-    if (name.size() >= 4 && name.compare(name.size() - 4, 4, "/env") == 0) {
-      // "#!/usr/bin/env [-S] NAME": env searches PATH for NAME.
-      auto it = std::find_if(words.begin() + 1, words.end(), [](const std::string& w) { return w[0] != '-'; });
-      if (it != words.end()) name = *it;
-    }
+    name = shebang->program;
     if (depth == kMaxScripts) ctx.add(make_finding("ENTRYPOINT_NOT_EXECUTABLE", "too many nested #! interpreters"));
   }
   if (!ctx.entry) return;

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# memprofile exec --backend memray, in a Debian trixie root of its own
+# (python3-memray 1.17, Python 3.13, gunicorn 23; chroot in a mount
+# namespace of the test's): memprofile's bootstrap (python/sitecustomize.py
+# beside the control library, first on PYTHONPATH) starts memray's tracker
+# inside the interpreter, without touching the app:
+#   a script: one capture, memray.PID.bin, whose report names the keeping
+#     line, with native frames by default and without them (--python-only);
+#   gunicorn, a console script (#!/usr/bin/python3) given with no --target:
+#     each forked worker writes its own capture (memray.ARBITER.bin.WORKER),
+#     each names the request handler's line, and --merge sums the workers;
+#     `attached` sees memray in a worker;
+#   a multiprocessing pool (spawn): each spawned worker runs the bootstrap
+#     and writes its own capture;
+#   what keeps memray from working is one ERROR line, and the program runs
+#     unprofiled (exit 3 with --strict): no memray in the interpreter's
+#     sys.path, a program that is no Python, and python3 -I.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/e2e/control_lib.sh
+source "$(dirname "$0")/control_lib.sh"
+
+[[ "${EUID}" == 0 ]] || { echo "skip: the trixie root needs root (a mount namespace and chroot)"; exit 77; }
+# The launcher runs inside the trixie root: an ASan build needs the host's
+# libasan there. The main build's run covers this test.
+if sanitized "${LAUNCHER}"; then
+  echo "skip: ${LAUNCHER} is an AddressSanitizer build (it needs libasan, which the trixie root has not)"
+  exit 77
+fi
+tarball="$(trixie_python_root)" || fail "no trixie root with python3-memray"
+root="${SCRATCH}/root"
+mkdir -p "${root}"
+tar -C "${root}" --numeric-owner -xpf "${tarball}"
+python="$(readlink -f "${root}/usr/bin/python3")"
+python="${python#"${root}"}"
+mkdir -p "${root}/opt/memprofile/python" "${root}/app"
+cp "${LAUNCHER}" "${root}/opt/memprofile/memprofile"
+cp "${CTL_LIBRARY}" "${root}/opt/memprofile/"
+cp "$(dirname "${CTL_LIBRARY}")/python/sitecustomize.py" "${root}/opt/memprofile/python/"
+cat > "${root}/app/service.py" <<'PY'
+import functools
+import sys
+
+cache = []
+
+
+def keep(n):
+    cache.append(bytearray(n))  # the leak: kept for good
+
+
+@functools.lru_cache(maxsize=16)
+def lookup(i):
+    return bytearray(4096)  # bounded: at most 16 kept
+
+
+def main(rounds):
+    for i in range(rounds):
+        keep(64 * 1024)
+        lookup(i)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
+PY
+cat > "${root}/app/leaky.py" <<'PY'
+import os
+
+kept = []
+
+
+def app(environ, start_response):
+    kept.append(os.urandom(256 << 10))  # 256 KiB a request, kept by the worker that served it
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [("%d\n" % os.getpid()).encode()]
+PY
+cat > "${root}/app/pool.py" <<'PY'
+import multiprocessing as mp
+import os
+
+kept = []
+both = None
+
+
+def ready(barrier):
+    global both
+    both = barrier
+
+
+def work(i):
+    # Two tasks at a time, so each worker runs half of them however the
+    # machine schedules it.
+    both.wait(timeout=300)
+    kept.append(bytearray(128 * 1024))  # kept by the worker that ran the task
+    return os.getpid()
+
+
+if __name__ == "__main__":
+    mp.set_start_method("spawn")
+    with mp.Pool(2, initializer=ready, initargs=(mp.Barrier(2),)) as pool:
+        pids = set(pool.map(work, range(40), chunksize=1))
+    print(len(pids), "workers")
+PY
+keep_line="$(grep -n 'cache.append(bytearray(n))' "${root}/app/service.py" | cut -d: -f1)"
+app_line="$(grep -n 'kept.append(os.urandom' "${root}/app/leaky.py" | cut -d: -f1)"
+work_line="$(grep -n 'kept.append(bytearray(128' "${root}/app/pool.py" | cut -d: -f1)"
+
+memray_exec() { in_root env -C /app /opt/memprofile/memprofile exec --backend memray --min-free-mb 1 "$@"; }
+# top_site JSON: the first in-use site as FUNCTION (FILE:LINE) and its bytes.
+top_site() { jq -r '.in_use[0] | "\(.site.function) (\(.site.file):\(.site.line)) \(.bytes_in_use)"' "$1"; }
+
+# 1. A script, with native frames (the default) and without.
+for mode in native python-only; do
+  out="/out-${mode}"
+  mkdir -p "${root}${out}"
+  flags=(--output-dir "${out}")
+  [[ "${mode}" == python-only ]] && flags+=(--python-only)
+  memray_exec "${flags[@]}" -- python3 service.py 200 > "${SCRATCH}/${mode}.log" 2>&1 ||
+    fail "${mode}: exit code: $(cat "${SCRATCH}/${mode}.log")"
+  grep -q "profiling /usr/bin/python3 with memray (/usr/lib/python3/dist-packages/memray/_memray.cpython-3" \
+    "${SCRATCH}/${mode}.log" || fail "${mode}: no start line: $(cat "${SCRATCH}/${mode}.log")"
+  grep -q "the control library does not serve memray yet" "${SCRATCH}/${mode}.log" ||
+    fail "${mode}: the missing budget and control are not said: $(cat "${SCRATCH}/${mode}.log")"
+  mapfile -t captures < <(cd "${root}${out}" && ls)
+  [[ "${#captures[@]}" == 1 && "${captures[0]}" =~ ^memray\.[0-9]+\.bin$ ]] || fail "${mode}: captures: ${captures[*]}"
+  "${MEMPROFILE}" report --rootfs "${root}" --json "${root}${out}" > "${SCRATCH}/${mode}.json" || fail "${mode}: report"
+  [[ "$(top_site "${SCRATCH}/${mode}.json")" == "keep (/app/service.py:${keep_line}) "* ]] ||
+    fail "${mode}: the top site: $(top_site "${SCRATCH}/${mode}.json")"
+  kept="$(jq '.in_use[0].bytes_in_use' "${SCRATCH}/${mode}.json")"
+  ((kept >= 200 * 64 * 1024)) || fail "${mode}: keep holds ${kept} bytes, not the 12.5 MiB kept"
+  natives="$(jq '[.in_use[0].stack[] | select(.module != "")] | length' "${SCRATCH}/${mode}.json")"
+  if [[ "${mode}" == native ]]; then
+    ((natives > 0)) || fail "native: no native frame under keep's stack"
+  else
+    ((natives == 0)) || fail "python-only: ${natives} native frames in keep's stack"
+  fi
+  pass "${mode}: one capture (${captures[0]}), report names keep (service.py:${keep_line}) with ${kept} bytes, ${natives} native frames in its stack"
+done
+
+# 2. gunicorn, its console script given as it is: the arbiter forks two
+# workers, each tracked in its own capture.
+port="$(free_port)"
+mkdir -p "${root}/out-gunicorn"
+memray_exec --output-dir /out-gunicorn -- /usr/bin/gunicorn --chdir /app -w 2 -b "127.0.0.1:${port}" leaky:app \
+  > "${SCRATCH}/gunicorn.log" 2>&1 &
+track $!
+answers() { curl -fsS "http://127.0.0.1:${port}/" > /dev/null 2>&1; }
+wait_until 120 answers || fail "gunicorn did not answer: $(tail -20 "${SCRATCH}/gunicorn.log")"
+grep -q "profiling /usr/bin/python3 with memray" "${SCRATCH}/gunicorn.log" ||
+  fail "gunicorn: not judged by its interpreter: $(head -5 "${SCRATCH}/gunicorn.log")"
+arbiter="$(arbiter_of "/usr/bin/gunicorn --chdir /app")" || fail "gunicorn: no arbiter: $(pgrep -af gunicorn)"
+track "${arbiter}"
+mapfile -t workers < <(workers_of "${arbiter}")
+((${#workers[@]} == 2)) || fail "gunicorn: not 2 workers of ${arbiter}: ${workers[*]}"
+for _ in $(seq 1 80); do answers || fail "gunicorn: a request failed"; done
+"${MEMPROFILE}" attached "${workers[0]}" --output-dir "${root}/out-gunicorn" > "${SCRATCH}/attached.txt" ||
+  fail "gunicorn: attached: $(cat "${SCRATCH}/attached.txt")"
+grep -q "memray library mapped: yes (.*/_memray.cpython-3" "${SCRATCH}/attached.txt" ||
+  fail "gunicorn: attached: $(cat "${SCRATCH}/attached.txt")"
+kill -TERM "${arbiter}"
+wait_until 60 bash -c "! kill -0 ${arbiter} 2>/dev/null" || fail "gunicorn did not stop on SIGTERM"
+total=0
+for w in "${workers[@]}"; do
+  capture="${root}/out-gunicorn/memray.${arbiter}.bin.${w}"
+  [[ -s "${capture}" ]] || fail "gunicorn: no capture for worker ${w}: $(ls "${root}/out-gunicorn")"
+  "${MEMPROFILE}" report --rootfs "${root}" --json "${capture}" > "${SCRATCH}/worker-${w}.json" ||
+    fail "gunicorn: report of worker ${w}"
+  [[ "$(top_site "${SCRATCH}/worker-${w}.json")" == "app (/app/leaky.py:${app_line}) "* ]] ||
+    fail "gunicorn: worker ${w}'s top site: $(top_site "${SCRATCH}/worker-${w}.json")"
+  total=$((total + $(jq '.in_use[0].bytes_in_use' "${SCRATCH}/worker-${w}.json")))
+done
+((total >= 80 * 256 * 1024)) || fail "gunicorn: the workers hold ${total} bytes at the handler, not the 20 MiB kept"
+"${MEMPROFILE}" report --rootfs "${root}" --json --merge "${root}/out-gunicorn" > "${SCRATCH}/gunicorn-merged.json" ||
+  fail "gunicorn: report --merge"
+merged="$(jq '.in_use[0].bytes_in_use' "${SCRATCH}/gunicorn-merged.json")"
+if [[ "$(top_site "${SCRATCH}/gunicorn-merged.json")" != "app (/app/leaky.py:${app_line}) "* ]] || ((merged < total)); then
+  fail "gunicorn: --merge: $(top_site "${SCRATCH}/gunicorn-merged.json") against ${total} in the workers"
+fi
+pass "gunicorn: the arbiter's 2 forked workers each wrote a capture naming app (leaky.py:${app_line}) (${total} bytes together), --merge sums them (${merged}), attached sees memray mapped"
+
+# 3. multiprocessing, spawned workers: each is a new interpreter that runs
+# the bootstrap and writes memray.PID.bin of its own.
+mkdir -p "${root}/out-spawn"
+memray_exec --output-dir /out-spawn -- python3 pool.py > "${SCRATCH}/spawn.log" 2>&1 ||
+  fail "spawn: exit code: $(cat "${SCRATCH}/spawn.log")"
+grep -qx "2 workers" "${SCRATCH}/spawn.log" || fail "spawn: $(cat "${SCRATCH}/spawn.log")"
+found=0
+for capture in "${root}"/out-spawn/memray.*.bin; do
+  "${MEMPROFILE}" report --rootfs "${root}" --json "${capture}" > "${SCRATCH}/spawn.json" || fail "spawn: report of ${capture}"
+  if [[ "$(top_site "${SCRATCH}/spawn.json")" == "work (/app/pool.py:${work_line}) "* ]]; then
+    held="$(jq '.in_use[0].bytes_in_use' "${SCRATCH}/spawn.json")"
+    ((held >= 20 * 128 * 1024)) || fail "spawn: ${capture} holds ${held} bytes at work, not its 20 tasks' 2.5 MiB"
+    found=$((found + 1))
+  fi
+done
+((found == 2)) || fail "spawn: ${found} captures name work (pool.py:${work_line}): $(ls "${root}/out-spawn")"
+pass "spawn: both spawned workers wrote a capture of their own naming work (pool.py:${work_line}), each with its 20 tasks"
+
+# 4. What keeps memray from working: one ERROR line, the program runs
+# unprofiled with its own exit code; --strict refuses with 3.
+refused() {  # refused NAME CODE [exec args...]
+  local name="$1" code="$2" rc=0
+  shift 2
+  mkdir -p "${root}/out-${name}"
+  memray_exec --output-dir "/out-${name}" "$@" > "${SCRATCH}/${name}.log" 2>&1 || rc=$?
+  ((rc == 0)) || fail "${name}: the unprofiled program's exit code is ${rc}: $(cat "${SCRATCH}/${name}.log")"
+  grep -q "running unprofiled: .*: ${code}: " "${SCRATCH}/${name}.log" || fail "${name}: no ${code}: $(cat "${SCRATCH}/${name}.log")"
+  [[ -z "$(ls "${root}/out-${name}")" ]] || fail "${name}: something was captured: $(ls "${root}/out-${name}")"
+  rc=0
+  memray_exec --strict --output-dir "/out-${name}" "$@" > "${SCRATCH}/${name}-strict.log" 2>&1 || rc=$?
+  ((rc == 3)) || fail "${name}: --strict exits ${rc}: $(cat "${SCRATCH}/${name}-strict.log")"
+}
+refused not-python MEMRAY_NOT_PYTHON -- /bin/true
+refused isolated MEMRAY_BOOTSTRAP_IGNORED -- python3 -I service.py 5
+mv "${root}/usr/lib/python3/dist-packages/memray" "${root}/memray.away"
+refused missing MEMRAY_MISSING -- python3 service.py 5
+mv "${root}/memray.away" "${root}/usr/lib/python3/dist-packages/memray"
+pass "refused in one line each, the program run unprofiled (exit 3 with --strict): not python, python3 -I, no memray on sys.path"

@@ -1,0 +1,178 @@
+// The memray backend's target: which CPython an interpreter is, the memray
+// its sys.path would import, and the launcher model's reading of #! lines
+// and of the interpreter's options.
+#include <catch2/catch.hpp>
+
+#include "elf/elf_info.h"
+#include "elf_builder.h"
+#include "image/file_tree.h"
+#include "runtime/backend.h"
+#include "runtime/launcher.h"
+#include "support.h"
+#include "verdict/python_target.h"
+
+using namespace memprofile;
+using testing::Scratch;
+
+namespace {
+
+std::string x86_ext(const std::string& tag) { return "_memray.cpython-" + tag + "-x86_64-linux-gnu.so"; }
+
+// A root with python3 -> python3.13 (an ELF) and, when given, memray's
+// package in Debian's dist-packages with these files.
+void python_root(const Scratch& s, const std::vector<std::string>& memray_files) {
+  testing::write_file(s / "usr/bin/python3.13", testing::ElfBuilder().build(), 0755);
+  for (const auto& f : memray_files) testing::write_file(s / ("usr/lib/python3/dist-packages/memray/" + f), "x", 0644);
+}
+
+std::vector<Finding> find(const Scratch& s, MemrayFound* found, const std::string& pythonpath = "") {
+  HostTree tree(s.path());
+  auto elf = tree.elf("/usr/bin/python3.13");
+  REQUIRE(elf);
+  return find_memray(tree, "/usr/bin/python3.13", *elf, pythonpath, found);
+}
+
+}  // namespace
+
+TEST_CASE("python_version: from the interpreter's name, else from its libpython") {
+  ElfInfo plain;
+  CHECK(to_string(*python_version("/usr/bin/python3.13", plain)) == "3.13");
+  CHECK(to_string(*python_version("/opt/py/bin/python3.9t", plain)) == "3.9");
+  CHECK_FALSE(python_version("/usr/bin/python3", plain));  // a link name: the caller resolves it
+  CHECK_FALSE(python_version("/usr/bin/python3.13-config", plain));
+  CHECK_FALSE(python_version("/usr/bin/node", plain));
+  ElfInfo embedded;
+  embedded.needed = {"libc.so.6", "libpython3.11.so.1.0"};
+  CHECK(to_string(*python_version("/usr/bin/uwsgi", embedded)) == "3.11");
+}
+
+TEST_CASE("extension_tag: a compiled extension's Python and triplet") {
+  auto t = extension_tag(x86_ext("313"));
+  REQUIRE(t);
+  CHECK(to_string(t->version) == "3.13");
+  CHECK(t->triplet == "x86_64-linux-gnu");
+  auto ft = extension_tag("_memray.cpython-313t-aarch64-linux-gnu.so");
+  REQUIRE(ft);
+  CHECK(ft->triplet == "aarch64-linux-gnu");
+  auto bare = extension_tag("_memray.cpython-39.so");
+  REQUIRE(bare);
+  CHECK(to_string(bare->version) == "3.9");
+  CHECK(bare->triplet.empty());
+  CHECK_FALSE(extension_tag("_memray.abi3.so"));
+  CHECK_FALSE(extension_tag("_memray.cpython-313-x86_64-linux-gnu.so.1"));
+  CHECK_FALSE(extension_tag("_memray.cpython-.so"));
+}
+
+TEST_CASE("site_dirs: PYTHONPATH first, then the prefix's site-packages, then Debian's") {
+  auto dirs = site_dirs("/usr/local/bin/python3.12", {3, 12}, "/app/lib::relative:/app/lib");
+  std::vector<std::string> want = {"/app/lib", "/usr/local/lib/python3.12/site-packages",
+                                   "/usr/local/lib/python3.12/dist-packages", "/usr/lib/python3/dist-packages",
+                                   "/usr/lib/python3.12/dist-packages"};
+  CHECK(dirs == want);
+}
+
+TEST_CASE("find_memray: Debian's package for this interpreter is found, with its extension") {
+  Scratch s;
+  python_root(s, {"__init__.py", x86_ext("313")});
+  MemrayFound found;
+  CHECK(find(s, &found).empty());
+  CHECK(found.package == "/usr/lib/python3/dist-packages/memray");
+  CHECK(found.extension == "/usr/lib/python3/dist-packages/memray/" + x86_ext("313"));
+}
+
+TEST_CASE("find_memray: missing, for another Python, for another architecture, without its extension") {
+  MemrayFound found;
+  {
+    Scratch s;
+    python_root(s, {});
+    auto f = find(s, &found);
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].code == "MEMRAY_MISSING");
+    CHECK(f[0].message.find("/usr/lib/python3/dist-packages") != std::string::npos);
+  }
+  {
+    Scratch s;
+    python_root(s, {"__init__.py", x86_ext("311")});
+    auto f = find(s, &found);
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].code == "MEMRAY_WRONG_PYTHON");
+    CHECK(f[0].message.find(x86_ext("311")) != std::string::npos);
+  }
+  {
+    Scratch s;
+    python_root(s, {"__init__.py", "_memray.cpython-313-aarch64-linux-gnu.so"});
+    auto f = find(s, &found);
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].code == "MEMRAY_WRONG_ARCH");
+  }
+  {
+    Scratch s;
+    python_root(s, {"__init__.py"});
+    auto f = find(s, &found);
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].code == "MEMRAY_MISSING");
+  }
+}
+
+TEST_CASE("find_memray: the first memray on sys.path is the one imported") {
+  Scratch s;
+  python_root(s, {"__init__.py", x86_ext("313")});
+  testing::write_file(s / ("app/lib/memray/" + x86_ext("312")), "x", 0644);
+  MemrayFound found;
+  auto f = find(s, &found, "/app/lib");
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].code == "MEMRAY_WRONG_PYTHON");
+  CHECK(found.package == "/app/lib/memray");
+}
+
+TEST_CASE("find_memray: a program that is no CPython") {
+  Scratch s;
+  testing::write_file(s / "usr/bin/node", testing::ElfBuilder().build(), 0755);
+  HostTree tree(s.path());
+  MemrayFound found;
+  auto f = find_memray(tree, "/usr/bin/node", *tree.elf("/usr/bin/node"), "", &found);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].code == "MEMRAY_NOT_PYTHON");
+}
+
+TEST_CASE("read_shebang: the program a #! line runs, through env") {
+  CHECK_FALSE(read_shebang("\x7f" "ELF"));
+  auto plain = read_shebang("#!/usr/bin/python3 -u\nimport sys\n");
+  REQUIRE(plain);
+  CHECK(plain->program == "/usr/bin/python3");
+  CHECK(plain->args == std::vector<std::string>{"-u"});
+  auto env = read_shebang("#! /usr/bin/env -S python3 -I\r\n");
+  REQUIRE(env);
+  CHECK(env->program == "python3");
+  CHECK(env->args == std::vector<std::string>{"-I"});
+  auto empty = read_shebang("#!   \n");
+  REQUIRE(empty);
+  CHECK(empty->program.empty());
+}
+
+TEST_CASE("python_ignores_pythonpath: -I, -E and -S before the script") {
+  using V = std::vector<std::string>;
+  CHECK(python_ignores_pythonpath(V{"-I", "app.py"}));
+  CHECK(python_ignores_pythonpath(V{"-uE"}));
+  CHECK(python_ignores_pythonpath(V{"-W", "ignore", "-S", "app.py"}));
+  CHECK_FALSE(python_ignores_pythonpath(V{"-u", "app.py", "-I"}));  // the script's own option
+  CHECK_FALSE(python_ignores_pythonpath(V{"-c", "-I"}));
+  CHECK_FALSE(python_ignores_pythonpath(V{"-mIS"}));  // the module's name
+  CHECK_FALSE(python_ignores_pythonpath(V{"-WI", "app.py"}));  // -W's value
+  CHECK_FALSE(python_ignores_pythonpath(V{"--check-hash-based-pycs", "always", "app.py"}));
+}
+
+TEST_CASE("memray captures: memray.PID.bin, and memray.PID.bin.CHILD for a forked child") {
+  CHECK(memray_capture_name(42) == "memray.42.bin");
+  CHECK(memray_capture_pid("memray.42.bin") == 42);
+  CHECK(memray_capture_pid("memray.42.bin.4711") == 4711);
+  CHECK(memray_capture_pid("memray.42.bin.x") == -1);
+  CHECK(memray_capture_pid("memray..bin") == -1);
+  CHECK(memray_capture_pid("memray.42.bin.") == -1);
+  CHECK(memray_capture_pid("capture.bin") == -1);
+  CHECK(is_profile_file(Backend::Memray, "memray.42.bin.4711"));
+  CHECK_FALSE(is_profile_file(Backend::Memray, "heaptrack.42.raw"));
+  CHECK(profile_file_pid(Backend::Memray, "memray.42.bin") == 42);
+  CHECK(parse_backend("memray") == Backend::Memray);
+  CHECK_FALSE(dormant_unsupported(Backend::Memray).empty());
+}

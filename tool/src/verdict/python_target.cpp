@@ -1,0 +1,180 @@
+#include "verdict/python_target.h"
+
+#include <set>
+
+#include "base/error.h"
+
+namespace memprofile {
+
+std::string to_string(const PythonVersion& v) { return std::to_string(v.major) + "." + std::to_string(v.minor); }
+
+namespace {
+
+// "3.13" at the start of `s` (after `at`), with where it ends.
+std::optional<PythonVersion> dotted(const std::string& s, size_t at, size_t* end) {
+  size_t i = at;
+  auto number = [&](int* out) {
+    size_t from = i;
+    int n = 0;
+    while (i < s.size() && i - from < 3 && s[i] >= '0' && s[i] <= '9') n = n * 10 + (s[i++] - '0');
+    *out = n;
+    return i > from;
+  };
+  PythonVersion v;
+  if (!number(&v.major) || i >= s.size() || s[i] != '.') return std::nullopt;
+  ++i;
+  if (!number(&v.minor)) return std::nullopt;
+  *end = i;
+  return v;
+}
+
+std::string base_name(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// python3.13, python3.13t (free-threaded), python3.13d (debug).
+std::optional<PythonVersion> from_program_name(const std::string& name) {
+  if (name.rfind("python", 0) != 0) return std::nullopt;
+  size_t end = 0;
+  auto v = dotted(name, 6, &end);
+  if (!v || v->major < 2) return std::nullopt;
+  for (size_t i = end; i < name.size(); ++i)
+    if (name[i] < 'a' || name[i] > 'z') return std::nullopt;
+  return v;
+}
+
+// libpython3.13.so.1.0, libpython3.13t.so.1.0
+std::optional<PythonVersion> from_libpython(const std::string& needed) {
+  if (needed.rfind("libpython", 0) != 0) return std::nullopt;
+  size_t end = 0;
+  auto v = dotted(needed, 9, &end);
+  if (!v || needed.find(".so", end) == std::string::npos) return std::nullopt;
+  return v;
+}
+
+bool is_dir(const FileTree& tree, const std::string& path, std::string* canonical) {
+  try {
+    auto r = resolve(tree, path);
+    if (!r || r->node.kind != FsNode::Kind::Directory) return false;
+    *canonical = r->path;
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+std::string tags_of(const std::vector<std::string>& files) {
+  std::string out;
+  for (const auto& f : files) out += (out.empty() ? "" : ", ") + base_name(f);
+  return out;
+}
+
+}  // namespace
+
+std::optional<PythonVersion> python_version(const std::string& path, const ElfInfo& elf) {
+  if (auto v = from_program_name(base_name(path))) return v;
+  for (const auto& n : elf.needed)
+    if (auto v = from_libpython(n)) return v;
+  return std::nullopt;
+}
+
+std::optional<ExtensionTag> extension_tag(const std::string& file_name) {
+  // NAME.cpython-313[t]-TRIPLET.so
+  size_t at = file_name.find(".cpython-");
+  if (at == std::string::npos || file_name.size() < 3 || file_name.compare(file_name.size() - 3, 3, ".so") != 0)
+    return std::nullopt;
+  size_t i = at + 9, from = i;
+  while (i < file_name.size() && file_name[i] >= '0' && file_name[i] <= '9') ++i;
+  if (i - from < 2 || i - from > 4) return std::nullopt;
+  ExtensionTag tag;
+  tag.version.major = file_name[from] - '0';
+  tag.version.minor = std::stoi(file_name.substr(from + 1, i - from - 1));
+  while (i < file_name.size() && file_name[i] >= 'a' && file_name[i] <= 'z') ++i;  // t, d
+  if (i < file_name.size() && file_name[i] == '-') {
+    size_t end = file_name.size() - 3;
+    tag.triplet = i + 1 < end ? file_name.substr(i + 1, end - i - 1) : "";
+  }
+  return tag;
+}
+
+std::vector<std::string> site_dirs(const std::string& interpreter, const PythonVersion& v, const std::string& pythonpath) {
+  std::vector<std::string> dirs;
+  std::set<std::string> seen;
+  auto add = [&](const std::string& d) {
+    if (!d.empty() && d[0] == '/' && seen.insert(d).second) dirs.push_back(d);
+  };
+  for (size_t i = 0; i <= pythonpath.size();) {
+    size_t j = pythonpath.find(':', i);
+    if (j == std::string::npos) j = pythonpath.size();
+    add(pythonpath.substr(i, j - i));
+    i = j + 1;
+  }
+  const std::string pyver = "python" + to_string(v);
+  // sys.prefix: the interpreter's bin/ directory's parent.
+  std::string bin = dirname_of(interpreter);
+  std::string prefix = dirname_of(bin);
+  if (prefix == "/") prefix = "";
+  add(prefix + "/lib/" + pyver + "/site-packages");
+  // Debian's: /usr/local first, then the packages' own.
+  add("/usr/local/lib/" + pyver + "/dist-packages");
+  add("/usr/lib/python3/dist-packages");
+  add("/usr/lib/" + pyver + "/dist-packages");
+  return dirs;
+}
+
+std::vector<Finding> find_memray(const FileTree& tree, const std::string& interpreter, const ElfInfo& elf,
+                                 const std::string& pythonpath, MemrayFound* found) {
+  std::vector<Finding> problems;
+  auto version = python_version(interpreter, elf);
+  if (!version) {
+    problems.push_back(make_finding("MEMRAY_NOT_PYTHON", interpreter + " is not a CPython interpreter (its name is not "
+                                                                       "python3.N and it links no libpython)"));
+    return problems;
+  }
+  const std::string want_triplet = multiarch_triplet(elf.machine, elf.elf_class);
+  const std::vector<std::string> dirs = site_dirs(interpreter, *version, pythonpath);
+  std::string searched;
+  for (const auto& d : dirs) searched += (searched.empty() ? "" : ", ") + d;
+  for (const auto& d : dirs) {
+    std::string package;
+    if (!is_dir(tree, d + "/memray", &package)) continue;
+    // Python imports the first memray on sys.path: this one, right or wrong.
+    found->package = package;
+    std::vector<std::string> extensions, other_arch;
+    try {
+      tree.walk(package, [&](const std::string& f) {
+        if (dirname_of(f) == package && base_name(f).rfind("_memray.", 0) == 0 &&
+            f.compare(f.size() - 3, 3, ".so") == 0)
+          extensions.push_back(f);
+      });
+    } catch (const Error&) {
+    }
+    for (const auto& e : extensions) {
+      auto tag = extension_tag(base_name(e));
+      if (!tag || !(tag->version == *version)) continue;
+      if (!tag->triplet.empty() && !want_triplet.empty() && tag->triplet != want_triplet) {
+        other_arch.push_back(e);
+        continue;
+      }
+      found->extension = e;
+      return problems;
+    }
+    const std::string who = interpreter + " (Python " + to_string(*version) + ", " + machine_name(elf.machine) + ")";
+    if (!other_arch.empty())
+      problems.push_back(make_finding("MEMRAY_WRONG_ARCH", "memray in " + package + " is built for another architecture (" +
+                                                               tags_of(other_arch) + ") than " + who));
+    else if (!extensions.empty())
+      problems.push_back(make_finding("MEMRAY_WRONG_PYTHON", "memray in " + package + " is built for another Python (" +
+                                                                 tags_of(extensions) + ") than " + who));
+    else
+      problems.push_back(make_finding("MEMRAY_MISSING", "memray in " + package + " has no compiled extension (_memray.*.so) "
+                                                                                 "for " + who));
+    return problems;
+  }
+  problems.push_back(make_finding("MEMRAY_MISSING", "memray is not importable by " + interpreter + " (Python " +
+                                                        to_string(*version) + "): no memray package in " + searched));
+  return problems;
+}
+
+}  // namespace memprofile

@@ -1,0 +1,52 @@
+// A CPython interpreter as the memray backend needs it: which Python it is,
+// and the memray package its sys.path would import, with the compiled
+// extension that must load into it. memray is no preload library: its
+// bootstrap (sitecustomize.py, beside the control library) starts the
+// tracker inside the interpreter, and the extension is what the loader
+// must resolve there.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "elf/elf_info.h"
+#include "image/file_tree.h"
+#include "verdict/findings.h"
+
+namespace memprofile {
+
+struct PythonVersion {
+  int major = 0, minor = 0;
+  bool operator==(const PythonVersion& o) const { return major == o.major && minor == o.minor; }
+};
+std::string to_string(const PythonVersion& v);
+
+// The version of a CPython interpreter: from its file name (python3.13,
+// as Debian's python3 resolves to) or the libpython it links; nullopt when
+// `path` names no CPython.
+std::optional<PythonVersion> python_version(const std::string& path, const ElfInfo& elf);
+
+// A compiled extension's name, _memray.cpython-313-x86_64-linux-gnu.so:
+// its Python and its multiarch triplet ("" when the name has none).
+struct ExtensionTag {
+  PythonVersion version;
+  std::string triplet;
+};
+std::optional<ExtensionTag> extension_tag(const std::string& file_name);
+
+// The directories CPython's sys.path holds for packages, in its order:
+// PYTHONPATH's, then the prefix's site-packages, then Debian's.
+std::vector<std::string> site_dirs(const std::string& interpreter, const PythonVersion& v, const std::string& pythonpath);
+
+struct MemrayFound {
+  std::string package;    // the memray directory imported
+  std::string extension;  // its _memray extension for this interpreter ("" none)
+};
+// memray for the interpreter at `interpreter` (canonical, an ELF of the
+// tree): the findings that keep it from working (none when it will), and
+// what was found.
+std::vector<Finding> find_memray(const FileTree& tree, const std::string& interpreter, const ElfInfo& elf,
+                                 const std::string& pythonpath, MemrayFound* found);
+
+}  // namespace memprofile
