@@ -313,27 +313,24 @@ static uint64_t free_bytes(void) {
 }
 
 // heaptrack's write past the floor or the budget was refused (stream.c),
-// and heaptrack closed its trace: said once, as the reason recording stopped.
+// and its trace ends there: said once, as the reason recording stopped.
+// No look at the directory here: ctl_exit asks too, beside the thread.
 static int refused(char* why, size_t whylen) {
   uint64_t bytes;
   int budget;
   if (!stream_refused(&bytes, &budget)) return 0;
   char limit[32], now[32];
   if (budget) {
-    struct usage u;
-    memset(&u, 0, sizeof u);
-    usage(&u);
     mib(limit, sizeof limit, ctl.max_bytes);
-    mib(now, sizeof now, u.bytes);
-    snprintf(why, whylen, "the profiles in %s (%s): heaptrack's next write (%llu bytes) would pass the %s budget "
-             "(--max-profile-mb), so it was refused and heaptrack closed its trace", ctl.dir, now,
+    snprintf(why, whylen, "the profiles in %s: heaptrack's next write (%llu bytes) would pass the %s budget "
+             "(--max-profile-mb), so the trace ends there (heaptrack's later writes are discarded)", ctl.dir,
              (unsigned long long)bytes, limit);
   } else {
     mib(limit, sizeof limit, ctl.min_free_bytes);
     uint64_t left = free_bytes();
     mib(now, sizeof now, left == UINT64_MAX ? 0 : left);
     snprintf(why, whylen, "%s free on the filesystem of %s: heaptrack's next write (%llu bytes) would pass the %s "
-             "floor (--min-free-mb), so it was refused and heaptrack closed its trace", now, ctl.dir,
+             "floor (--min-free-mb), so the trace ends there (heaptrack's later writes are discarded)", now, ctl.dir,
              (unsigned long long)bytes, limit);
   }
   return 1;

@@ -180,8 +180,9 @@ void files_guard(const char* dir);
 // from the application's thread, often before the constructor); its writes
 // may then add `room` bytes past stream_written() as the control thread's
 // last look saw it (stream_allow; budget: 1 when the budget is the nearer
-// limit, 0 for the floor). stream_refused: 1, once, when a write was
-// refused, with its size and which limit refused it.
+// limit, 0 for the floor). stream_refused: 1, once, when the trace ended
+// before a write that would pass the room, with its size and which limit
+// ended it.
 void stream_init(void);
 void stream_opened(int fd, const char* dir);
 uint64_t stream_written(void);

@@ -16,7 +16,12 @@ import sys
 
 
 def _say(message):
-    sys.stderr.write("memprofile: memray: %s\n" % message)
+    # A program started with fd 2 closed has no sys.stderr: it gets nothing.
+    try:
+        if sys.stderr is not None:
+            sys.stderr.write("memprofile: memray: %s\n" % message)
+    except Exception:
+        pass
 
 
 def _tracked_here():
@@ -43,6 +48,14 @@ def _start():
         _say("cannot import memray in %s (%s: %s): not tracked" % (sys.executable, type(e).__name__, e))
         return
     native = os.environ.get("MEMPROFILE_MEMRAY_NATIVE", "1") == "1"
+    # Made here, where imports may run (this thread holds the import locks
+    # of site and sitecustomize: a helper thread importing would wait on
+    # them for ever), and entered on a helper.
+    try:
+        tracker = memray.Tracker(path, native_traces=native, follow_fork=True)
+    except Exception as e:
+        _say("cannot start the tracker into %s (%s: %s): not tracked" % (path, type(e).__name__, e))
+        return
     started = []
 
     def enter():
@@ -50,7 +63,6 @@ def _start():
         # enters it (skipped_frames_on_main_tid): entered here, that is this
         # short-lived thread, not the application's main thread.
         try:
-            tracker = memray.Tracker(path, native_traces=native, follow_fork=True)
             tracker.__enter__()
             started.append(tracker)
         except Exception as e:
@@ -58,9 +70,11 @@ def _start():
 
     import threading
 
-    helper = threading.Thread(target=enter, name="memprofile-memray-start")
+    helper = threading.Thread(target=enter, name="memprofile-memray-start", daemon=True)
     helper.start()
-    helper.join()
+    helper.join(60)
+    if helper.is_alive():
+        _say("the tracker did not start within 60 s: this process may be tracked from later on, or not at all")
     if started:
         import atexit
 
@@ -69,12 +83,17 @@ def _start():
         atexit.register(started[0].__exit__, None, None, None)
 
 
-def _chain():
-    # The application's own sitecustomize: the next one on sys.path after
-    # this directory, imported under its name as Python would have.
-    here = os.path.dirname(os.path.abspath(__file__))
+def _chain(bootstraps):
+    # The application's own sitecustomize: the next one on sys.path that is
+    # no memprofile bootstrap, imported under its name as Python would have.
     mine = sys.modules.get(__name__)
-    rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    rest = []
+    for p in sys.path:
+        try:
+            if os.path.abspath(p or ".") not in bootstraps:
+                rest.append(p)
+        except (TypeError, ValueError):
+            continue  # not a path (a bytes or other entry): Python skips it too
     import importlib.machinery
     import importlib.util
 
@@ -90,9 +109,17 @@ def _chain():
         raise
 
 
-if _tracked_here():
-    try:
-        _start()
-    except Exception as e:
-        _say("bootstrap failed (%s: %s): not tracked" % (type(e).__name__, e))
-_chain()
+# Once per interpreter: an app's sitecustomize that imports sitecustomize
+# again, or a second copy of this bootstrap on the path (an exec nested in
+# another, with another library directory), must not start a second tracker
+# or chain back here.
+_bootstraps = getattr(sys, "_memprofile_bootstraps", None)
+if _bootstraps is None:
+    _bootstraps = sys._memprofile_bootstraps = set()
+    if _tracked_here():
+        try:
+            _start()
+        except Exception as e:
+            _say("bootstrap failed (%s: %s): not tracked" % (type(e).__name__, e))
+_bootstraps.add(os.path.dirname(os.path.abspath(__file__)))
+_chain(_bootstraps)

@@ -211,6 +211,16 @@ refused() {  # refused NAME CODE [exec args...]
 }
 refused not-python MEMRAY_NOT_PYTHON -- /bin/true
 refused isolated MEMRAY_BOOTSTRAP_IGNORED -- python3 -I service.py 5
+# A virtual environment sees the base's memray only when it includes the
+# system's site-packages (pyvenv.cfg), as its interpreter would.
+in_root python3 -m venv --without-pip /opt/venv-isolated || fail "venv: cannot make one"
+in_root python3 -m venv --without-pip --system-site-packages /opt/venv-system || fail "venv: cannot make one"
+refused venv-isolated MEMRAY_MISSING -- /opt/venv-isolated/bin/python service.py 5
+mkdir -p "${root}/out-venv"
+memray_exec --output-dir /out-venv -- /opt/venv-system/bin/python service.py 50 > "${SCRATCH}/venv.log" 2>&1 ||
+  fail "venv: exit code: $(cat "${SCRATCH}/venv.log")"
+[[ "$(cd "${root}/out-venv" && ls)" =~ ^memray\.[0-9]+\.bin$ ]] || fail "venv: captures: $(ls "${root}/out-venv"): $(cat "${SCRATCH}/venv.log")"
+pass "venv: tracked when it includes the system's site-packages, MEMRAY_MISSING when it does not"
 mv "${root}/usr/lib/python3/dist-packages/memray" "${root}/memray.away"
 refused missing MEMRAY_MISSING -- python3 service.py 5
 mv "${root}/memray.away" "${root}/usr/lib/python3/dist-packages/memray"

@@ -29,7 +29,7 @@ std::vector<Finding> find(const Scratch& s, MemrayFound* found, const std::strin
   HostTree tree(s.path());
   auto elf = tree.elf("/usr/bin/python3.13");
   REQUIRE(elf);
-  return find_memray(tree, "/usr/bin/python3.13", *elf, pythonpath, found);
+  return find_memray(tree, "/usr/bin/python3", "/usr/bin/python3.13", *elf, pythonpath, found);
 }
 
 }  // namespace
@@ -130,7 +130,7 @@ TEST_CASE("find_memray: a program that is no CPython") {
   testing::write_file(s / "usr/bin/node", testing::ElfBuilder().build(), 0755);
   HostTree tree(s.path());
   MemrayFound found;
-  auto f = find_memray(tree, "/usr/bin/node", *tree.elf("/usr/bin/node"), "", &found);
+  auto f = find_memray(tree, "/usr/bin/node", "/usr/bin/node", *tree.elf("/usr/bin/node"), "", &found);
   REQUIRE(f.size() == 1);
   CHECK(f[0].code == "MEMRAY_NOT_PYTHON");
 }
@@ -175,4 +175,29 @@ TEST_CASE("memray captures: memray.PID.bin, and memray.PID.bin.CHILD for a forke
   CHECK(profile_file_pid(Backend::Memray, "memray.42.bin") == 42);
   CHECK(parse_backend("memray") == Backend::Memray);
   CHECK_FALSE(dormant_unsupported(Backend::Memray).empty());
+}
+
+TEST_CASE("find_memray: a virtual environment's site-packages, and the base's only when it includes them") {
+  Scratch s;
+  python_root(s, {});  // the base has no memray
+  testing::write_file(s / ("venv/lib/python3.13/site-packages/memray/" + x86_ext("313")), "x", 0644);
+  testing::write_file(s / "venv/pyvenv.cfg", "home = /usr/bin\ninclude-system-site-packages = false\n", 0644);
+  HostTree tree(s.path());
+  auto elf = tree.elf("/usr/bin/python3.13");
+  REQUIRE(elf);
+  MemrayFound found;
+  CHECK(find_memray(tree, "/venv/bin/python", "/usr/bin/python3.13", *elf, "", &found).empty());
+  CHECK(found.package == "/venv/lib/python3.13/site-packages/memray");
+  bool with_base = true;
+  CHECK(venv_dirs(tree, "/venv/bin/python", {3, 13}, &with_base) ==
+        std::vector<std::string>{"/venv/lib/python3.13/site-packages"});
+  CHECK_FALSE(with_base);
+  // The same interpreter outside the venv does not see it.
+  MemrayFound outside;
+  auto f = find_memray(tree, "/usr/bin/python3", "/usr/bin/python3.13", *elf, "", &outside);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].code == "MEMRAY_MISSING");
+  testing::write_file(s / "venv/pyvenv.cfg", "Include-System-Site-Packages = True\r\n", 0644);
+  CHECK_FALSE(venv_dirs(tree, "/venv/bin/python", {3, 13}, &with_base).empty());
+  CHECK(with_base);
 }

@@ -312,7 +312,8 @@ std::vector<Finding> check_memray(Launch& l, const HostTree& root, uint16_t* mac
   std::vector<Finding> problems;
   if (elf) {
     MemrayFound found;
-    problems = find_memray(root, l.target_found->file.path, *elf, process_env("PYTHONPATH"), &found);
+    problems = find_memray(root, absolute(l.target, l.cwd), l.target_found->file.path, *elf, process_env("PYTHONPATH"),
+                           &found);
     l.memray_extension = found.extension;
   }
   if (!problems.empty()) return problems;

@@ -1,5 +1,7 @@
 #include "verdict/python_target.h"
 
+#include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "base/error.h"
@@ -123,8 +125,33 @@ std::vector<std::string> site_dirs(const std::string& interpreter, const PythonV
   return dirs;
 }
 
-std::vector<Finding> find_memray(const FileTree& tree, const std::string& interpreter, const ElfInfo& elf,
-                                 const std::string& pythonpath, MemrayFound* found) {
+std::vector<std::string> venv_dirs(const FileTree& tree, const std::string& invoked, const PythonVersion& v,
+                                   bool* with_base) {
+  *with_base = true;
+  if (invoked.empty() || invoked[0] != '/') return {};
+  const std::string prefix = dirname_of(dirname_of(invoked));
+  std::optional<std::string> cfg;
+  try {
+    cfg = tree.read((prefix == "/" ? "" : prefix) + "/pyvenv.cfg", 16384);
+  } catch (const Error&) {
+  }
+  if (!cfg) return {};
+  *with_base = false;
+  size_t at = 0;
+  while (at < cfg->size()) {  // "include-system-site-packages = true"
+    size_t nl = cfg->find('\n', at);
+    std::string line = cfg->substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+    at = nl == std::string::npos ? cfg->size() : nl + 1;
+    std::string compact;
+    for (char c : line)
+      if (c != ' ' && c != '\t' && c != '\r') compact += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (compact == "include-system-site-packages=true") *with_base = true;
+  }
+  return {(prefix == "/" ? "" : prefix) + "/lib/python" + to_string(v) + "/site-packages"};
+}
+
+std::vector<Finding> find_memray(const FileTree& tree, const std::string& invoked, const std::string& interpreter,
+                                 const ElfInfo& elf, const std::string& pythonpath, MemrayFound* found) {
   std::vector<Finding> problems;
   auto version = python_version(interpreter, elf);
   if (!version) {
@@ -133,7 +160,18 @@ std::vector<Finding> find_memray(const FileTree& tree, const std::string& interp
     return problems;
   }
   const std::string want_triplet = multiarch_triplet(elf.machine, elf.elf_class);
-  const std::vector<std::string> dirs = site_dirs(interpreter, *version, pythonpath);
+  // PYTHONPATH's, a venv's own, then (unless the venv leaves them out) the
+  // base interpreter's.
+  bool with_base = true;
+  std::vector<std::string> venv = venv_dirs(tree, invoked, *version, &with_base);
+  std::vector<std::string> dirs;
+  std::string path_list = pythonpath;
+  for (const auto& d : venv) path_list += ":" + d;
+  for (const auto& d : site_dirs(interpreter, *version, path_list)) {
+    bool base = std::find(venv.begin(), venv.end(), d) == venv.end() &&
+                (pythonpath.empty() || (":" + pythonpath + ":").find(":" + d + ":") == std::string::npos);
+    if (with_base || !base) dirs.push_back(d);
+  }
   std::string searched;
   for (const auto& d : dirs) searched += (searched.empty() ? "" : ", ") + d;
   for (const auto& d : dirs) {

@@ -43,10 +43,18 @@ struct MemrayFound {
   std::string package;    // the memray directory imported
   std::string extension;  // its _memray extension for this interpreter ("" none)
 };
+// The directories a virtual environment adds: `invoked` is the interpreter
+// as the command names it (/opt/venv/bin/python, before its links are
+// followed); with pyvenv.cfg in its bin/'s parent, that prefix's
+// site-packages, and whether the base's directories follow
+// (include-system-site-packages). Empty when it is no venv.
+std::vector<std::string> venv_dirs(const FileTree& tree, const std::string& invoked, const PythonVersion& v,
+                                   bool* with_base);
+
 // memray for the interpreter at `interpreter` (canonical, an ELF of the
-// tree): the findings that keep it from working (none when it will), and
-// what was found.
-std::vector<Finding> find_memray(const FileTree& tree, const std::string& interpreter, const ElfInfo& elf,
-                                 const std::string& pythonpath, MemrayFound* found);
+// tree), run as `invoked`: the findings that keep it from working (none
+// when it will), and what was found.
+std::vector<Finding> find_memray(const FileTree& tree, const std::string& invoked, const std::string& interpreter,
+                                 const ElfInfo& elf, const std::string& pythonpath, MemrayFound* found);
 
 }  // namespace memprofile
