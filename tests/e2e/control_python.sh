@@ -22,10 +22,8 @@ if sanitized "${LAUNCHER}"; then
   exit 77
 fi
 JEMALLOC="$(preload_dist jemalloc amd64)/libjemalloc.so.2"
-tarball="$(trixie_python_root)" || fail "no trixie root with gunicorn"
 root="${SCRATCH}/root"
-mkdir -p "${root}"
-tar -C "${root}" --numeric-owner -xpf "${tarball}"
+unpack_trixie_python_root "${root}"
 python="$(readlink -f "${root}/usr/bin/python3")"
 python="${python#"${root}"}"
 [[ "${python}" == /usr/bin/python3.1[0-9] ]] || fail "the root's python3 is ${python}"

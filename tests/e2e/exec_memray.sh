@@ -27,12 +27,8 @@ if sanitized "${LAUNCHER}"; then
   echo "skip: ${LAUNCHER} is an AddressSanitizer build (it needs libasan, which the trixie root has not)"
   exit 77
 fi
-tarball="$(trixie_python_root)" || fail "no trixie root with python3-memray"
 root="${SCRATCH}/root"
-mkdir -p "${root}"
-tar -C "${root}" --numeric-owner -xpf "${tarball}"
-python="$(readlink -f "${root}/usr/bin/python3")"
-python="${python#"${root}"}"
+unpack_trixie_python_root "${root}"
 mkdir -p "${root}/opt/memprofile/python" "${root}/app"
 cp "${LAUNCHER}" "${root}/opt/memprofile/memprofile"
 cp "${CTL_LIBRARY}" "${root}/opt/memprofile/"
@@ -149,6 +145,9 @@ grep -q "profiling /usr/bin/python3 with memray" "${SCRATCH}/gunicorn.log" ||
   fail "gunicorn: not judged by its interpreter: $(head -5 "${SCRATCH}/gunicorn.log")"
 arbiter="$(arbiter_of "/usr/bin/gunicorn --chdir /app")" || fail "gunicorn: no arbiter: $(pgrep -af gunicorn)"
 track "${arbiter}"
+# The first worker can answer before the second has booted.
+two_workers() { (($(workers_of "${arbiter}" | wc -l) == 2)); }
+wait_until 60 two_workers || fail "gunicorn: not 2 workers of ${arbiter}: $(workers_of "${arbiter}" | paste -sd' ')"
 mapfile -t workers < <(workers_of "${arbiter}")
 ((${#workers[@]} == 2)) || fail "gunicorn: not 2 workers of ${arbiter}: ${workers[*]}"
 for _ in $(seq 1 80); do answers || fail "gunicorn: a request failed"; done

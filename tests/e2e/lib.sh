@@ -331,3 +331,11 @@ need_bytehound_bundle() {
 trixie_python_root() {
   "${E2E_ROOT}/scripts/make-rootfs.sh" amd64 --suite trixie --include gunicorn,python3-memray
 }
+
+# unpack_trixie_python_root DIR: that root, unpacked into DIR (made here).
+unpack_trixie_python_root() {
+  local tarball
+  tarball="$(trixie_python_root)" || fail "no trixie root with gunicorn and python3-memray"
+  mkdir -p "$1"
+  tar -C "$1" --numeric-owner -xpf "${tarball}"
+}

@@ -14,10 +14,8 @@
 source "$(dirname "$0")/lib.sh"
 
 [[ "${EUID}" == 0 ]] || { echo "skip: the trixie root needs root (a mount namespace and chroot)"; exit 77; }
-tarball="$(trixie_python_root)" || fail "no trixie root with python3-memray"
 root="${SCRATCH}/root"
-mkdir -p "${root}"
-tar -C "${root}" --numeric-owner -xpf "${tarball}"
+unpack_trixie_python_root "${root}"
 mkdir -p "${root}/app"
 cat > "${root}/app/service.py" <<'PY'
 import functools

@@ -160,6 +160,20 @@ bool is_process_record(const std::string& name) {
   return pid.size() <= 9 && pid.find_first_not_of("0123456789") == std::string::npos;
 }
 
+namespace {
+// The digits of name[from, to), one dot- or underscore-separated field of
+// a profile's name: a pid, or -1.
+long pid_field(const std::string& name, size_t from, size_t to) {
+  if (to <= from || to - from > 9) return -1;
+  long v = 0;
+  for (size_t i = from; i < to; ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    v = v * 10 + (name[i] - '0');
+  }
+  return v;
+}
+}  // namespace
+
 long memray_capture_pid(const std::string& name) {
   // memray.PID.bin, and memray.PID.bin.CHILD for a child forked under
   // follow_fork (memray names it so): the process whose capture it is.
@@ -167,15 +181,7 @@ long memray_capture_pid(const std::string& name) {
   if (name.rfind(head, 0) != 0) return -1;
   size_t bin = name.find(mid, head.size());
   if (bin == std::string::npos) return -1;
-  auto digits = [&](size_t from, size_t to) -> long {
-    if (to <= from || to - from > 9) return -1;
-    long v = 0;
-    for (size_t i = from; i < to; ++i) {
-      if (name[i] < '0' || name[i] > '9') return -1;
-      v = v * 10 + (name[i] - '0');
-    }
-    return v;
-  };
+  auto digits = [&](size_t from, size_t to) { return pid_field(name, from, to); };
   long pid = digits(head.size(), bin);
   if (pid < 0 || bin + mid.size() == name.size()) return pid;
   return name[bin + mid.size()] == '.' ? digits(bin + mid.size() + 1, name.size()) : -1;
@@ -183,16 +189,7 @@ long memray_capture_pid(const std::string& name) {
 
 long profile_file_pid(Backend b, const std::string& name) {
   if (!is_profile_file(b, name)) return -1;
-  // The digits of one dot- or underscore-separated field.
-  auto field = [&](size_t from, size_t to) -> long {
-    if (to <= from || to - from > 9) return -1;
-    long v = 0;
-    for (size_t i = from; i < to; ++i) {
-      if (name[i] < '0' || name[i] > '9') return -1;
-      v = v * 10 + (name[i] - '0');
-    }
-    return v;
-  };
+  auto field = [&](size_t from, size_t to) { return pid_field(name, from, to); };
   switch (b) {
     case Backend::Jemalloc: {  // PREFIX.PID.SEQ.KIND.heap: the third field from the end
       size_t end = name.size() - 5, kind = name.rfind('.', end - 1);
