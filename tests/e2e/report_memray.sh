@@ -9,7 +9,8 @@
 #     zero-padded, no trailer): each report names the keeping line;
 #   a multiprocessing pool (fork) under --follow-fork: one capture per worker
 #     (each cut short: workers end with os._exit), whose reports name the
-#     worker's keeping line, and --merge sums them.
+#     worker's keeping line, and --merge sums them (each task waits at a
+#     barrier for one on the other worker, so both run 20).
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -54,15 +55,20 @@ import multiprocessing as mp
 import os
 
 kept = []
+# Each task waits for one on the other worker: on a loaded machine one worker
+# could otherwise take all 40 and leave the other with nothing kept.
+both = None
 
 
 def work(i):
     kept.append(bytearray(128 * 1024))  # kept by the worker that ran the task
+    both.wait(timeout=120)
     return os.getpid()
 
 
 if __name__ == "__main__":
     mp.set_start_method("fork")
+    both = mp.Barrier(2)
     with mp.Pool(2) as pool:
         pids = set(pool.map(work, range(40), chunksize=1))
     print(len(pids), "workers")
