@@ -33,9 +33,11 @@ grep -qx "max_profile_mb = 64" "${root}/etc/memprofile/exec.conf" || fail "exec.
 "${MEMPROFILE}" check "${root}/usr/lib/memprofile/libmemprofile_ctl.so" --json > "${SCRATCH}/ctl.json" || true
 [[ "$(jq -r .arch "${SCRATCH}/ctl.json")" == "$([[ "${arch}" == arm64 ]] && echo aarch64 || echo x86_64)" ]] ||
   fail "the control library in the image is not for ${arch}: $(cat "${SCRATCH}/ctl.json")"
+cmp -s "${root}/usr/lib/memprofile/python/sitecustomize.py" "${E2E_ROOT}/ctl/python/sitecustomize.py" ||
+  fail "memray's bootstrap is not beside the control library in the image"
 "${MEMPROFILE}" preflight "${SCRATCH}/image/image.tar" > "${SCRATCH}/preflight" ||
   fail "the dormant image is not READY: $(cat "${SCRATCH}/preflight")"
-pass "${arch}: DORMANT=true is in the launcher config, the control library is in the image for ${arch}, READY"
+pass "${arch}: DORMANT=true is in the launcher config, the control library is in the image for ${arch} with memray's bootstrap beside it, READY"
 
 dormant_round "${image}" "${arch}"
 pass "${arch}: started dormant; start, two snapshots and stop from another container; the growth is leaky_function; status in the container gives RSS, jemalloc's view, the profile's bytes and the cgroup, and the records say the heap grew; exit code 0"

@@ -32,7 +32,7 @@ struct PreflightCliOptions {
   std::string user, workdir;
   std::string platform;
   bool all_platforms = false;
-  std::string target, preload;
+  std::string target, preload, backend;
   bool json = false;
   bool trace_loader = false;  // --rootfs / only: run the image's own loader in trace mode
   unsigned jobs = 0;
@@ -66,6 +66,13 @@ void check_flags(const PreflightCliOptions& opts) {
   if (opts.rootfs.empty() && (!opts.entrypoint.empty() || !opts.cmd.empty() || !opts.env.empty() || !opts.user.empty() ||
                               !opts.workdir.empty()))
     throw Error("preflight: --entrypoint, --cmd, --env, --user and --workdir go with --rootfs (an image has its own config)");
+  if (!opts.backend.empty() && opts.backend != "memray")
+    throw Error("preflight: --backend takes memray (a preload profiler is judged from LD_PRELOAD, the launcher or "
+                "--preload), not '" + opts.backend + "'");
+  if (opts.backend == "memray" && !opts.preload.empty())
+    throw Error("preflight: --backend memray loads no preload library: --preload does not go with it");
+  if (opts.trace_loader && opts.backend == "memray")
+    throw Error("preflight: --trace-loader traces a preload library's loading, and --backend memray loads none");
   if (opts.trace_loader) {
     char real[PATH_MAX];
     if (opts.rootfs.empty() || !realpath(opts.rootfs.c_str(), real) || std::string(real) != "/")
@@ -106,7 +113,7 @@ std::vector<LoadedImage> images_to_judge(const PreflightCliOptions& opts) {
 ExitCode run_preflight(const PreflightCliOptions& opts) {
   check_flags(opts);
   std::vector<LoadedImage> images = images_to_judge(opts);
-  PreflightOptions po{opts.target, opts.preload};
+  PreflightOptions po{opts.target, opts.preload, opts.backend};
   bool color = !opts.json && isatty(STDOUT_FILENO);
   bool all_ready = true;
   for (size_t i = 0; i < images.size(); ++i) {
@@ -144,6 +151,9 @@ void setup_preflight(CLI::App& app, ExitCode& exit_code) {
   cmd->add_flag("--all-platforms", opts->all_platforms, "check every platform of a multi-platform image");
   cmd->add_option("--target", opts->target, "the process to judge, when the entrypoint dispatches to another program");
   cmd->add_option("--preload", opts->preload, "the preload library (a path in the image) instead of LD_PRELOAD from its env");
+  cmd->add_option("--backend", opts->backend,
+                  "memray: judge memray in the target's CPython interpreter (importable from its sys.path, the "
+                  "extension's Python, architecture and libraries, memprofile's bootstrap) instead of a preload");
   cmd->add_flag("--json", opts->json, "print one JSON object per image instead of the report");
   cmd->add_flag("--trace-loader", opts->trace_loader,
                 "with --rootfs /, inside the image: also run the image's own loader in trace mode "

@@ -107,6 +107,9 @@ const std::vector<FindingSpec>& finding_catalog() {
        "install memray built for the interpreter's architecture (the image's own package manager or pip, in the image)"},
       {"MEMRAY_BOOTSTRAP_IGNORED", Severity::Error,
        "drop -I, -E and -S from the interpreter's options (its command line or the script's #! line)"},
+      {"MEMRAY_NO_LAUNCHER", Severity::Info,
+       "start the interpreter under memprofile exec --backend memray (make image-memprofile BACKEND=memray puts it "
+       "in the entrypoint)"},
       {"MEMRAY_BOOTSTRAP_MISSING", Severity::Error,
        "install memprofile's python/sitecustomize.py beside libmemprofile_ctl.so (memprofile images have it) or set "
        "MEMPROFILE_CTL_LIBRARY to the library it sits beside"},

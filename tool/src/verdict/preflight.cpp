@@ -16,6 +16,7 @@
 #include "image/layer.h"
 #include "runtime/launcher.h"
 #include "runtime/backend.h"
+#include "verdict/python_target.h"
 
 namespace memprofile {
 
@@ -241,6 +242,9 @@ struct Context {
   std::optional<Resolved> target;                  // the process judged
   UserIds ids;                                     // the image's User
   bool user_ok = false;
+  bool memray = false;                             // --backend memray, or the launcher's
+  std::string invoked;                             // the interpreter as named, before links
+  std::vector<std::string> interpreter_options;    // its words: argv's, or the #! line's
 
   void add(Finding f) { res.findings.push_back(std::move(f)); }
 };
@@ -267,6 +271,7 @@ void resolve_launcher(Context& ctx) {
   ctx.res.argv.insert(ctx.res.argv.end(), ctx.cfg.cmd.begin(), ctx.cfg.cmd.end());
   ctx.target_path = ctx.opts.target;
   ctx.launcher = launcher_of(ctx.tree, ctx.cfg, ctx.res.argv, ctx.path_env, ctx.cwd);
+  ctx.memray = ctx.opts.backend == "memray" || (ctx.launcher && ctx.launcher->plan.backend == Backend::Memray);
   if (!ctx.launcher) return;
   const LauncherUse& use = *ctx.launcher;
   const LaunchPlan& plan = use.plan;
@@ -275,8 +280,9 @@ void resolve_launcher(Context& ctx) {
   if (!use.error.empty()) ctx.add(make_finding("LAUNCHER_CONFIG", use.error));
   std::string cmdline;
   for (const auto& a : plan.argv) cmdline += (cmdline.empty() ? "" : " ") + a;
-  ctx.add(make_finding("LAUNCHER", use.path + " exec starts `" + cmdline + "` with " + ctx.res.launcher->backend + " (" +
-                                       ctx.res.launcher->preload + "), output in " + ctx.res.launcher->output_dir));
+  ctx.add(make_finding("LAUNCHER", use.path + " exec starts `" + cmdline + "` with " + ctx.res.launcher->backend +
+                                       (plan.preload.empty() ? "" : " (" + plan.preload + ")") + ", output in " +
+                                       ctx.res.launcher->output_dir));
   ctx.res.argv = plan.argv;
   if (ctx.target_path.empty()) ctx.target_path = plan.cfg.target;
 }
@@ -290,8 +296,10 @@ void follow_entrypoint(Context& ctx) {
     return;
   }
   std::string name = res.argv[0];
+  ctx.interpreter_options.assign(res.argv.begin() + 1, res.argv.end());
   for (int depth = 0; depth <= kMaxScripts; ++depth) {
-    auto r = find_executable(ctx, name);
+    auto found = lookup_program(ctx.tree, name, ctx.path_env, ctx.cwd);
+    auto r = found && found->executable() ? std::optional<Resolved>(found->file) : std::nullopt;
     if (!r) {
       ctx.add(make_finding("ENTRYPOINT_MISSING",
                            "'" + name + "'" + (depth ? " (the interpreter of " + res.scripts.back() + ")" : "") +
@@ -310,6 +318,7 @@ void follow_entrypoint(Context& ctx) {
     if (elf) {
       ctx.entry = r;
       ctx.entry_elf = elf;
+      ctx.invoked = found->path[0] == '/' ? found->path : normalize_path(ctx.cwd + "/" + found->path);
       break;
     }
     auto head = ctx.tree.read(r->path, 256);
@@ -324,10 +333,11 @@ void follow_entrypoint(Context& ctx) {
       break;
     }
     name = shebang->program;
+    ctx.interpreter_options = shebang->args;
     if (depth == kMaxScripts) ctx.add(make_finding("ENTRYPOINT_NOT_EXECUTABLE", "too many nested #! interpreters"));
   }
   if (!ctx.entry) return;
-  if (!res.scripts.empty())
+  if (!res.scripts.empty() && !ctx.memray)
     ctx.add(make_finding("ENTRYPOINT_SCRIPT", "the entrypoint is a script (" + res.scripts.front() + ") run by " +
                                                   ctx.entry->path +
                                                   ": LD_PRELOAD in the environment also loads into the interpreter"));
@@ -347,7 +357,9 @@ bool names_kernel_files(const std::string& path) {
 // Only a program named directly by the config can be one: an interpreter
 // names /bin/sh and friends without dispatching to them.
 void find_dispatch_targets(Context& ctx) {
-  if (!ctx.entry || !ctx.res.scripts.empty()) return;
+  // memray's bootstrap rides PYTHONPATH, which a dispatcher passes on: the
+  // interpreter (--target) is what is judged.
+  if (!ctx.entry || !ctx.res.scripts.empty() || ctx.memray) return;
   auto strings = strings_of(ctx.tree, ctx.entry->path);
   if (!strings) return;
   std::set<std::string> seen;
@@ -400,6 +412,7 @@ void pick_target(Context& ctx) {
 // image's Env; and its profiler.
 void pick_preload(Context& ctx) {
   PreflightResult& res = ctx.res;
+  if (ctx.memray) return;  // judge_memray finds what loads instead
   bool env_preload_set = false;
   std::string env_preload = ctx.cfg.env_value("LD_PRELOAD", &env_preload_set);
   if (env_preload_set && !env_preload.empty())
@@ -437,7 +450,7 @@ void resolve_run_user(Context& ctx) {
 // The target against the image: the check engine's findings, then what the
 // config adds (the user's ids, the platform, the launcher's architecture).
 void judge_target(Context& ctx) {
-  if (!ctx.target) return;
+  if (!ctx.target || ctx.memray) return;
   const std::string& path = ctx.target->path;
   std::shared_ptr<const ElfInfo> elf;
   try {
@@ -489,6 +502,60 @@ void judge_target(Context& ctx) {
       ctx.add(make_finding("CTL_LIBRARY_MISSING", "the launcher starts the profiler dormant, and " + problem));
   }
   ctx.res.target = std::move(rep);
+}
+
+// memray: the target must be a CPython interpreter whose sys.path in the
+// image imports memray, with the compiled extension for its version and
+// architecture, which the loader model then resolves as it would a preload
+// library; and memprofile's bootstrap must be there and not skipped.
+void judge_memray(Context& ctx) {
+  if (!ctx.memray || !ctx.target) return;
+  PreflightResult& res = ctx.res;
+  res.backend = "memray";
+  const std::string& path = ctx.target->path;
+  std::shared_ptr<const ElfInfo> elf;
+  try {
+    elf = ctx.tree.elf(path);
+  } catch (const Error& e) {
+    ctx.add(make_finding("ENTRYPOINT_NOT_EXECUTABLE", std::string("cannot read the target: ") + e.what()));
+  }
+  if (!elf) return;
+  // The interpreter as the command names it decides a venv; --target names
+  // it itself.
+  std::string invoked = ctx.target_path.empty() ? ctx.invoked : ctx.target_path[0] == '/' ? ctx.target_path : "";
+  MemrayFound found;
+  std::vector<Finding> problems =
+      find_memray(ctx.tree, invoked.empty() ? path : invoked, path, *elf, ctx.cfg.env_value("PYTHONPATH"), &found);
+  for (auto& f : problems) ctx.add(std::move(f));
+  std::string want_arch = config_arch(machine_name(elf->machine));
+  const std::string& arch = ctx.cfg.platform.architecture;
+  if (!arch.empty() && arch != want_arch)
+    ctx.add(make_finding("PLATFORM_MISMATCH",
+                         "the image config says " + arch + " but " + path + " is " + machine_name(elf->machine)));
+  if (!found.extension.empty()) {
+    res.preload = found.extension;
+    FileReport rep = Checker(ctx.tree, checker_options(ctx, found.extension)).check(path, elf);
+    // The extension is imported, not preloaded: it need not define malloc.
+    for (const auto& f : rep.findings)
+      if (f.code != "PRELOAD_NO_MALLOC") ctx.add(f);
+    res.target = std::move(rep);
+  }
+  if (python_ignores_pythonpath(ctx.interpreter_options) && ctx.target_path.empty())
+    ctx.add(make_finding("MEMRAY_BOOTSTRAP_IGNORED",
+                         path + " runs with -I, -E or -S, which skip PYTHONPATH or site: memprofile's bootstrap would "
+                                "never load"));
+  if (!ctx.launcher) {
+    ctx.add(make_finding("MEMRAY_NO_LAUNCHER", "the entrypoint is not memprofile exec, so nothing starts memray's "
+                                               "tracker in " + path + ": judged whether memray could track it"));
+    return;
+  }
+  if (ctx.launcher->plan.backend != Backend::Memray)
+    ctx.add(make_finding("LAUNCHER_CONFIG", std::string("the entrypoint's memprofile exec starts ") +
+                                                to_string(ctx.launcher->plan.backend) + ", not memray (--backend memray)"));
+  const std::string bootstrap = dirname_of(ctx.launcher->plan.cfg.ctl_library) + "/python/sitecustomize.py";
+  auto b = try_resolve(ctx.tree, bootstrap);
+  if (!b || b->node.kind != FsNode::Kind::Regular)
+    ctx.add(make_finding("MEMRAY_BOOTSTRAP_MISSING", "memprofile's bootstrap " + bootstrap + " is not in the image"));
 }
 
 // Verdicts of the dispatched programs, against the same preload library in
@@ -550,6 +617,8 @@ std::string profile_output(const Context& ctx) {
   } else if (res.backend == "heaptrack") {
     out = ctx.cfg.env_value("DUMP_HEAPTRACK_OUTPUT");
     if (out.empty() && launched) out = res.launcher->output_dir + "/heaptrack";
+  } else if (res.backend == "memray" && launched) {
+    out = res.launcher->output_dir + "/memray.bin";  // the bootstrap's, one capture per process
   }
   return out;
 }
@@ -593,6 +662,7 @@ PreflightResult preflight(const LoadedImage& image, const PreflightOptions& opts
   pick_preload(ctx);
   resolve_run_user(ctx);
   judge_target(ctx);
+  judge_memray(ctx);
   judge_dispatched(ctx);
   check_child_tracking(ctx);
   check_output_dir(ctx);

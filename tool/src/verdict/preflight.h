@@ -15,6 +15,7 @@ namespace memprofile {
 struct PreflightOptions {
   std::string target;   // --target: the process to judge (a path in the image)
   std::string preload;  // --preload: the preload library (a path in the image)
+  std::string backend;  // --backend: "memray" judges memray in the target interpreter, not a preload
 };
 
 struct DispatchedProgram {
@@ -35,7 +36,7 @@ struct PreflightResult {
   std::vector<std::string> scripts;  // #! scripts followed on the way
   std::optional<FileReport> target;  // the judged process
   std::vector<DispatchedProgram> dispatch;
-  std::string preload, backend;      // the preload library checked and its profiler
+  std::string preload, backend;      // the preload library checked and its profiler (memray: its extension)
   std::optional<LauncherSettings> launcher;
   std::vector<Finding> findings;     // in the order to fix them
   bool ready() const;
