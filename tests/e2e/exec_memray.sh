@@ -9,7 +9,8 @@
 #   gunicorn, a console script (#!/usr/bin/python3) given with no --target:
 #     each forked worker writes its own capture (memray.ARBITER.bin.WORKER),
 #     each names the request handler's line, and --merge sums the workers;
-#     `attached` sees memray in a worker;
+#     `attached` sees memray in a worker; `status` says in one line that
+#     the arbiter and its workers run memray, which it does not serve yet;
 #   a multiprocessing pool (spawn): each spawned worker runs the bootstrap
 #     and writes its own capture;
 #   what keeps memray from working is one ERROR line, and the program runs
@@ -155,6 +156,15 @@ for _ in $(seq 1 80); do answers || fail "gunicorn: a request failed"; done
   fail "gunicorn: attached: $(cat "${SCRATCH}/attached.txt")"
 grep -q "memray library mapped: yes (.*/_memray.cpython-3" "${SCRATCH}/attached.txt" ||
   fail "gunicorn: attached: $(cat "${SCRATCH}/attached.txt")"
+# status in the pod (the root's own /proc view): not served yet, said for
+# the arbiter and both workers, with where their captures are.
+rc=0
+in_root /opt/memprofile/memprofile status "${arbiter}" --output-dir /out-gunicorn > "${SCRATCH}/status.txt" 2>&1 || rc=$?
+if ((rc != 2)) || [[ "$(wc -l < "${SCRATCH}/status.txt")" != 1 ]] ||
+  ! grep -q "processes ${arbiter}, .* run memray (memprofile exec --backend memray), which the control library does not serve yet: each writes its own capture in /out-gunicorn" "${SCRATCH}/status.txt" ||
+  ! grep -q "${workers[0]}" "${SCRATCH}/status.txt" || ! grep -q "${workers[1]}" "${SCRATCH}/status.txt"; then
+  fail "gunicorn: status: exit ${rc}: $(cat "${SCRATCH}/status.txt")"
+fi
 kill -TERM "${arbiter}"
 wait_until 60 bash -c "! kill -0 ${arbiter} 2>/dev/null" || fail "gunicorn did not stop on SIGTERM"
 total=0
@@ -174,7 +184,7 @@ merged="$(jq '.in_use[0].bytes_in_use' "${SCRATCH}/gunicorn-merged.json")"
 if [[ "$(top_site "${SCRATCH}/gunicorn-merged.json")" != "app (/app/leaky.py:${app_line}) "* ]] || ((merged < total)); then
   fail "gunicorn: --merge: $(top_site "${SCRATCH}/gunicorn-merged.json") against ${total} in the workers"
 fi
-pass "gunicorn: the arbiter's 2 forked workers each wrote a capture naming app (leaky.py:${app_line}) (${total} bytes together), --merge sums them (${merged}), attached sees memray mapped"
+pass "gunicorn: the arbiter's 2 forked workers each wrote a capture naming app (leaky.py:${app_line}) (${total} bytes together), --merge sums them (${merged}), attached sees memray mapped, status names the 3 processes it cannot serve"
 
 # 3. multiprocessing, spawned workers: each is a new interpreter that runs
 # the bootstrap and writes memray.PID.bin of its own.
