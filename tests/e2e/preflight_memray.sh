@@ -5,17 +5,19 @@
 # imports memray, whether the extension is built for its Python and its
 # architecture and resolves there (the loader model), and, under memprofile
 # exec, whether the bootstrap is there and the output directory exists:
-#   READY for a script, an /usr/bin/env script and gunicorn's console script,
-#     and for a venv that includes the system's site-packages;
+#   READY for a script, /usr/bin/env scripts and gunicorn's console script,
+#     and for venvs that include the system's site-packages (one --copies);
 #   NOT PROFILABLE, each with its finding: a venv without memray
 #     (MEMRAY_MISSING), a memray copied from another Python (an extension
 #     tagged cpython-311: MEMRAY_WRONG_PYTHON) and one of another
 #     architecture (a real aarch64 ELF tagged aarch64-linux-gnu:
-#     MEMRAY_WRONG_ARCH), `-I` on the #! line (MEMRAY_BOOTSTRAP_IGNORED),
-#     a program that is no Python (MEMRAY_NOT_PYTHON);
+#     MEMRAY_WRONG_ARCH), `-I` or `env -u PYTHONPATH` on the #! line
+#     (MEMRAY_BOOTSTRAP_IGNORED), a program that is no Python
+#     (MEMRAY_NOT_PYTHON), a script as --target;
 #   with memprofile exec --backend memray as the entrypoint: the bootstrap
 #     missing, then present (READY: memray will track), an output
-#     directory the image lacks, and a launcher that starts jemalloc;
+#     directory the image lacks, a launcher that starts jemalloc, and an app
+#     run by python -m memray (its own tracker);
 #   --backend with another value: one line, exit 2.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -29,9 +31,13 @@ mkdir -p "${root}/app"
 echo 'print("hello")' > "${root}/app/service.py"
 printf '#!/usr/bin/env python3\nprint("hello")\n' > "${root}/app/run"
 printf '#!/usr/bin/python3 -I\nprint("hello")\n' > "${root}/app/isolated"
-chmod 0755 "${root}/app/run" "${root}/app/isolated"
+printf '#!/usr/bin/env -S -u PYTHONPATH python3\nprint("hello")\n' > "${root}/app/unset"
+printf '#!/usr/bin/env -S PYTHONUNBUFFERED=1 python3\nprint("hello")\n' > "${root}/app/unbuffered"
+chmod 0755 "${root}/app/run" "${root}/app/isolated" "${root}/app/unset" "${root}/app/unbuffered"
 chroot "${root}" python3 -m venv --without-pip /opt/venv-isolated || fail "venv: cannot make one"
 chroot "${root}" python3 -m venv --without-pip --system-site-packages /opt/venv-system || fail "venv: cannot make one"
+chroot "${root}" python3 -m venv --without-pip --copies --system-site-packages /opt/venv-copies ||
+  fail "venv: cannot make one"
 memray_pkg="$(find "${root}/usr/lib/python3/dist-packages" -maxdepth 1 -name memray -type d)"
 extension="$(find "${memray_pkg}" -maxdepth 1 -name '_memray.cpython-313-x86_64-linux-gnu.so')"
 [[ -n "${extension}" ]] || fail "the trixie root's memray has no x86_64 extension for Python 3.13: $(ls "${memray_pkg}")"
@@ -83,11 +89,15 @@ judge gunicorn 0 --entrypoint '["gunicorn", "--workers", "2", "app:app"]'
 ready gunicorn /usr/bin/python3.13
 judge venv-system 0 --entrypoint '["/opt/venv-system/bin/python", "/app/service.py"]'
 ready venv-system /usr/bin/python3.13
+judge venv-copies 0 --entrypoint '["/opt/venv-copies/bin/python", "/app/service.py"]'
+ready venv-copies /opt/venv-copies/bin/python
+judge unbuffered 0 --entrypoint '["/app/unbuffered"]'
+ready unbuffered /usr/bin/python3.13
 "${MEMPROFILE}" preflight --rootfs "${root}" --backend memray --entrypoint '["/app/run"]' > "${SCRATCH}/script.txt" ||
   fail "the text verdict: $(cat "${SCRATCH}/script.txt")"
 grep -q "^READY: memray could track (started by memprofile exec) /usr/bin/python3.13" "${SCRATCH}/script.txt" ||
   fail "the text verdict: $(head -3 "${SCRATCH}/script.txt")"
-pass "READY: a script, an /usr/bin/env script, gunicorn's console script and a venv with the system's site-packages reach python3.13, which imports memray 1.17's cpython-313 x86_64 extension"
+pass "READY: a script, /usr/bin/env scripts (one setting a variable first), gunicorn's console script and venvs with the system's site-packages (linked, and copied: its version from pyvenv.cfg) reach a python3.13 that imports memray 1.17's cpython-313 x86_64 extension"
 
 judge venv-isolated 1 --entrypoint '["/opt/venv-isolated/bin/python", "/app/service.py"]'
 has venv-isolated MEMRAY_MISSING
@@ -99,7 +109,14 @@ judge isolated 1 --entrypoint '["/app/isolated"]'
 has isolated MEMRAY_BOOTSTRAP_IGNORED
 judge perl 1 --entrypoint '["perl", "-e", "1"]'
 has perl MEMRAY_NOT_PYTHON
-pass "NOT PROFILABLE: a venv without memray, memray from Python 3.11 and from arm64 first on PYTHONPATH, python3 -I, perl: each its finding"
+judge unset 1 --entrypoint '["/app/unset"]'
+has unset MEMRAY_BOOTSTRAP_IGNORED
+# --target as a name on PATH: the venv it names is the one judged.
+judge venv-target 1 --entrypoint '["python", "/app/service.py"]' --env PATH=/opt/venv-isolated/bin:/usr/bin --target python
+has venv-target MEMRAY_MISSING
+judge script-target 1 --entrypoint '["/app/run"]' --target /app/run
+has script-target ENTRYPOINT_NOT_EXECUTABLE
+pass "NOT PROFILABLE: a venv without memray (named, and as --target found on PATH), memray from Python 3.11 and from arm64 first on PYTHONPATH, python3 -I, env -u PYTHONPATH on the #! line, perl, a script as --target: each its finding"
 
 # memprofile exec --backend memray as the entrypoint, laid out as images
 # have it.
@@ -119,9 +136,12 @@ jq -e '.launcher.backend == "memray" and ([.findings[].code] | index("MEMRAY_NO_
 judge no-output 1 --entrypoint '["memprofile", "exec", "--backend", "memray", "--output-dir", "/nowhere", "--"]' \
   --cmd '["python3", "/app/service.py"]'
 has no-output OUTPUT_DIR_MISSING
+judge own-tracker 1 --entrypoint '["memprofile", "exec", "--backend", "memray", "--output-dir", "/profiles", "--"]' \
+  --cmd '["python3", "-m", "memray", "run", "/app/service.py"]'
+has own-tracker MEMRAY_APP_TRACKER
 judge jemalloc-launcher 1 --entrypoint '["memprofile", "exec", "--backend", "jemalloc", "--"]' --cmd '["python3", "/app/service.py"]'
 has jemalloc-launcher LAUNCHER_CONFIG
-pass "memprofile exec --backend memray: MEMRAY_BOOTSTRAP_MISSING without python/sitecustomize.py beside the control library, READY with it, OUTPUT_DIR_MISSING for an output directory the image lacks, LAUNCHER_CONFIG for a launcher that starts jemalloc"
+pass "memprofile exec --backend memray: MEMRAY_BOOTSTRAP_MISSING without python/sitecustomize.py beside the control library, READY with it, OUTPUT_DIR_MISSING for an output directory the image lacks, LAUNCHER_CONFIG for a launcher that starts jemalloc, MEMRAY_APP_TRACKER for python -m memray run"
 
 expect_error "--backend takes memray" --rootfs "${root}" --backend jemalloc --entrypoint python3
 pass "--backend jemalloc: one line, exit 2"

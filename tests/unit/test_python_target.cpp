@@ -37,13 +37,15 @@ std::vector<Finding> find(const Scratch& s, MemrayFound* found, const std::strin
 TEST_CASE("python_version: from the interpreter's name, else from its libpython") {
   ElfInfo plain;
   CHECK(to_string(*python_version("/usr/bin/python3.13", plain)) == "3.13");
-  CHECK(to_string(*python_version("/opt/py/bin/python3.9t", plain)) == "3.9");
+  CHECK(to_string(*python_version("/opt/py/bin/python3.9t", plain)) == "3.9t");  // its ABI flags too
   CHECK_FALSE(python_version("/usr/bin/python3", plain));  // a link name: the caller resolves it
   CHECK_FALSE(python_version("/usr/bin/python3.13-config", plain));
   CHECK_FALSE(python_version("/usr/bin/node", plain));
   ElfInfo embedded;
   embedded.needed = {"libc.so.6", "libpython3.11.so.1.0"};
   CHECK(to_string(*python_version("/usr/bin/uwsgi", embedded)) == "3.11");
+  embedded.needed = {"libpython3.13t.so.1.0"};
+  CHECK(to_string(*python_version("/usr/bin/uwsgi", embedded)) == "3.13t");
 }
 
 TEST_CASE("extension_tag: a compiled extension's Python and triplet") {
@@ -54,6 +56,7 @@ TEST_CASE("extension_tag: a compiled extension's Python and triplet") {
   auto ft = extension_tag("_memray.cpython-313t-aarch64-linux-gnu.so");
   REQUIRE(ft);
   CHECK(ft->triplet == "aarch64-linux-gnu");
+  CHECK(to_string(ft->version) == "3.13t");
   auto bare = extension_tag("_memray.cpython-39.so");
   REQUIRE(bare);
   CHECK(to_string(bare->version) == "3.9");
@@ -61,6 +64,16 @@ TEST_CASE("extension_tag: a compiled extension's Python and triplet") {
   CHECK_FALSE(extension_tag("_memray.abi3.so"));
   CHECK_FALSE(extension_tag("_memray.cpython-313-x86_64-linux-gnu.so.1"));
   CHECK_FALSE(extension_tag("_memray.cpython-.so"));
+}
+
+TEST_CASE("find_memray: a free-threaded extension (cpython-313t) is not one a 3.13 imports") {
+  Scratch s;
+  python_root(s, {"__init__.py", "_memray.cpython-313t-x86_64-linux-gnu.so"});
+  MemrayFound found;
+  auto problems = find(s, &found);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].code == "MEMRAY_WRONG_PYTHON");
+  CHECK(found.extension.empty());
 }
 
 TEST_CASE("site_dirs: PYTHONPATH first, then the prefix's site-packages, then Debian's") {
@@ -150,6 +163,27 @@ TEST_CASE("read_shebang: the program a #! line runs, through env") {
   CHECK(empty->program.empty());
 }
 
+TEST_CASE("read_shebang: env's options and assignments come before its program") {
+  auto set = read_shebang("#!/usr/bin/env -S PYTHONUNBUFFERED=1 python3 -u\n");
+  REQUIRE(set);
+  CHECK(set->program == "python3");
+  CHECK(set->args == std::vector<std::string>{"-u"});
+  CHECK(set->changes("PYTHONUNBUFFERED"));
+  CHECK_FALSE(set->changes("PYTHONPATH"));
+  auto unset = read_shebang("#!/usr/bin/env -S -u PYTHONPATH -C /srv python3\n");
+  REQUIRE(unset);
+  CHECK(unset->program == "python3");
+  CHECK(unset->changes("PYTHONPATH"));
+  CHECK_FALSE(unset->changes("LD_PRELOAD"));
+  auto cleared = read_shebang("#!/usr/bin/env -S -i python3\n");
+  REQUIRE(cleared);
+  CHECK(cleared->program == "python3");
+  CHECK(cleared->changes("LD_PRELOAD"));
+  auto plain = read_shebang("#!/usr/bin/python3 -u\n");
+  REQUIRE(plain);
+  CHECK_FALSE(plain->changes("PYTHONPATH"));
+}
+
 TEST_CASE("python_ignores_pythonpath: -I, -E and -S before the script") {
   using V = std::vector<std::string>;
   CHECK(python_ignores_pythonpath(V{"-I", "app.py"}));
@@ -160,6 +194,16 @@ TEST_CASE("python_ignores_pythonpath: -I, -E and -S before the script") {
   CHECK_FALSE(python_ignores_pythonpath(V{"-mIS"}));  // the module's name
   CHECK_FALSE(python_ignores_pythonpath(V{"-WI", "app.py"}));  // -W's value
   CHECK_FALSE(python_ignores_pythonpath(V{"--check-hash-based-pycs", "always", "app.py"}));
+  CHECK(python_ignores_pythonpath(V{"--check-hash-based-pycs", "always", "-E", "app.py"}));  // a long option goes on
+  CHECK(python_ignores_pythonpath(V{"-Ic", "print(1)"}));
+}
+
+TEST_CASE("read_python_options: the module -m runs") {
+  using V = std::vector<std::string>;
+  CHECK(read_python_options(V{"-u", "-m", "memray", "run", "app.py"}).module == "memray");
+  CHECK(read_python_options(V{"-OOmgunicorn.app.wsgiapp"}).module == "gunicorn.app.wsgiapp");
+  CHECK(read_python_options(V{"app.py", "-m", "memray"}).module.empty());  // the script's own words
+  CHECK(read_python_options(V{"-c", "x", "-m", "memray"}).module.empty());
 }
 
 TEST_CASE("memray captures: memray.PID.bin, and memray.PID.bin.CHILD for a forked child") {
@@ -200,4 +244,23 @@ TEST_CASE("find_memray: a virtual environment's site-packages, and the base's on
   testing::write_file(s / "venv/pyvenv.cfg", "Include-System-Site-Packages = True\r\n", 0644);
   CHECK_FALSE(venv_dirs(tree, "/venv/bin/python", {3, 13}, &with_base).empty());
   CHECK(with_base);
+}
+
+TEST_CASE("find_memray: a venv made with --copies, its interpreter a copy named python: pyvenv.cfg's version") {
+  Scratch s;
+  python_root(s, {"__init__.py", x86_ext("313")});
+  testing::write_file(s / "venv/bin/python", testing::ElfBuilder().build(), 0755);
+  testing::write_file(s / "venv/pyvenv.cfg",
+                      "home = /usr/bin\ninclude-system-site-packages = true\nversion = 3.13.5\n", 0644);
+  HostTree tree(s.path());
+  auto elf = tree.elf("/venv/bin/python");
+  REQUIRE(elf);
+  CHECK(to_string(*venv_version(tree, "/venv/bin/python")) == "3.13");
+  MemrayFound found;
+  CHECK(find_memray(tree, "/venv/bin/python", "/venv/bin/python", *elf, "", &found).empty());
+  CHECK(found.extension == "/usr/lib/python3/dist-packages/memray/" + x86_ext("313"));
+  // executable = names the base's build: a free-threaded one is 3.13t.
+  testing::write_file(s / "venv/pyvenv.cfg", "version = 3.13.5\nexecutable = /usr/bin/python3.13t\n", 0644);
+  CHECK(to_string(*venv_version(tree, "/venv/bin/python")) == "3.13t");
+  CHECK_FALSE(venv_version(tree, "/usr/bin/python3"));
 }

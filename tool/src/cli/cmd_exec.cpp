@@ -227,6 +227,7 @@ struct Launch {
   // memray: the interpreter's options (a #! line's, or the command's), its
   // extension that must load, and the bootstrap that starts the tracker.
   std::vector<std::string> interpreter_options;
+  std::string env_script;  // a #! script on the way whose env drops the bootstrap's variables
   std::string memray_extension, bootstrap_dir;
 };
 
@@ -268,6 +269,7 @@ void find_interpreter(Launch& l, const HostTree& root) {
     auto next = lookup_program(root, shebang->program, l.path_env, l.cwd);
     if (!next) return;  // the check says what the script is
     l.interpreter_options = shebang->args;
+    if (drops_bootstrap(*shebang)) l.env_script = l.target_found->file.path;
     l.target_found = next;
     l.target = next->path;
   }
@@ -325,10 +327,8 @@ std::vector<Finding> check_memray(Launch& l, const HostTree& root, uint16_t* mac
   if (stat((l.bootstrap_dir + "/sitecustomize.py").c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     problems.push_back(make_finding("MEMRAY_BOOTSTRAP_MISSING",
                                     "memprofile's bootstrap " + l.bootstrap_dir + "/sitecustomize.py does not exist"));
-  else if (python_ignores_pythonpath(l.interpreter_options))
-    problems.push_back(make_finding("MEMRAY_BOOTSTRAP_IGNORED",
-                                    l.target + " runs with -I, -E or -S, which skip PYTHONPATH or site: memprofile's "
-                                               "bootstrap would never load"));
+  else
+    problems = bootstrap_problems(l.target, l.interpreter_options, l.env_script);
   return problems;
 }
 

@@ -215,29 +215,67 @@ std::optional<Shebang> read_shebang(const std::string& head) {
   if (words.empty()) return sb;
   size_t at = 0;
   if (words[0].size() >= 4 && words[0].compare(words[0].size() - 4, 4, "/env") == 0) {
-    // "#!/usr/bin/env [-S] NAME": env searches PATH for NAME.
-    auto it = std::find_if(words.begin() + 1, words.end(), [](const std::string& w) { return w[0] != '-'; });
-    if (it != words.end()) at = static_cast<size_t>(it - words.begin());
+    // "#!/usr/bin/env [OPTION]... [NAME=VALUE]... PROGRAM": env searches PATH
+    // for PROGRAM, in the environment its options and assignments leave.
+    size_t k = 1;
+    for (; k < words.size(); ++k) {
+      const std::string& w = words[k];
+      if (w == "-i" || w == "--ignore-environment" || w == "-") {
+        sb.env_cleared = true;
+      } else if (w == "-u" || w == "--unset") {
+        if (k + 1 < words.size()) sb.env_unset.push_back(words[++k]);
+      } else if (w.rfind("--unset=", 0) == 0 || (w.rfind("-u", 0) == 0 && w.size() > 2)) {
+        sb.env_unset.push_back(w.substr(w[1] == '-' ? 8 : 2));
+      } else if (w == "-C" || w == "--chdir") {
+        ++k;  // its directory
+      } else if (w[0] == '-') {
+        continue;  // -S (the line is split already), -v, -0, --chdir=DIR
+      } else if (w.find('=') != std::string::npos) {
+        sb.env_set.push_back(w.substr(0, w.find('=')));
+      } else {
+        break;
+      }
+    }
+    if (k < words.size()) at = k;
   }
   sb.program = words[at];
   sb.args.assign(words.begin() + static_cast<std::ptrdiff_t>(at) + 1, words.end());
   return sb;
 }
 
-bool python_ignores_pythonpath(const std::vector<std::string>& options) {
+PythonOptions read_python_options(const std::vector<std::string>& options) {
+  PythonOptions out;
   for (size_t n = 0; n < options.size(); ++n) {
     const std::string& w = options[n];
-    if (w.size() < 2 || w[0] != '-' || w[1] == '-') return false;  // the script, "--" or a long option ends them
+    if (w == "--") return out;
+    if (w.rfind("--", 0) == 0) {  // --check-hash-based-pycs MODE takes a value; --help and friends none
+      if (w == "--check-hash-based-pycs") ++n;
+      continue;
+    }
+    if (w.size() < 2 || w[0] != '-') return out;  // the script (or "-", standard input) ends them
     for (size_t i = 1; i < w.size(); ++i) {
-      if (w[i] == 'I' || w[i] == 'E' || w[i] == 'S') return true;
-      if (w[i] == 'c' || w[i] == 'm') return false;  // the rest is the command's or the module's
+      if (w[i] == 'I' || w[i] == 'E' || w[i] == 'S') out.ignores_pythonpath = true;
+      if (w[i] == 'c') return out;  // the rest is the command's
+      if (w[i] == 'm') {
+        out.module = i + 1 < w.size() ? w.substr(i + 1) : n + 1 < options.size() ? options[n + 1] : "";
+        return out;
+      }
       if (w[i] == 'W' || w[i] == 'X') {  // the option's value: the rest of the word, or the next word
         if (i + 1 == w.size()) ++n;
         break;
       }
     }
   }
-  return false;
+  return out;
+}
+
+bool python_ignores_pythonpath(const std::vector<std::string>& options) {
+  return read_python_options(options).ignores_pythonpath;
+}
+
+bool Shebang::changes(const std::string& var) const {
+  return env_cleared || std::count(env_unset.begin(), env_unset.end(), var) ||
+         std::count(env_set.begin(), env_set.end(), var);
 }
 
 }  // namespace memprofile

@@ -94,6 +94,12 @@ std::optional<FoundProgram> lookup_program(const FileTree& tree, const std::stri
 struct Shebang {
   std::string program;
   std::vector<std::string> args;
+  // What "#!/usr/bin/env" does to the environment first: -i clears it, -u
+  // NAME unsets NAME, NAME=VALUE replaces it.
+  bool env_cleared = false;
+  std::vector<std::string> env_unset, env_set;
+  // Whether the program starts without the value `var` had.
+  bool changes(const std::string& var) const;
 };
 std::optional<Shebang> read_shebang(const std::string& head);
 
@@ -102,5 +108,12 @@ std::optional<Shebang> read_shebang(const std::string& head);
 // (-S, -I, -E, alone or combined as -IS): a bootstrap on PYTHONPATH then
 // never loads.
 bool python_ignores_pythonpath(const std::vector<std::string>& options);
+
+// What those options say: the above, and the module -m runs ("" none).
+struct PythonOptions {
+  bool ignores_pythonpath = false;
+  std::string module;
+};
+PythonOptions read_python_options(const std::vector<std::string>& options);
 
 }  // namespace memprofile

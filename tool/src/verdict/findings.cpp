@@ -78,6 +78,9 @@ const std::vector<FindingSpec>& finding_catalog() {
       {"SETUID_AS_USER", Severity::Error,
        "run as the file's owner or drop the setuid bit/capabilities from the profiled program", 24},
       {"PLATFORM_MISMATCH", Severity::Warning, "fix the image config's architecture or rebuild for the platform it claims"},
+      {"SCRIPT_ENV_DROPS_PRELOAD", Severity::Error,
+       "take env's -i, -u LD_PRELOAD or LD_PRELOAD=... out of the script's #! line, or give the interpreter as the "
+       "entrypoint"},
       {"NO_PRELOAD", Severity::Info,
        "name the preload library with --preload (a path in the image) to have it checked too"},
       {"LD_PRELOAD_IN_IMAGE_ENV", Severity::Warning,
@@ -106,7 +109,11 @@ const std::vector<FindingSpec>& finding_catalog() {
       {"MEMRAY_WRONG_ARCH", Severity::Error,
        "install memray built for the interpreter's architecture (the image's own package manager or pip, in the image)"},
       {"MEMRAY_BOOTSTRAP_IGNORED", Severity::Error,
-       "drop -I, -E and -S from the interpreter's options (its command line or the script's #! line)"},
+       "drop -I, -E and -S from the interpreter's options (its command line or the script's #! line), and env's -i, "
+       "-u PYTHONPATH or PYTHONPATH=... from a #! line"},
+      {"MEMRAY_APP_TRACKER", Severity::Error,
+       "run the app itself (memprofile's bootstrap is the tracker), or keep python -m memray and profile without "
+       "--backend memray"},
       {"MEMRAY_NO_LAUNCHER", Severity::Info,
        "start the interpreter under memprofile exec --backend memray (make image-memprofile BACKEND=memray puts it "
        "in the entrypoint)"},

@@ -244,7 +244,9 @@ struct Context {
   bool user_ok = false;
   bool memray = false;                             // --backend memray, or the launcher's
   std::string invoked;                             // the interpreter as named, before links
+  std::string target_invoked;                      // --target as found, before links
   std::vector<std::string> interpreter_options;    // its words: argv's, or the #! line's
+  std::string env_script;                          // a #! env on the way drops the bootstrap's variables
 
   void add(Finding f) { res.findings.push_back(std::move(f)); }
 };
@@ -334,6 +336,11 @@ void follow_entrypoint(Context& ctx) {
     }
     name = shebang->program;
     ctx.interpreter_options = shebang->args;
+    if (drops_bootstrap(*shebang) && ctx.env_script.empty()) ctx.env_script = r->path;
+    if (shebang->changes("LD_PRELOAD") && !ctx.memray)
+      ctx.add(make_finding("SCRIPT_ENV_DROPS_PRELOAD", r->path + "'s #! line runs env with -i, -u or an assignment "
+                                                       "that drops LD_PRELOAD: " + shebang->program +
+                                                       " starts without the profiler"));
     if (depth == kMaxScripts) ctx.add(make_finding("ENTRYPOINT_NOT_EXECUTABLE", "too many nested #! interpreters"));
   }
   if (!ctx.entry) return;
@@ -399,12 +406,13 @@ void find_dispatch_targets(Context& ctx) {
 void pick_target(Context& ctx) {
   ctx.target = ctx.entry;
   if (ctx.target_path.empty()) return;
-  auto r = find_executable(ctx, ctx.target_path);
-  if (!r) {
+  auto found = lookup_program(ctx.tree, ctx.target_path, ctx.path_env, ctx.cwd);
+  if (!found || !found->executable()) {
     ctx.add(make_finding("TARGET_NOT_FOUND", "--target " + ctx.target_path + " is not an executable file in the image"));
     ctx.target.reset();
   } else {
-    ctx.target = r;
+    ctx.target = found->file;
+    ctx.target_invoked = found->path[0] == '/' ? found->path : normalize_path(ctx.cwd + "/" + found->path);
   }
 }
 
@@ -447,6 +455,19 @@ void resolve_run_user(Context& ctx) {
   if (!ctx.user_ok) ctx.add(make_finding("USER_UNKNOWN", user_error));
 }
 
+// The launcher must run where its target runs.
+void check_launcher_arch(Context& ctx, const std::string& path, const ElfInfo& elf) {
+  if (!ctx.res.launcher) return;
+  const std::string& launcher = ctx.res.launcher->path;
+  try {
+    auto lelf = ctx.tree.elf(launcher);
+    if (lelf && lelf->machine != elf.machine)
+      ctx.add(make_finding("LAUNCHER_WRONG_ARCH", launcher + " is " + machine_name(lelf->machine) + " but " + path +
+                                                      " is " + machine_name(elf.machine)));
+  } catch (const Error&) {
+  }
+}
+
 // The target against the image: the check engine's findings, then what the
 // config adds (the user's ids, the platform, the launcher's architecture).
 void judge_target(Context& ctx) {
@@ -476,16 +497,7 @@ void judge_target(Context& ctx) {
   if (!arch.empty() && arch != want_arch)
     ctx.add(make_finding("PLATFORM_MISMATCH",
                          "the image config says " + arch + " but " + path + " is " + machine_name(elf->machine)));
-  if (ctx.res.launcher) {
-    const std::string& launcher = ctx.res.launcher->path;
-    try {
-      auto lelf = ctx.tree.elf(launcher);
-      if (lelf && lelf->machine != elf->machine)
-        ctx.add(make_finding("LAUNCHER_WRONG_ARCH", launcher + " is " + machine_name(lelf->machine) + " but " + path +
-                                                        " is " + machine_name(elf->machine)));
-    } catch (const Error&) {
-    }
-  }
+  check_launcher_arch(ctx, path, *elf);
   // Dormant: only the control library can ever start recording.
   if (ctx.launcher && ctx.launcher->plan.cfg.dormant) {
     const std::string& ctl = ctx.launcher->plan.cfg.ctl_library;
@@ -519,10 +531,13 @@ void judge_memray(Context& ctx) {
   } catch (const Error& e) {
     ctx.add(make_finding("ENTRYPOINT_NOT_EXECUTABLE", std::string("cannot read the target: ") + e.what()));
   }
-  if (!elf) return;
-  // The interpreter as the command names it decides a venv; --target names
-  // it itself.
-  std::string invoked = ctx.target_path.empty() ? ctx.invoked : ctx.target_path[0] == '/' ? ctx.target_path : "";
+  if (!elf) {
+    ctx.add(make_finding("ENTRYPOINT_NOT_EXECUTABLE", path + " is not an ELF program (a #! script?): give --target as "
+                                                             "the interpreter it runs"));
+    return;
+  }
+  // The interpreter as the command (or --target) names it decides a venv.
+  std::string invoked = ctx.target_path.empty() ? ctx.invoked : ctx.target_invoked;
   MemrayFound found;
   std::vector<Finding> problems =
       find_memray(ctx.tree, invoked.empty() ? path : invoked, path, *elf, ctx.cfg.env_value("PYTHONPATH"), &found);
@@ -540,10 +555,12 @@ void judge_memray(Context& ctx) {
       if (f.code != "PRELOAD_NO_MALLOC") ctx.add(f);
     res.target = std::move(rep);
   }
-  if (python_ignores_pythonpath(ctx.interpreter_options) && ctx.target_path.empty())
-    ctx.add(make_finding("MEMRAY_BOOTSTRAP_IGNORED",
-                         path + " runs with -I, -E or -S, which skip PYTHONPATH or site: memprofile's bootstrap would "
-                                "never load"));
+  check_launcher_arch(ctx, path, *elf);
+  // The entrypoint's options are the target's when it is the interpreter
+  // the entrypoint reaches.
+  bool entry_is_target = ctx.entry && ctx.entry->path == path;
+  if (entry_is_target)
+    for (auto& f : bootstrap_problems(path, ctx.interpreter_options, ctx.env_script)) ctx.add(std::move(f));
   if (!ctx.launcher) {
     ctx.add(make_finding("MEMRAY_NO_LAUNCHER", "the entrypoint is not memprofile exec, so nothing starts memray's "
                                                "tracker in " + path + ": judged whether memray could track it"));

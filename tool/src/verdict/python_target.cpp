@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <set>
 
 #include "base/error.h"
 
 namespace memprofile {
 
-std::string to_string(const PythonVersion& v) { return std::to_string(v.major) + "." + std::to_string(v.minor); }
+std::string to_string(const PythonVersion& v) {
+  return std::to_string(v.major) + "." + std::to_string(v.minor) + v.abiflags;
+}
 
 namespace {
 
@@ -43,6 +46,7 @@ std::optional<PythonVersion> from_program_name(const std::string& name) {
   if (!v || v->major < 2) return std::nullopt;
   for (size_t i = end; i < name.size(); ++i)
     if (name[i] < 'a' || name[i] > 'z') return std::nullopt;
+  v->abiflags = name.substr(end);
   return v;
 }
 
@@ -51,7 +55,11 @@ std::optional<PythonVersion> from_libpython(const std::string& needed) {
   if (needed.rfind("libpython", 0) != 0) return std::nullopt;
   size_t end = 0;
   auto v = dotted(needed, 9, &end);
-  if (!v || needed.find(".so", end) == std::string::npos) return std::nullopt;
+  size_t so = needed.find(".so", end);
+  if (!v || so == std::string::npos) return std::nullopt;
+  v->abiflags = needed.substr(end, so - end);
+  for (char c : v->abiflags)
+    if (c < 'a' || c > 'z') return std::nullopt;
   return v;
 }
 
@@ -92,12 +100,20 @@ std::optional<ExtensionTag> extension_tag(const std::string& file_name) {
   ExtensionTag tag;
   tag.version.major = file_name[from] - '0';
   tag.version.minor = std::stoi(file_name.substr(from + 1, i - from - 1));
+  size_t flags = i;
   while (i < file_name.size() && file_name[i] >= 'a' && file_name[i] <= 'z') ++i;  // t, d
+  tag.version.abiflags = file_name.substr(flags, i - flags);
   if (i < file_name.size() && file_name[i] == '-') {
     size_t end = file_name.size() - 3;
     tag.triplet = i + 1 < end ? file_name.substr(i + 1, end - i - 1) : "";
   }
   return tag;
+}
+
+// lib/python3.13 (debug builds share it), lib/python3.13t (free-threaded).
+std::string lib_dir_name(const PythonVersion& v) {
+  return "python" + std::to_string(v.major) + "." + std::to_string(v.minor) +
+         (v.abiflags.find('t') != std::string::npos ? "t" : "");
 }
 
 std::vector<std::string> site_dirs(const std::string& interpreter, const PythonVersion& v, const std::string& pythonpath) {
@@ -112,7 +128,7 @@ std::vector<std::string> site_dirs(const std::string& interpreter, const PythonV
     add(pythonpath.substr(i, j - i));
     i = j + 1;
   }
-  const std::string pyver = "python" + to_string(v);
+  const std::string pyver = lib_dir_name(v);
   // sys.prefix: the interpreter's bin/ directory's parent.
   std::string bin = dirname_of(interpreter);
   std::string prefix = dirname_of(bin);
@@ -125,35 +141,73 @@ std::vector<std::string> site_dirs(const std::string& interpreter, const PythonV
   return dirs;
 }
 
+namespace {
+
+// The venv `invoked` (an interpreter's path as named) belongs to: its
+// prefix and pyvenv.cfg's "key = value" lines, keys lower-cased; nullopt
+// when there is none.
+struct Venv {
+  std::string prefix;  // "" for /
+  std::map<std::string, std::string> cfg;
+};
+std::optional<Venv> venv_of(const FileTree& tree, const std::string& invoked) {
+  if (invoked.empty() || invoked[0] != '/') return std::nullopt;
+  Venv v;
+  v.prefix = dirname_of(dirname_of(invoked));
+  if (v.prefix == "/") v.prefix = "";
+  std::optional<std::string> text;
+  try {
+    text = tree.read(v.prefix + "/pyvenv.cfg", 16384);
+  } catch (const Error&) {
+  }
+  if (!text) return std::nullopt;
+  auto trim = [](std::string x) {
+    while (!x.empty() && std::isspace(static_cast<unsigned char>(x.back()))) x.pop_back();
+    size_t b = 0;
+    while (b < x.size() && std::isspace(static_cast<unsigned char>(x[b]))) ++b;
+    return x.substr(b);
+  };
+  for (size_t at = 0; at < text->size();) {
+    size_t nl = text->find('\n', at);
+    std::string line = text->substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+    at = nl == std::string::npos ? text->size() : nl + 1;
+    size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = trim(line.substr(0, eq));
+    for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    v.cfg[key] = trim(line.substr(eq + 1));
+  }
+  return v;
+}
+
+}  // namespace
+
 std::vector<std::string> venv_dirs(const FileTree& tree, const std::string& invoked, const PythonVersion& v,
                                    bool* with_base) {
   *with_base = true;
-  if (invoked.empty() || invoked[0] != '/') return {};
-  const std::string prefix = dirname_of(dirname_of(invoked));
-  std::optional<std::string> cfg;
-  try {
-    cfg = tree.read((prefix == "/" ? "" : prefix) + "/pyvenv.cfg", 16384);
-  } catch (const Error&) {
-  }
-  if (!cfg) return {};
-  *with_base = false;
-  size_t at = 0;
-  while (at < cfg->size()) {  // "include-system-site-packages = true"
-    size_t nl = cfg->find('\n', at);
-    std::string line = cfg->substr(at, nl == std::string::npos ? std::string::npos : nl - at);
-    at = nl == std::string::npos ? cfg->size() : nl + 1;
-    std::string compact;
-    for (char c : line)
-      if (c != ' ' && c != '\t' && c != '\r') compact += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (compact == "include-system-site-packages=true") *with_base = true;
-  }
-  return {(prefix == "/" ? "" : prefix) + "/lib/python" + to_string(v) + "/site-packages"};
+  auto venv = venv_of(tree, invoked);
+  if (!venv) return {};
+  std::string include = venv->cfg["include-system-site-packages"];
+  for (auto& c : include) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  *with_base = include == "true";
+  return {venv->prefix + "/lib/" + lib_dir_name(v) + "/site-packages"};
+}
+
+std::optional<PythonVersion> venv_version(const FileTree& tree, const std::string& invoked) {
+  auto venv = venv_of(tree, invoked);
+  if (!venv) return std::nullopt;
+  // Its base interpreter's name (executable = /usr/bin/python3.13t) says the
+  // build too; "version = 3.13.5" the version alone.
+  if (auto v = from_program_name(base_name(venv->cfg["executable"]))) return v;
+  size_t end = 0;
+  return dotted(venv->cfg["version"], 0, &end);
 }
 
 std::vector<Finding> find_memray(const FileTree& tree, const std::string& invoked, const std::string& interpreter,
                                  const ElfInfo& elf, const std::string& pythonpath, MemrayFound* found) {
   std::vector<Finding> problems;
   auto version = python_version(interpreter, elf);
+  if (!version) version = venv_version(tree, invoked);  // a venv's copy named "python"
   if (!version) {
     problems.push_back(make_finding("MEMRAY_NOT_PYTHON", interpreter + " is not a CPython interpreter (its name is not "
                                                                        "python3.N and it links no libpython)"));
@@ -212,6 +266,29 @@ std::vector<Finding> find_memray(const FileTree& tree, const std::string& invoke
   }
   problems.push_back(make_finding("MEMRAY_MISSING", "memray is not importable by " + interpreter + " (Python " +
                                                         to_string(*version) + "): no memray package in " + searched));
+  return problems;
+}
+
+bool drops_bootstrap(const Shebang& sb) {
+  return sb.changes("PYTHONPATH") || sb.changes("MEMPROFILE_MEMRAY_DIR") || sb.changes("MEMPROFILE_MEMRAY_TARGET");
+}
+
+std::vector<Finding> bootstrap_problems(const std::string& interpreter, const std::vector<std::string>& options,
+                                        const std::string& env_script) {
+  std::vector<Finding> problems;
+  PythonOptions po = read_python_options(options);
+  if (po.ignores_pythonpath)
+    problems.push_back(make_finding("MEMRAY_BOOTSTRAP_IGNORED",
+                                    interpreter + " runs with -I, -E or -S, which skip PYTHONPATH or site: memprofile's "
+                                                  "bootstrap would never load"));
+  if (!env_script.empty())
+    problems.push_back(make_finding("MEMRAY_BOOTSTRAP_IGNORED",
+                                    env_script + "'s #! line runs env with -i, -u or an assignment that drops "
+                                                 "PYTHONPATH or memprofile's variables: its bootstrap would never load"));
+  if (po.module == "memray" || po.module.rfind("memray.", 0) == 0)
+    problems.push_back(make_finding("MEMRAY_APP_TRACKER",
+                                    interpreter + " runs python -m " + po.module + ", memray's own tracker: with "
+                                    "memprofile's it would fail (\"No more than one Tracker instance can be active\")"));
   return problems;
 }
 

@@ -12,15 +12,21 @@
 
 #include "elf/elf_info.h"
 #include "image/file_tree.h"
+#include "runtime/launcher.h"
 #include "verdict/findings.h"
 
 namespace memprofile {
 
 struct PythonVersion {
   int major = 0, minor = 0;
-  bool operator==(const PythonVersion& o) const { return major == o.major && minor == o.minor; }
+  // The ABI flags of its build: "t" free-threaded, "d" debug. An interpreter
+  // imports only extensions tagged with its own (cpython-313t under 3.13t).
+  std::string abiflags;
+  bool operator==(const PythonVersion& o) const {
+    return major == o.major && minor == o.minor && abiflags == o.abiflags;
+  }
 };
-std::string to_string(const PythonVersion& v);
+std::string to_string(const PythonVersion& v);  // "3.13", "3.13t"
 
 // The version of a CPython interpreter: from its file name (python3.13,
 // as Debian's python3 resolves to) or the libpython it links; nullopt when
@@ -50,6 +56,20 @@ struct MemrayFound {
 // (include-system-site-packages). Empty when it is no venv.
 std::vector<std::string> venv_dirs(const FileTree& tree, const std::string& invoked, const PythonVersion& v,
                                    bool* with_base);
+
+// What keeps memprofile's bootstrap (first on PYTHONPATH) from starting
+// memray's tracker in `interpreter`, run with `options` (its command line's
+// words, or its #! line's) through `env_script` (a script whose #! env
+// clears or replaces PYTHONPATH or memprofile's variables; "" none): -I, -E
+// or -S, that env, and `-m memray` (the app's own tracker).
+std::vector<Finding> bootstrap_problems(const std::string& interpreter, const std::vector<std::string>& options,
+                                        const std::string& env_script);
+// Whether a #! line's env drops what the bootstrap needs.
+bool drops_bootstrap(const Shebang& sb);
+
+// A venv's interpreter's version from its pyvenv.cfg (a copy named
+// "python" says nothing by its name); nullopt when `invoked` is in no venv.
+std::optional<PythonVersion> venv_version(const FileTree& tree, const std::string& invoked);
 
 // memray for the interpreter at `interpreter` (canonical, an ELF of the
 // tree), run as `invoked`: the findings that keep it from working (none
