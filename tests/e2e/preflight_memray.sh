@@ -18,6 +18,7 @@
 #     missing, then present (READY: memray will track), an output
 #     directory the image lacks, a launcher that starts jemalloc, and an app
 #     run by python -m memray (its own tracker);
+#   the user's site-packages (~/.local) first, unless -s;
 #   --backend with another value: one line, exit 2.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -142,6 +143,21 @@ has own-tracker MEMRAY_APP_TRACKER
 judge jemalloc-launcher 1 --entrypoint '["memprofile", "exec", "--backend", "jemalloc", "--"]' --cmd '["python3", "/app/service.py"]'
 has jemalloc-launcher LAUNCHER_CONFIG
 pass "memprofile exec --backend memray: MEMRAY_BOOTSTRAP_MISSING without python/sitecustomize.py beside the control library, READY with it, OUTPUT_DIR_MISSING for an output directory the image lacks, LAUNCHER_CONFIG for a launcher that starts jemalloc, MEMRAY_APP_TRACKER for python -m memray run"
+
+# The user's site-packages (pip install --user) comes before Debian's: the
+# root user's ~/.local (HOME from /etc/passwd) holding the arm64 copy is the
+# memray python3 imports, unless -s leaves the user site out; PYTHONUSERBASE
+# moves it.
+mkdir -p "${root}/root/.local/lib/python3.13/site-packages"
+cp -r "${root}/opt/arm64/memray" "${root}/root/.local/lib/python3.13/site-packages/"
+judge user-site 1 --entrypoint '["python3", "/app/service.py"]'
+has user-site MEMRAY_WRONG_ARCH
+judge no-user-site 0 --entrypoint '["python3", "-s", "/app/service.py"]'
+ready no-user-site /usr/bin/python3.13
+judge user-base 1 --entrypoint '["python3", "/app/service.py"]' --env PYTHONUSERBASE=/root/.local --env HOME=/nowhere
+has user-base MEMRAY_WRONG_ARCH
+rm -rf "${root}/root/.local"
+pass "the user's site-packages (~/.local, from /etc/passwd's home, or PYTHONUSERBASE) is searched before Debian's, and left out under -s"
 
 expect_error "--backend takes memray" --rootfs "${root}" --backend jemalloc --entrypoint python3
 pass "--backend jemalloc: one line, exit 2"

@@ -264,3 +264,30 @@ TEST_CASE("find_memray: a venv made with --copies, its interpreter a copy named 
   CHECK(to_string(*venv_version(tree, "/venv/bin/python")) == "3.13t");
   CHECK_FALSE(venv_version(tree, "/usr/bin/python3"));
 }
+
+TEST_CASE("python_user_base: PYTHONUSERBASE, else HOME/.local; off with -s, -I or PYTHONNOUSERSITE") {
+  using V = std::vector<std::string>;
+  CHECK(python_user_base(V{"app.py"}, "", "", "/home/app") == "/home/app/.local");
+  CHECK(python_user_base(V{}, "", "/opt/base", "/home/app") == "/opt/base");
+  CHECK(python_user_base(V{"-s", "app.py"}, "", "", "/home/app").empty());
+  CHECK(python_user_base(V{"-I", "app.py"}, "", "", "/home/app").empty());
+  CHECK(python_user_base(V{}, "1", "", "/home/app").empty());
+  CHECK(python_user_base(V{}, "", "", "").empty());
+  CHECK(python_user_base(V{}, "", "", "/") == "/.local");
+}
+
+TEST_CASE("find_memray: the user's site-packages comes before Debian's, and a venv without the system's leaves it out") {
+  Scratch s;
+  python_root(s, {"__init__.py", x86_ext("313")});
+  testing::write_file(s / ("home/app/.local/lib/python3.13/site-packages/memray/" + x86_ext("311")), "x", 0644);
+  MemrayFound found;
+  HostTree tree(s.path());
+  auto elf = tree.elf("/usr/bin/python3.13");
+  REQUIRE(elf);
+  auto problems = find_memray(tree, "/usr/bin/python3", "/usr/bin/python3.13", *elf, "", &found, "/home/app/.local");
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].code == "MEMRAY_WRONG_PYTHON");  // the user's, first, is for 3.11
+  MemrayFound off;
+  CHECK(find_memray(tree, "/usr/bin/python3", "/usr/bin/python3.13", *elf, "", &off, "").empty());
+  CHECK(off.package == "/usr/lib/python3/dist-packages/memray");
+}

@@ -255,6 +255,7 @@ PythonOptions read_python_options(const std::vector<std::string>& options) {
     if (w.size() < 2 || w[0] != '-') return out;  // the script (or "-", standard input) ends them
     for (size_t i = 1; i < w.size(); ++i) {
       if (w[i] == 'I' || w[i] == 'E' || w[i] == 'S') out.ignores_pythonpath = true;
+      if (w[i] == 's' || w[i] == 'I') out.no_user_site = true;
       if (w[i] == 'c') return out;  // the rest is the command's
       if (w[i] == 'm') {
         out.module = i + 1 < w.size() ? w.substr(i + 1) : n + 1 < options.size() ? options[n + 1] : "";

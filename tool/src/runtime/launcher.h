@@ -112,6 +112,7 @@ bool python_ignores_pythonpath(const std::vector<std::string>& options);
 // What those options say: the above, and the module -m runs ("" none).
 struct PythonOptions {
   bool ignores_pythonpath = false;
+  bool no_user_site = false;  // -s (or -I): the user's site-packages is left out
   std::string module;
 };
 PythonOptions read_python_options(const std::vector<std::string>& options);

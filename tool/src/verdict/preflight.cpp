@@ -538,9 +538,23 @@ void judge_memray(Context& ctx) {
   }
   // The interpreter as the command (or --target) names it decides a venv.
   std::string invoked = ctx.target_path.empty() ? ctx.invoked : ctx.target_invoked;
+  // The user's site-packages: HOME from the image's Env, else, as the
+  // engines set it, the user's home in /etc/passwd.
+  std::string home = ctx.cfg.env_value("HOME");
+  if (home.empty() && ctx.user_ok)
+    for (const auto& row : colon_file(ctx.tree, "/etc/passwd"))
+      if (row.size() >= 6 && row[2] == std::to_string(ctx.ids.uid)) {
+        home = row[5];
+        break;
+      }
+  const std::vector<std::string> no_options;
+  bool entry_is_target = ctx.entry && ctx.entry->path == path;
+  std::string user_base = python_user_base(entry_is_target ? ctx.interpreter_options : no_options,
+                                           ctx.cfg.env_value("PYTHONNOUSERSITE"), ctx.cfg.env_value("PYTHONUSERBASE"),
+                                           home);
   MemrayFound found;
-  std::vector<Finding> problems =
-      find_memray(ctx.tree, invoked.empty() ? path : invoked, path, *elf, ctx.cfg.env_value("PYTHONPATH"), &found);
+  std::vector<Finding> problems = find_memray(ctx.tree, invoked.empty() ? path : invoked, path, *elf,
+                                              ctx.cfg.env_value("PYTHONPATH"), &found, user_base);
   for (auto& f : problems) ctx.add(std::move(f));
   std::string want_arch = config_arch(machine_name(elf->machine));
   const std::string& arch = ctx.cfg.platform.architecture;
@@ -558,7 +572,6 @@ void judge_memray(Context& ctx) {
   check_launcher_arch(ctx, path, *elf);
   // The entrypoint's options are the target's when it is the interpreter
   // the entrypoint reaches.
-  bool entry_is_target = ctx.entry && ctx.entry->path == path;
   if (entry_is_target)
     for (auto& f : bootstrap_problems(path, ctx.interpreter_options, ctx.env_script)) ctx.add(std::move(f));
   if (!ctx.launcher) {

@@ -203,8 +203,16 @@ std::optional<PythonVersion> venv_version(const FileTree& tree, const std::strin
   return dotted(venv->cfg["version"], 0, &end);
 }
 
+std::string python_user_base(const std::vector<std::string>& options, const std::string& nousersite,
+                             const std::string& userbase, const std::string& home) {
+  if (read_python_options(options).no_user_site || !nousersite.empty()) return "";
+  if (!userbase.empty()) return userbase;
+  return home.empty() || home[0] != '/' ? "" : (home == "/" ? "" : home) + "/.local";
+}
+
 std::vector<Finding> find_memray(const FileTree& tree, const std::string& invoked, const std::string& interpreter,
-                                 const ElfInfo& elf, const std::string& pythonpath, MemrayFound* found) {
+                                 const ElfInfo& elf, const std::string& pythonpath, MemrayFound* found,
+                                 const std::string& user_base) {
   std::vector<Finding> problems;
   auto version = python_version(interpreter, elf);
   if (!version) version = venv_version(tree, invoked);  // a venv's copy named "python"
@@ -219,7 +227,10 @@ std::vector<Finding> find_memray(const FileTree& tree, const std::string& invoke
   bool with_base = true;
   std::vector<std::string> venv = venv_dirs(tree, invoked, *version, &with_base);
   std::vector<std::string> dirs;
-  std::string path_list = pythonpath;
+  // site.py adds the user's site-packages before the prefixes' (a venv
+  // without the system's turns it off: it counts as the base's below).
+  std::string user_site = user_base.empty() ? "" : user_base + "/lib/" + lib_dir_name(*version) + "/site-packages";
+  std::string path_list = pythonpath + ":" + user_site;
   for (const auto& d : venv) path_list += ":" + d;
   for (const auto& d : site_dirs(interpreter, *version, path_list)) {
     bool base = std::find(venv.begin(), venv.end(), d) == venv.end() &&

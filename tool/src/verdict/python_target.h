@@ -74,7 +74,16 @@ std::optional<PythonVersion> venv_version(const FileTree& tree, const std::strin
 // memray for the interpreter at `interpreter` (canonical, an ELF of the
 // tree), run as `invoked`: the findings that keep it from working (none
 // when it will), and what was found.
+// `user_base` is the user's site base (PYTHONUSERBASE, else ~/.local: see
+// python_user_base), "" when the user site is off.
 std::vector<Finding> find_memray(const FileTree& tree, const std::string& invoked, const std::string& interpreter,
-                                 const ElfInfo& elf, const std::string& pythonpath, MemrayFound* found);
+                                 const ElfInfo& elf, const std::string& pythonpath, MemrayFound* found,
+                                 const std::string& user_base = "");
+
+// The user site's base as site.py finds it: "" when -s, -I or
+// PYTHONNOUSERSITE turn it off (or there is no home), else PYTHONUSERBASE,
+// else HOME/.local.
+std::string python_user_base(const std::vector<std::string>& options, const std::string& nousersite,
+                             const std::string& userbase, const std::string& home);
 
 }  // namespace memprofile
