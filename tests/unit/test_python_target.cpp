@@ -182,6 +182,44 @@ TEST_CASE("read_shebang: env's options and assignments come before its program")
   auto plain = read_shebang("#!/usr/bin/python3 -u\n");
   REQUIRE(plain);
   CHECK_FALSE(plain->changes("PYTHONPATH"));
+  auto clustered = read_shebang("#!/usr/bin/env -iS python3\n");
+  REQUIRE(clustered);
+  CHECK(clustered->program == "python3");
+  CHECK(clustered->env_cleared);
+  auto vu = read_shebang("#!/usr/bin/env -S -vu PYTHONPATH -a name python3\n");
+  REQUIRE(vu);
+  CHECK(vu->program == "python3");
+  CHECK(vu->changes("PYTHONPATH"));
+  for (const char* line : {"#!/usr/bin/env -Spython3 -u\n", "#!/usr/bin/env --split-string=python3 -u\n",
+                           "#!/usr/bin/env -S \"python3\" '-u'\n"}) {
+    auto sb = read_shebang(line);
+    REQUIRE(sb);
+    CHECK(sb->program == "python3");
+    CHECK(sb->args == std::vector<std::string>{"-u"});
+  }
+  auto quoted = read_shebang("#!/usr/bin/env -S A=\"x y\" python3\n");
+  REQUIRE(quoted);
+  CHECK(quoted->program == "python3");
+  CHECK(quoted->changes("A"));
+}
+
+TEST_CASE("read_shebang: the rest of the line is one argument, as the kernel passes it") {
+  auto two = read_shebang("#!/usr/bin/python3 -s -E\n");
+  REQUIRE(two);
+  CHECK(two->args == std::vector<std::string>{"-s -E"});
+  auto x = read_shebang("#!/usr/bin/python3 -X dev -E\n");
+  REQUIRE(x);
+  CHECK_FALSE(python_ignores_pythonpath(x->args));  // -X takes " dev -E" as its value
+  auto env = read_shebang("#!/usr/bin/env python3 -E\n");
+  REQUIRE(env);
+  CHECK(env->program == "python3 -E");  // what env looks for on PATH, and does not find
+  auto bad = read_shebang("#!/usr/bin/env -i python3\n");
+  REQUIRE(bad);
+  CHECK(bad->program.empty());
+  CHECK(bad->error == "env: invalid option -- ' '");
+  auto alone = read_shebang("#!/usr/bin/env\n");
+  REQUIRE(alone);
+  CHECK(alone->program == "/usr/bin/env");
 }
 
 TEST_CASE("python_ignores_pythonpath: -I, -E and -S before the script") {
@@ -263,6 +301,11 @@ TEST_CASE("find_memray: a venv made with --copies, its interpreter a copy named 
   testing::write_file(s / "venv/pyvenv.cfg", "version = 3.13.5\nexecutable = /usr/bin/python3.13t\n", 0644);
   CHECK(to_string(*venv_version(tree, "/venv/bin/python")) == "3.13t");
   CHECK_FALSE(venv_version(tree, "/usr/bin/python3"));
+  testing::write_file(s / "venv/pyvenv.cfg", "home = /usr/bin\nversion_info = 3.12.8.final.0\n", 0644);  // virtualenv's
+  CHECK(to_string(*venv_version(tree, "/venv/bin/python")) == "3.12");
+  bool with_base = false;
+  venv_dirs(tree, "/venv/bin/python", {3, 12}, &with_base);
+  CHECK(with_base);  // no include-system-site-packages line: site.py's default, true
 }
 
 TEST_CASE("python_user_base: PYTHONUSERBASE, else HOME/.local; off with -s, -I or PYTHONNOUSERSITE") {

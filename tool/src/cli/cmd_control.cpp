@@ -68,40 +68,42 @@ std::string control_dir(const ControlOptions& o) {
   return cfg.output_dir;
 }
 
-// The socket for the pid asked for. Without a PID, when 1 has none (a
-// dispatcher's child is the profiled process), the only one there is.
-// Whether two paths name one file (by device and inode: /proc/PID/exe of a
-// process in another mount namespace reads as a path of that namespace).
+// Whether two paths name one file (by device and inode).
 bool same_file(const std::string& a, const std::string& b) {
   struct stat sa, sb;
   return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 // memray's interpreters (memprofile exec --backend memray) serve no socket:
-// the control library has no memray backend yet. The processes of PID's
-// tree memray tracks (its target program, with memprofile's variables), as
-// one line that says so and where their captures are; "" when none is.
-std::string memray_unserved(long pid) {
-  auto table = read_process_table();
-  std::vector<long> tree = process_tree(table, pid);
+// the control library has no memray backend yet. The processes memray
+// tracks, PID alone (--only) or its tree (its target program, with
+// memprofile's variables; the target looked up in the process's own root, a
+// container's seen from outside too), as one line that says so and where
+// their captures are; "" when none is.
+std::string memray_unserved(long pid, bool only) {
+  std::vector<long> tree;
+  if (!only) tree = process_tree(read_process_table(), pid);
   if (tree.empty()) tree.push_back(pid);
   std::string tracked, dir;
   size_t n = 0;
   for (long p : tree) {
-    auto env = process_environ("/proc/" + std::to_string(p));
+    const std::string proc = "/proc/" + std::to_string(p);
+    auto env = process_environ(proc);
     auto d = env.find("MEMPROFILE_MEMRAY_DIR"), t = env.find("MEMPROFILE_MEMRAY_TARGET");
-    if (d == env.end() || t == env.end() || !same_file("/proc/" + std::to_string(p) + "/exe", t->second)) continue;
+    if (d == env.end() || t == env.end() || !same_file(proc + "/exe", proc + "/root" + t->second)) continue;
     tracked += (tracked.empty() ? "" : ", ") + std::to_string(p);
     dir = d->second;
     ++n;
   }
   if (!n) return "";
-  return "process" + std::string(n == 1 ? " " : "es ") + tracked +
-         " run memray (memprofile exec --backend memray), which the control library does not serve yet: each writes "
+  return (n == 1 ? "process " + tracked + " runs" : "processes " + tracked + " run") +
+         " memray (memprofile exec --backend memray), which the control library does not serve yet: each writes "
          "its own capture in " + dir + " (memray.PID.bin, a forked worker's memray.PID.bin.CHILD) from its start to "
          "its exit; memprofile report " + dir + " reads them";
 }
 
+// The socket for the pid asked for. Without a PID, when 1 has none (a
+// dispatcher's child is the profiled process), the only one there is.
 std::pair<std::string, long> find_socket(const ControlOptions& o, const std::string& dir) {
   std::string path = dir + "/" + ctl_socket_name(o.pid);
   struct stat st;
@@ -122,7 +124,8 @@ std::pair<std::string, long> find_socket(const ControlOptions& o, const std::str
   }
   std::string others;
   for (long p : pids) others += (others.empty() ? "" : ", ") + std::to_string(p);
-  if (std::string memray = pids.empty() ? memray_unserved(o.pid) : ""; !memray.empty()) throw FileError(path, memray);
+  if (std::string memray = pids.empty() ? memray_unserved(o.pid, o.only) : ""; !memray.empty())
+    throw FileError(path, memray);
   throw FileError(path, "no control socket: process " + std::to_string(o.pid) +
                             " was not started by memprofile exec with the control library" +
                             (others.empty() ? std::string(" (none in " + dir + ")")

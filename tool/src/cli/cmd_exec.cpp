@@ -314,9 +314,12 @@ std::vector<Finding> check_memray(Launch& l, const HostTree& root, uint16_t* mac
   std::vector<Finding> problems;
   if (elf) {
     MemrayFound found;
-    // The user's site-packages: HOME as the program gets it (unset: none).
+    // The user's site-packages: HOME as the program gets it, else (as
+    // Python's expanduser) the user's home in /etc/passwd.
+    std::string home = process_env("HOME");
+    if (home.empty()) home = passwd_home(root, getuid());
     std::string user_base = python_user_base(l.interpreter_options, process_env("PYTHONNOUSERSITE"),
-                                             process_env("PYTHONUSERBASE"), process_env("HOME"));
+                                             process_env("PYTHONUSERBASE"), home);
     problems = find_memray(root, absolute(l.target, l.cwd), l.target_found->file.path, *elf, process_env("PYTHONPATH"),
                            &found, user_base);
     l.memray_extension = found.extension;

@@ -193,16 +193,101 @@ std::optional<FoundProgram> lookup_program(const FileTree& tree, const std::stri
 
 namespace {
 
-std::vector<std::string> words_of(const std::string& line) {
+bool blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+// env -S's string as GNU env splits it: at blanks, '...' and "..." kept
+// whole, a backslash taking the next character, a word starting with #
+// ending the line.
+std::vector<std::string> split_string(const std::string& s) {
   std::vector<std::string> words;
-  size_t i = 0;
-  while (i < line.size()) {
-    size_t j = line.find_first_of(" \t\r", i);
-    if (j == std::string::npos) j = line.size();
-    if (j > i) words.push_back(line.substr(i, j - i));
-    i = j + 1;
+  std::string w;
+  bool in_word = false;
+  char quote = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (quote) {
+      if (c == quote) quote = 0;
+      else if (c == '\\' && quote == '"' && i + 1 < s.size()) w += s[++i];
+      else w += c;
+    } else if (blank(c)) {
+      if (in_word) words.push_back(w);
+      w.clear();
+      in_word = false;
+    } else if (c == '#' && !in_word) {
+      break;
+    } else {
+      in_word = true;
+      if (c == '\'' || c == '"') quote = c;
+      else if (c == '\\' && i + 1 < s.size()) w += s[++i];
+      else w += c;
+    }
   }
+  if (in_word) words.push_back(w);
   return words;
+}
+
+// GNU env's arguments, as getopt reads them: options (clustered, -S's
+// string split into more arguments), NAME=VALUE, then the program and its
+// arguments. An option env does not know ends it with an error.
+void read_env_args(std::vector<std::string> args, Shebang* sb) {
+  for (size_t k = 0; k < args.size(); ++k) {
+    const std::string w = args[k];
+    auto value = [&](size_t at) {  // an option's value: the rest of the word, else the next one
+      if (at < w.size()) return w.substr(at);
+      return k + 1 < args.size() ? args[++k] : std::string();
+    };
+    if (w == "--") {
+      ++k;
+    } else if (w.rfind("--", 0) == 0) {
+      std::string name = w.substr(2, w.find('=') == std::string::npos ? std::string::npos : w.find('=') - 2);
+      size_t eq = w.find('=');
+      std::string v = eq == std::string::npos ? "" : w.substr(eq + 1);
+      bool takes = name == "unset" || name == "chdir" || name == "split-string" || name == "argv0";
+      if (takes && eq == std::string::npos) v = k + 1 < args.size() ? args[++k] : "";
+      if (name == "ignore-environment") sb->env_cleared = true;
+      else if (name == "unset") sb->env_unset.push_back(v);
+      else if (name == "split-string") {
+        auto more = split_string(v);
+        args.insert(args.begin() + static_cast<std::ptrdiff_t>(k) + 1, more.begin(), more.end());
+      } else if (!takes && name != "null" && name != "debug" && name.rfind("default-signal", 0) != 0 &&
+                 name.rfind("ignore-signal", 0) != 0 && name.rfind("block-signal", 0) != 0 && name != "list-signal-handling") {
+        sb->error = "env: unrecognized option '" + w + "'";
+        return;
+      }
+      continue;
+    } else if (w.size() > 1 && w[0] == '-') {
+      for (size_t i = 1; i < w.size(); ++i) {
+        char c = w[i];
+        if (c == 'i') {
+          sb->env_cleared = true;
+        } else if (c == '0' || c == 'v') {
+        } else if (c == 'u' || c == 'C' || c == 'a') {
+          std::string v = value(i + 1);
+          if (c == 'u') sb->env_unset.push_back(v);
+          break;
+        } else if (c == 'S') {
+          auto more = split_string(w.substr(i + 1));
+          if (i + 1 == w.size() && k + 1 < args.size()) more = split_string(args[++k]);
+          args.insert(args.begin() + static_cast<std::ptrdiff_t>(k) + 1, more.begin(), more.end());
+          break;
+        } else {
+          sb->error = std::string("env: invalid option -- '") + c + "'";
+          return;
+        }
+      }
+      continue;
+    } else if (w == "-") {
+      sb->env_cleared = true;
+      continue;
+    } else if (w.find('=') != std::string::npos) {
+      sb->env_set.push_back(w.substr(0, w.find('=')));
+      continue;
+    }
+    if (k >= args.size()) break;
+    sb->program = args[k];
+    sb->args.assign(args.begin() + static_cast<std::ptrdiff_t>(k) + 1, args.end());
+    return;
+  }
 }
 
 }  // namespace
@@ -210,36 +295,29 @@ std::vector<std::string> words_of(const std::string& line) {
 std::optional<Shebang> read_shebang(const std::string& head) {
   if (head.rfind("#!", 0) != 0) return std::nullopt;
   size_t nl = head.find('\n');
-  std::vector<std::string> words = words_of(head.substr(2, nl == std::string::npos ? std::string::npos : nl - 2));
+  std::string line = head.substr(2, nl == std::string::npos ? std::string::npos : nl - 2);
+  // As the kernel reads it: the interpreter, then the rest of the line, its
+  // blanks trimmed, as one argument.
+  size_t a = 0;
+  while (a < line.size() && blank(line[a])) ++a;
+  size_t b = a;
+  while (b < line.size() && !blank(line[b])) ++b;
   Shebang sb;
-  if (words.empty()) return sb;
-  size_t at = 0;
-  if (words[0].size() >= 4 && words[0].compare(words[0].size() - 4, 4, "/env") == 0) {
+  sb.program = line.substr(a, b - a);
+  size_t c = b, e = line.size();
+  while (c < e && blank(line[c])) ++c;
+  while (e > c && blank(line[e - 1])) --e;
+  std::string arg = line.substr(c, e - c);
+  if (sb.program.empty()) return sb;
+  if (sb.program.size() >= 4 && sb.program.compare(sb.program.size() - 4, 4, "/env") == 0 && !arg.empty()) {
     // "#!/usr/bin/env [OPTION]... [NAME=VALUE]... PROGRAM": env searches PATH
     // for PROGRAM, in the environment its options and assignments leave.
-    size_t k = 1;
-    for (; k < words.size(); ++k) {
-      const std::string& w = words[k];
-      if (w == "-i" || w == "--ignore-environment" || w == "-") {
-        sb.env_cleared = true;
-      } else if (w == "-u" || w == "--unset") {
-        if (k + 1 < words.size()) sb.env_unset.push_back(words[++k]);
-      } else if (w.rfind("--unset=", 0) == 0 || (w.rfind("-u", 0) == 0 && w.size() > 2)) {
-        sb.env_unset.push_back(w.substr(w[1] == '-' ? 8 : 2));
-      } else if (w == "-C" || w == "--chdir") {
-        ++k;  // its directory
-      } else if (w[0] == '-') {
-        continue;  // -S (the line is split already), -v, -0, --chdir=DIR
-      } else if (w.find('=') != std::string::npos) {
-        sb.env_set.push_back(w.substr(0, w.find('=')));
-      } else {
-        break;
-      }
-    }
-    if (k < words.size()) at = k;
+    Shebang env;
+    read_env_args({arg}, &env);
+    if (!env.error.empty() || !env.program.empty()) return env;
+    return sb;  // env alone, or only assignments: it prints the environment
   }
-  sb.program = words[at];
-  sb.args.assign(words.begin() + static_cast<std::ptrdiff_t>(at) + 1, words.end());
+  if (!arg.empty()) sb.args.push_back(arg);
   return sb;
 }
 

@@ -88,12 +88,15 @@ std::optional<FoundProgram> lookup_program(const FileTree& tree, const std::stri
                                            const std::string& cwd);
 
 // A "#!" line, as the kernel and env read it: the program it runs (its
-// first word, or for "#!/usr/bin/env [-S] NAME" the NAME env searches PATH
-// for) and the words after that program. nullopt when `head` (a file's
-// first bytes) is no #! script; an empty program for an empty #! line.
+// first word, or for "#!/usr/bin/env [OPTION]... NAME" the NAME env
+// searches PATH for) and its arguments: the rest of the line as one, as the
+// kernel passes it ("python3 -E" after env is one name; only env -S splits
+// it). nullopt when `head` (a file's first bytes) is no #! script; an empty
+// program for an empty #! line, or with `error` when env would refuse it.
 struct Shebang {
   std::string program;
   std::vector<std::string> args;
+  std::string error;  // "env: invalid option -- ' '"
   // What "#!/usr/bin/env" does to the environment first: -i clears it, -u
   // NAME unsets NAME, NAME=VALUE replaces it.
   bool env_cleared = false;

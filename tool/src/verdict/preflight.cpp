@@ -331,7 +331,9 @@ void follow_entrypoint(Context& ctx) {
     }
     res.scripts.push_back(r->path);
     if (shebang->program.empty()) {
-      ctx.add(make_finding("ENTRYPOINT_NOT_EXECUTABLE", r->path + " has an empty #! line"));
+      ctx.add(make_finding("ENTRYPOINT_NOT_EXECUTABLE",
+                           r->path + (shebang->error.empty() ? " has an empty #! line"
+                                                             : "'s #! line fails: " + shebang->error)));
       break;
     }
     name = shebang->program;
@@ -541,12 +543,7 @@ void judge_memray(Context& ctx) {
   // The user's site-packages: HOME from the image's Env, else, as the
   // engines set it, the user's home in /etc/passwd.
   std::string home = ctx.cfg.env_value("HOME");
-  if (home.empty() && ctx.user_ok)
-    for (const auto& row : colon_file(ctx.tree, "/etc/passwd"))
-      if (row.size() >= 6 && row[2] == std::to_string(ctx.ids.uid)) {
-        home = row[5];
-        break;
-      }
+  if (home.empty() && ctx.user_ok) home = passwd_home(ctx.tree, ctx.ids.uid);
   const std::vector<std::string> no_options;
   bool entry_is_target = ctx.entry && ctx.entry->path == path;
   std::string user_base = python_user_base(entry_is_target ? ctx.interpreter_options : no_options,

@@ -189,7 +189,7 @@ std::vector<std::string> venv_dirs(const FileTree& tree, const std::string& invo
   if (!venv) return {};
   std::string include = venv->cfg["include-system-site-packages"];
   for (auto& c : include) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  *with_base = include == "true";
+  *with_base = include.empty() || include == "true";  // site.py's default: true
   return {venv->prefix + "/lib/" + lib_dir_name(v) + "/site-packages"};
 }
 
@@ -200,7 +200,32 @@ std::optional<PythonVersion> venv_version(const FileTree& tree, const std::strin
   // build too; "version = 3.13.5" the version alone.
   if (auto v = from_program_name(base_name(venv->cfg["executable"]))) return v;
   size_t end = 0;
-  return dotted(venv->cfg["version"], 0, &end);
+  if (auto v = dotted(venv->cfg["version"], 0, &end)) return v;
+  return dotted(venv->cfg["version_info"], 0, &end);  // virtualenv's, uv's
+}
+
+std::string passwd_home(const FileTree& tree, uint32_t uid) {
+  std::optional<std::string> text;
+  try {
+    text = tree.read("/etc/passwd", 1 << 20);
+  } catch (const Error&) {
+  }
+  if (!text) return "";
+  const std::string id = std::to_string(uid);
+  for (size_t at = 0; at < text->size();) {
+    size_t nl = text->find('\n', at);
+    std::string line = text->substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+    at = nl == std::string::npos ? text->size() : nl + 1;
+    std::vector<std::string> cols;
+    for (size_t i = 0; i <= line.size() && cols.size() < 7;) {
+      size_t j = line.find(':', i);
+      if (j == std::string::npos) j = line.size();
+      cols.push_back(line.substr(i, j - i));
+      i = j + 1;
+    }
+    if (cols.size() >= 6 && cols[2] == id) return cols[5];
+  }
+  return "";
 }
 
 std::string python_user_base(const std::vector<std::string>& options, const std::string& nousersite,

@@ -71,6 +71,10 @@ bool drops_bootstrap(const Shebang& sb);
 // "python" says nothing by its name); nullopt when `invoked` is in no venv.
 std::optional<PythonVersion> venv_version(const FileTree& tree, const std::string& invoked);
 
+// The home directory of `uid` in the tree's /etc/passwd ("" none): where
+// Python's expanduser goes when HOME is unset, as the engines set HOME.
+std::string passwd_home(const FileTree& tree, uint32_t uid);
+
 // memray for the interpreter at `interpreter` (canonical, an ELF of the
 // tree), run as `invoked`: the findings that keep it from working (none
 // when it will), and what was found.
