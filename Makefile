@@ -256,7 +256,7 @@ test-e2e: build ## Run the e2e tier (tests/e2e, tests/cluster, lint): real image
 .PHONY: test-asan
 test-asan: deps ## Build with ASan+UBSan and run the tests under it (image builds, recipes and lint run once, in test-e2e).
 	cmake -S . -B $(ASAN_BUILD_DIR) -DMEMPROFILE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
-	  -DMEMPROFILE_ARM64_DIR=$(abspath $(BUILD_DIR))/arm64 $(CMAKE_FLAGS) >/dev/null
+	  -DMEMPROFILE_ARM64_DIR=$(abspath build-static-arm64) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
 	cd $(ASAN_BUILD_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest -j $(JOBS) --output-on-failure -LE '^(images|recipes)$$'
