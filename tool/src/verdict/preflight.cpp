@@ -457,6 +457,25 @@ void resolve_run_user(Context& ctx) {
   if (!ctx.user_ok) ctx.add(make_finding("USER_UNKNOWN", user_error));
 }
 
+// The target's ELF facts: null when it is none, a finding when it cannot
+// be read.
+std::shared_ptr<const ElfInfo> target_elf(Context& ctx, const std::string& path) {
+  try {
+    return ctx.tree.elf(path);
+  } catch (const Error& e) {
+    ctx.add(make_finding("ENTRYPOINT_NOT_EXECUTABLE", std::string("cannot read the target: ") + e.what()));
+    return nullptr;
+  }
+}
+
+// The image config's platform must be the target's.
+void check_platform(Context& ctx, const std::string& path, const ElfInfo& elf) {
+  const std::string& arch = ctx.cfg.platform.architecture;
+  if (!arch.empty() && arch != config_arch(machine_name(elf.machine)))
+    ctx.add(make_finding("PLATFORM_MISMATCH",
+                         "the image config says " + arch + " but " + path + " is " + machine_name(elf.machine)));
+}
+
 // The launcher must run where its target runs.
 void check_launcher_arch(Context& ctx, const std::string& path, const ElfInfo& elf) {
   if (!ctx.res.launcher) return;
@@ -475,12 +494,7 @@ void check_launcher_arch(Context& ctx, const std::string& path, const ElfInfo& e
 void judge_target(Context& ctx) {
   if (!ctx.target || ctx.memray) return;
   const std::string& path = ctx.target->path;
-  std::shared_ptr<const ElfInfo> elf;
-  try {
-    elf = ctx.tree.elf(path);
-  } catch (const Error& e) {
-    ctx.add(make_finding("ENTRYPOINT_NOT_EXECUTABLE", std::string("cannot read the target: ") + e.what()));
-  }
+  std::shared_ptr<const ElfInfo> elf = target_elf(ctx, path);
   if (!elf) return;
   FileReport rep = Checker(ctx.tree, checker_options(ctx, ctx.res.preload)).check(path, elf);
   for (const auto& f : rep.findings) ctx.add(f);
@@ -494,11 +508,7 @@ void judge_target(Context& ctx) {
     ctx.add(make_finding("SETUID_AS_USER", path + " is setuid/setgid or has file capabilities and the image runs as user " +
                                                (ctx.cfg.user.empty() ? std::string("root") : ctx.cfg.user) +
                                                ": AT_SECURE is set and glibc ignores LD_PRELOAD entries containing '/'"));
-  std::string want_arch = config_arch(machine_name(elf->machine));
-  const std::string& arch = ctx.cfg.platform.architecture;
-  if (!arch.empty() && arch != want_arch)
-    ctx.add(make_finding("PLATFORM_MISMATCH",
-                         "the image config says " + arch + " but " + path + " is " + machine_name(elf->machine)));
+  check_platform(ctx, path, *elf);
   check_launcher_arch(ctx, path, *elf);
   // Dormant: only the control library can ever start recording.
   if (ctx.launcher && ctx.launcher->plan.cfg.dormant) {
@@ -527,12 +537,7 @@ void judge_memray(Context& ctx) {
   PreflightResult& res = ctx.res;
   res.backend = "memray";
   const std::string& path = ctx.target->path;
-  std::shared_ptr<const ElfInfo> elf;
-  try {
-    elf = ctx.tree.elf(path);
-  } catch (const Error& e) {
-    ctx.add(make_finding("ENTRYPOINT_NOT_EXECUTABLE", std::string("cannot read the target: ") + e.what()));
-  }
+  std::shared_ptr<const ElfInfo> elf = target_elf(ctx, path);
   if (!elf) {
     ctx.add(make_finding("ENTRYPOINT_NOT_EXECUTABLE", path + " is not an ELF program (a #! script?): give --target as "
                                                              "the interpreter it runs"));
@@ -553,11 +558,7 @@ void judge_memray(Context& ctx) {
   std::vector<Finding> problems = find_memray(ctx.tree, invoked.empty() ? path : invoked, path, *elf,
                                               ctx.cfg.env_value("PYTHONPATH"), &found, user_base);
   for (auto& f : problems) ctx.add(std::move(f));
-  std::string want_arch = config_arch(machine_name(elf->machine));
-  const std::string& arch = ctx.cfg.platform.architecture;
-  if (!arch.empty() && arch != want_arch)
-    ctx.add(make_finding("PLATFORM_MISMATCH",
-                         "the image config says " + arch + " but " + path + " is " + machine_name(elf->machine)));
+  check_platform(ctx, path, *elf);
   if (!found.extension.empty()) {
     res.preload = found.extension;
     FileReport rep = Checker(ctx.tree, checker_options(ctx, found.extension)).check(path, elf);
