@@ -40,19 +40,22 @@ build: deps ## Configure and build memprofile into $(BUILD_DIR).
 HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null || uname -m | sed 's/x86_64/amd64/; s/aarch64/arm64/')
 ARCH ?= $(HOST_ARCH)
 STATIC_BUILD_DIR = build-static-$(ARCH)
+# Two image builds at once (the buildah and the docker tests, or a user's two
+# terminals) share one build directory per ARCH: one cmake in it at a time.
+STATIC_LOCKED = mkdir -p $(STATIC_BUILD_DIR) && flock $(STATIC_BUILD_DIR)/.lock
 
 .PHONY: static
 static: deps ## Build the static memprofile binary and the control library for ARCH (amd64, arm64) into $(DIST)/memprofile/ARCH/.
 	$(if $(filter $(ARCH),amd64 arm64),,$(error ARCH must be amd64 or arm64, not '$(ARCH)'))
 ifeq ($(ARCH),$(HOST_ARCH))
-	cmake -S . -B $(STATIC_BUILD_DIR) -DMEMPROFILE_STATIC_ONLY=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+	$(STATIC_LOCKED) cmake -S . -B $(STATIC_BUILD_DIR) -DMEMPROFILE_STATIC_ONLY=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
 else ifeq ($(ARCH)-$(HOST_ARCH),arm64-amd64)
-	cmake -S . -B $(STATIC_BUILD_DIR) -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DMEMPROFILE_STATIC_ONLY=ON \
+	$(STATIC_LOCKED) cmake -S . -B $(STATIC_BUILD_DIR) -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DMEMPROFILE_STATIC_ONLY=ON \
 	  -DCMAKE_BUILD_TYPE=Release >/dev/null
 else
 	$(error cross-building for $(ARCH) on $(HOST_ARCH) is not supported; build on $(ARCH))
 endif
-	cmake --build $(STATIC_BUILD_DIR) -j $(JOBS) --target memprofile-static memprofile_ctl
+	$(STATIC_LOCKED) cmake --build $(STATIC_BUILD_DIR) -j $(JOBS) --target memprofile-static memprofile_ctl
 	install -D -m 0755 $(STATIC_BUILD_DIR)/tool/memprofile-static $(DIST)/memprofile/$(ARCH)/memprofile
 	install -D -m 0755 $(STATIC_BUILD_DIR)/ctl/libmemprofile_ctl.so $(DIST)/memprofile/$(ARCH)/libmemprofile_ctl.so
 	install -D -m 0644 ctl/python/sitecustomize.py $(DIST)/memprofile/$(ARCH)/python/sitecustomize.py

@@ -34,14 +34,26 @@ sanitized() {
 
 # Built preload libraries are kept between runs, keyed by the recipe's content
 # (the key its manifest records, so a copy of it is checked the same way).
+# Tests that run at the same time (the buildah and the docker image tests)
+# may ask for the same one: the first builds it, under a lock of its own,
+# into a directory renamed into place; the others wait and reuse it.
 preload_dist() {  # BACKEND ARCH -> directory with the built library
-  local backend="$1" arch="$2" key dir
+  local backend="$1" arch="$2" key dir lock
   key="$("${E2E_ROOT}/preload/build.sh" --key "${backend}")"
   dir="$(memprofile_cache)/preload-dist/${backend}-${arch}-${key}"
   if [[ ! -e "${dir}/manifest.json" ]]; then
-    rm -rf "${dir}"
-    PRELOAD_CACHE="$(memprofile_cache)/preload" \
-      "${E2E_ROOT}/preload/build.sh" "${backend}" "${arch}" "${dir}" >&2
+    mkdir -p "${dir%/*}"
+    exec {lock}>"${dir}.lock"
+    # A bytehound build on a busy machine takes tens of minutes; ctest's
+    # timeout ends a test that waits longer anyway, this says why.
+    flock -w 3000 "${lock}" || fail "another test held ${dir}.lock for too long"
+    if [[ ! -e "${dir}/manifest.json" ]]; then
+      rm -rf "${dir}" "${dir}.partial"
+      PRELOAD_CACHE="$(memprofile_cache)/preload" \
+        "${E2E_ROOT}/preload/build.sh" "${backend}" "${arch}" "${dir}.partial" >&2
+      mv "${dir}.partial" "${dir}"
+    fi
+    exec {lock}>&-
   fi
   echo "${dir}"
 }

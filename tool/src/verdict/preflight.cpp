@@ -258,14 +258,6 @@ CheckerOptions checker_options(const Context& ctx, const std::string& preload) {
   return root_checker_options(preload, ctx.cwd, ctx.cfg.env_value("LD_LIBRARY_PATH"));
 }
 
-// What `name` starts in the image, found as execvp finds it; nullopt unless
-// it is an executable file.
-std::optional<Resolved> find_executable(const Context& ctx, const std::string& name) {
-  auto found = lookup_program(ctx.tree, name, ctx.path_env, ctx.cwd);
-  if (!found || !found->executable()) return std::nullopt;
-  return found->file;
-}
-
 // memprofile exec as the entrypoint: the launcher is static and sets
 // LD_PRELOAD for its command only, so that command is what is judged.
 void resolve_launcher(Context& ctx) {
