@@ -66,11 +66,13 @@ PY
 
 in_memprofile() { in_root /opt/memprofile/memprofile "$@"; }
 
-# 1. gunicorn: the arbiter forks its workers from Python.
+# 1. gunicorn: the arbiter forks its workers from Python. --timeout 0: on a
+# loaded machine a worker late with its heartbeat (30 s by default) would be
+# killed and replaced, and the tree the test counts would change under it.
 port="$(free_port)"
 mkdir -p "${root}/out"
 in_memprofile exec --output-dir /out --min-free-mb 1 --backend jemalloc --preload /opt/memprofile/libjemalloc.so.2 \
-  --target "${python}" -- /usr/bin/gunicorn --chdir /app -w 2 -b "127.0.0.1:${port}" leaky:app \
+  --target "${python}" -- /usr/bin/gunicorn --chdir /app -w 2 --timeout 0 -b "127.0.0.1:${port}" leaky:app \
   > "${SCRATCH}/gunicorn.log" 2>&1 &
 track $!
 answers() { curl -fsS "http://127.0.0.1:${port}/" > /dev/null 2>&1; }

@@ -195,7 +195,7 @@ pass "a C library's malloc through ctypes: the site is leak (leak.c:${leak_line}
 # workers, each tracked in its own capture.
 port="$(free_port)"
 mkdir -p "${root}/out-gunicorn"
-memray_exec --output-dir /out-gunicorn -- /usr/bin/gunicorn --chdir /app -w 2 -b "127.0.0.1:${port}" leaky:app \
+memray_exec --output-dir /out-gunicorn -- /usr/bin/gunicorn --chdir /app -w 2 --timeout 0 -b "127.0.0.1:${port}" leaky:app \
   > "${SCRATCH}/gunicorn.log" 2>&1 &
 track $!
 answers() { curl -fsS "http://127.0.0.1:${port}/" > /dev/null 2>&1; }
