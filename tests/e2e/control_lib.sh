@@ -90,3 +90,22 @@ arbiter_of() {
   done
   return 1
 }
+
+# memray_root: the memray tests' own Debian trixie root in ${SCRATCH}/root
+# (sets root), with this build's launcher, control library and bootstrap in
+# /opt/memprofile and an /app; skips (77) where it cannot run: not root, or
+# an ASan launcher (it would need the host's libasan in the root; the main
+# build's run covers these tests).
+memray_root() {
+  [[ "${EUID}" == 0 ]] || { echo "skip: the trixie root needs root (a mount namespace and chroot)"; exit 77; }
+  if sanitized "${LAUNCHER}"; then
+    echo "skip: ${LAUNCHER} is an AddressSanitizer build (it needs libasan, which the trixie root has not)"
+    exit 77
+  fi
+  root="${SCRATCH}/root"
+  unpack_trixie_python_root "${root}"
+  mkdir -p "${root}/opt/memprofile/python" "${root}/app"
+  cp "${LAUNCHER}" "${root}/opt/memprofile/memprofile"
+  cp "${CTL_LIBRARY}" "${root}/opt/memprofile/"
+  cp "$(dirname "${CTL_LIBRARY}")/python/sitecustomize.py" "${root}/opt/memprofile/python/"
+}

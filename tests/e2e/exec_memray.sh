@@ -23,19 +23,7 @@ source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/control_lib.sh
 source "$(dirname "$0")/control_lib.sh"
 
-[[ "${EUID}" == 0 ]] || { echo "skip: the trixie root needs root (a mount namespace and chroot)"; exit 77; }
-# The launcher runs inside the trixie root: an ASan build needs the host's
-# libasan there. The main build's run covers this test.
-if sanitized "${LAUNCHER}"; then
-  echo "skip: ${LAUNCHER} is an AddressSanitizer build (it needs libasan, which the trixie root has not)"
-  exit 77
-fi
-root="${SCRATCH}/root"
-unpack_trixie_python_root "${root}"
-mkdir -p "${root}/opt/memprofile/python" "${root}/app"
-cp "${LAUNCHER}" "${root}/opt/memprofile/memprofile"
-cp "${CTL_LIBRARY}" "${root}/opt/memprofile/"
-cp "$(dirname "${CTL_LIBRARY}")/python/sitecustomize.py" "${root}/opt/memprofile/python/"
+memray_root  # sets root: the trixie root with the launcher and the bootstrap in /opt/memprofile
 cat > "${root}/app/service.py" <<'PY'
 import functools
 import sys
