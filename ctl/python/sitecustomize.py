@@ -3,14 +3,20 @@
 # imports it at startup, in every interpreter that inherits the variable:
 # the program exec started, its spawned workers (multiprocessing spawn and
 # forkserver, subprocess running the same interpreter), and any other
-# Python program a child runs. It starts memray's tracker only in the
-# interpreter memprofile exec judged (MEMPROFILE_MEMRAY_TARGET), so a child
-# that runs another program is never tracked; forked children follow
-# (follow_fork), each in its own capture. Then it hands over to the
-# application's own sitecustomize, if it has one, as ddtrace-run's does.
+# Python program a child runs. It tracks only the interpreter memprofile
+# exec judged (MEMPROFILE_MEMRAY_TARGET), so a child that runs another
+# program is never tracked; forked children follow (follow_fork), each in
+# its own capture. Then it hands over to the application's own
+# sitecustomize, if it has one, as ddtrace-run's does.
+#
+# Where exec gave the control settings (MEMPROFILE_CTL_*), each tracked
+# interpreter also serves memprofile start|stop|snapshot|status on the
+# control library's socket (DIR/memprofile-ctl.PID.sock, the same protocol
+# as ctl/ctl.c), from a thread of its own, and keeps the captures within
+# the directory's disk budget. A forked child serves in its own right.
 #
 # It never stops the application: anything that goes wrong is one line on
-# stderr, and the program runs untracked.
+# stderr, and the program runs untracked (or unserved).
 import os
 import sys
 
@@ -34,53 +40,531 @@ def _tracked_here():
         return False
 
 
+def _capture_owner(name):
+    # The pid whose capture `name` is, or -1: memray.PID.bin, memray.PID.N.bin
+    # (the Nth start in that process), and NAME.CHILD for a child forked
+    # under follow_fork (memray appends the child's pid to the first
+    # capture's name).
+    if not name.startswith("memray."):
+        return -1
+    parts = name[7:].split(".")
+    if len(parts) > 4 or "bin" not in parts or not all(p.isdigit() and p.isascii() for p in parts if p != "bin"):
+        return -1
+    at = parts.index("bin")
+    if at not in (1, 2) or len(parts) - at > 2:
+        return -1
+    return int(parts[-1] if at + 1 < len(parts) else parts[0])
+
+
+def _mib(n):
+    return "%.1f MiB" % (n / 1048576.0)
+
+
+class _Control:
+    """The tracker of one interpreter, and memprofile's control of it."""
+
+    def __init__(self, memray, out, native):
+        # Every module the control thread needs is imported here, on the
+        # main thread: that thread may hold import locks (site's, this
+        # module's) while the control thread runs.
+        import errno
+        import json
+        import signal
+        import socket
+        import stat
+        import struct
+        import threading
+        import time
+
+        self.memray, self.socket, self.threading, self.time = memray, socket, threading, time
+        self.errno, self.json, self.signal, self.stat, self.struct = errno, json, signal, stat, struct
+        self.dir, self.native = out, native
+        env = os.environ
+        self.served = bool(env.get("MEMPROFILE_CTL_DIR"))
+        self.max_bytes = self._number("MEMPROFILE_CTL_MAX_BYTES")
+        self.min_free = self._number("MEMPROFILE_CTL_MIN_FREE_BYTES")
+        self.lock = threading.Lock()
+        self.pid, self.parent = os.getpid(), 0
+        self.started = time.time()
+        self.tracker, self.capture, self.stem = None, "", ""
+        self.recording, self.stopped_reason = False, ""
+        self.listener, self.sock_path, self.sock_ino = None, "", None
+        self.scan_cost = 0.0
+
+    @staticmethod
+    def _number(name):
+        try:
+            return max(0, int(os.environ.get(name, "0")))
+        except ValueError:
+            return 0
+
+    def log(self, message):
+        # As the control library's lines: "memprofile-ctl[PID]: ...".
+        try:
+            os.write(2, ("memprofile-ctl[%d]: memray: %s\n" % (os.getpid(), message)).encode("utf-8", "replace"))
+        except OSError:
+            pass
+
+    # --- the captures ------------------------------------------------------
+
+    def _free_name(self):
+        # memray never overwrites, and neither does memprofile: the first
+        # capture is memray.PID.bin, a later start's memray.PID.N.bin.
+        for n in range(1, 10000):
+            name = "memray.%d.bin" % self.pid if n == 1 else "memray.%d.%d.bin" % (self.pid, n)
+            if not os.path.lexists(os.path.join(self.dir, name)):
+                return os.path.join(self.dir, name)
+        raise FileExistsError("no free capture name for pid %d in %s" % (self.pid, self.dir))
+
+    def begin(self, on_main):
+        # A new capture. On the main thread at startup the tracker is made
+        # here, where imports may run (this thread holds the import locks of
+        # site and sitecustomize: a helper thread importing would wait on
+        # them for ever), and entered on a short-lived helper: memray hides
+        # the frames below Tracker.__enter__ on the thread that enters it
+        # (skipped_frames_on_main_tid), and on the main thread those would be
+        # the app's own outermost frames. Returns "" or why it did not start.
+        path = self._free_name()
+        if self.served:
+            room = self._room()
+            if room:
+                return room
+        tracker = self.memray.Tracker(path, native_traces=self.native, follow_fork=True)
+        failed = []
+        if on_main:
+            def enter():
+                try:
+                    tracker.__enter__()
+                except Exception as e:
+                    failed.append(e)
+
+            helper = self.threading.Thread(target=enter, name="memprofile-memray-start", daemon=True)
+            helper.start()
+            helper.join(60)
+            if helper.is_alive():
+                return "the tracker did not start within 60 s"
+        else:
+            try:
+                tracker.__enter__()
+            except Exception as e:
+                failed.append(e)
+        if failed:
+            # memray made the file before it failed (an empty LZ4 frame when
+            # another tracker runs); the name was free, so the file is its.
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            return "cannot start the tracker into %s (%s: %s)" % (path, type(failed[0]).__name__, failed[0])
+        self.tracker, self.capture, self.stem = tracker, path, path
+        self.recording, self.stopped_reason = True, ""
+        self._tell_children()
+        return ""
+
+    def end(self, why=""):
+        # Closes the capture (memray compresses it) and keeps what it holds.
+        tracker, self.tracker, self.recording = self.tracker, None, False
+        self.stopped_reason = why
+        self._tell_children()
+        if tracker is not None:
+            try:
+                tracker.__exit__(None, None, None)
+            except Exception as e:
+                self.log("closing %s: %s: %s" % (self.capture, type(e).__name__, e))
+
+    def _tell_children(self):
+        # An interpreter this one spawns later (a multiprocessing spawn
+        # worker, a subprocess) starts in the state this one is in now.
+        os.environ["MEMPROFILE_CTL_RECORDING"] = "1" if self.recording else "0"
+
+    # --- the disk budget ---------------------------------------------------
+
+    def _usage(self):
+        # (all memray captures in the directory, this process's [(path,
+        # bytes)]), bounded by the directory's size. A file counts by the
+        # blocks it holds: memray grows its capture ahead of its writes.
+        total, own = 0, []
+        start = self.time.monotonic()
+        try:
+            entries = os.scandir(self.dir)
+        except OSError:
+            return total, own  # the directory went away: nothing of it counts
+        with entries:
+            for e in entries:
+                if not e.name.startswith("memray.") or not e.name[7:8].isdigit():
+                    continue
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if not self.stat.S_ISREG(st.st_mode):
+                    continue
+                used = min(st.st_size, st.st_blocks * 512)
+                total += used
+                if _capture_owner(e.name) == self.pid and st.st_mtime >= self.started - 1:
+                    own.append((e.path, used))
+        self.scan_cost = self.time.monotonic() - start
+        own.sort()
+        return total, own
+
+    def _free_bytes(self):
+        try:
+            v = os.statvfs(self.dir)
+            return v.f_bavail * v.f_frsize
+        except OSError:
+            return None
+
+    def _room(self, total=None):
+        # "" while the captures are within the budget and the filesystem
+        # above its floor; else why recording cannot go on.
+        if total is None:
+            total = self._usage()[0]
+        if self.max_bytes and total >= self.max_bytes:
+            return "the captures in %s (%s) reached the %s budget (--max-profile-mb)" % (
+                self.dir, _mib(total), _mib(self.max_bytes))
+        free = self._free_bytes()
+        if self.min_free and free is not None and free <= self.min_free:
+            return "%s free on the filesystem of %s, at the %s floor (--min-free-mb)" % (
+                _mib(free), self.dir, _mib(self.min_free))
+        return ""
+
+    def _check(self):
+        why = self._room()
+        if why and self.recording:
+            self.end(why)
+            self.log("recording stopped: %s" % why)
+
+    def _interval(self):
+        # Every 100 ms: memray writes a few MB a second at most; a directory
+        # that takes long to read is read at most 2 % of the time.
+        return min(10.0, max(0.1, self.scan_cost * 50))
+
+    # --- the socket --------------------------------------------------------
+
+    def _at_dir(self, sock, name, op):
+        # A directory path too long for sun_path is reached through its fd,
+        # as the control library does (ctl.c, at_dir).
+        path = os.path.join(self.dir, name)
+        if len(path.encode()) < 108:
+            return op(sock, path)
+        fd = os.open(self.dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            return op(sock, "/proc/self/fd/%d/%s" % (fd, name))
+        finally:
+            os.close(fd)
+
+    def _listen(self):
+        # Bound under a temporary name, restricted, listening, then renamed:
+        # a socket under its final name always answers while its process
+        # lives (the reaper relies on it).
+        name = "memprofile-ctl.%d.sock" % self.pid
+        path = os.path.join(self.dir, name)
+        s = self.socket.socket(self.socket.AF_UNIX, self.socket.SOCK_STREAM)
+        try:
+            try:
+                os.unlink(path + ".new")
+            except FileNotFoundError:
+                pass
+            self._at_dir(s, name + ".new", lambda k, a: k.bind(a))
+            s.listen(16)
+            os.chmod(path + ".new", 0o600)
+            os.rename(path + ".new", path)
+            self.sock_ino = os.lstat(path).st_ino
+        except OSError as e:
+            s.close()
+            try:
+                os.unlink(path + ".new")
+            except OSError:
+                pass
+            self.log("cannot serve %s: %s; start/stop/snapshot/status are not available" % (path, e.strerror or e))
+            return False
+        self.listener, self.sock_path = s, path
+        return True
+
+    def _unlink_socket(self):
+        # Only the socket this process made: the name may be another's by now.
+        try:
+            if self.sock_path and os.lstat(self.sock_path).st_ino == self.sock_ino:
+                os.unlink(self.sock_path)
+        except OSError:
+            pass
+
+    def _record(self):
+        # memprofile-proc.PID.json: who this process is in the tree, which
+        # collect carries and report reads (as ctl.c writes it).
+        try:
+            exe = os.readlink("/proc/self/exe")
+        except OSError:
+            exe = ""
+        body = self.json.dumps({"pid": self.pid, "parent": self.parent, "program": exe, "backend": "memray",
+                           "started": int(self.started)}) + "\n"
+        name = os.path.join(self.dir, "memprofile-proc.%d.json" % self.pid)
+        try:
+            try:
+                os.unlink(name + ".new")
+            except FileNotFoundError:
+                pass
+            fd = os.open(name + ".new", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                os.write(fd, body.encode())
+            finally:
+                os.close(fd)
+            os.rename(name + ".new", name)
+        except OSError:
+            pass
+
+    def _reap(self):
+        # Sockets nobody serves any more: a worker that ended with _exit or
+        # was killed. Stale when a connect is refused; at most 1024 a pass.
+        errno, stat = self.errno, self.stat
+        stale = []
+        with os.scandir(self.dir) as entries:
+            for e in entries:
+                n = e.name
+                if len(stale) >= 1024 or not (n.startswith("memprofile-ctl.") and n.endswith(".sock")):
+                    continue
+                pid = n[15:-5]
+                if not (pid.isdigit() and pid.isascii()) or int(pid) == self.pid:
+                    continue
+                s = self.socket.socket(self.socket.AF_UNIX, self.socket.SOCK_STREAM)
+                s.setblocking(False)
+                try:
+                    rc = self._at_dir(s, n, lambda k, a: k.connect_ex(a))
+                finally:
+                    s.close()
+                try:
+                    st = os.lstat(e.path)
+                except OSError:
+                    continue
+                if rc == errno.ECONNREFUSED and stat.S_ISSOCK(st.st_mode) and st.st_uid == os.geteuid():
+                    try:
+                        os.unlink(e.path)
+                        stale.append(int(pid))
+                    except OSError:
+                        pass
+        if stale:
+            owners = set()
+            with os.scandir(self.dir) as entries:
+                for e in entries:
+                    owners.add(_capture_owner(e.name))
+            for pid in stale:
+                if pid not in owners:
+                    try:
+                        os.unlink(os.path.join(self.dir, "memprofile-proc.%d.json" % pid))
+                    except OSError:
+                        pass
+
+    # --- the requests ------------------------------------------------------
+
+    def reply(self, ok, error=""):
+        total, own = self._usage()
+        free = self._free_bytes()
+        try:
+            exe = os.readlink("/proc/self/exe")
+        except OSError:
+            exe = ""
+        return {"ok": ok, "pid": self.pid, "parent": self.parent, "program": exe, "backend": "memray",
+                "forked_children": "recorded", "snapshot_every_ms": 0, "snapshots_scheduled": 0,
+                "recording": self.recording, "stopped_reason": self.stopped_reason, "error": error, "snapshot": "",
+                "output_dir": self.dir, "disk_bytes": total, "own_bytes": sum(b for _, b in own),
+                "own_files": len(own), "max_bytes": self.max_bytes, "free_bytes": free if free is not None else 0,
+                "min_free_bytes": self.min_free, "rotated": 0,
+                "snapshots": [{"path": p, "bytes": b, "seq": i + 1} for i, (p, b) in enumerate(own[-64:])]}
+
+    def handle(self, request):
+        if request == "status":
+            return self.reply(True)
+        if request == "start":
+            if self.recording:
+                return self.reply(True)
+            why = self.begin(on_main=False)
+            if why:
+                return self.reply(False, why)
+            self.log("recording started on request, into %s" % self.capture)
+            return self.reply(True)
+        if request == "stop":
+            if self.recording:
+                self.end()
+                self.log("recording stopped on request; %s is closed" % self.capture)
+            return self.reply(True)
+        if request == "snapshot":
+            return self.reply(False, "memray writes one continuous file, not snapshots: copy it out with memprofile "
+                                     "collect (it holds the whole history); memprofile report reads it whole")
+        return self.reply(False, "unknown request '%s' (start, stop, snapshot or status)" % request[:40])
+
+    def _answer(self, conn):
+        conn.settimeout(1.0)  # a peer that says nothing for a second is dropped unanswered
+        pid, uid, gid = self.struct.unpack("iII", conn.getsockopt(self.socket.SOL_SOCKET, self.socket.SO_PEERCRED, 12))
+        if uid not in (0, os.geteuid()):
+            conn.sendall(('{"ok":false,"error":"permission denied: uid %d is neither the process\'s uid %d nor '
+                          'root"}\n' % (uid, os.geteuid())).encode())
+            return
+        line = b""
+        deadline = self.time.monotonic() + 1.0
+        while b"\n" not in line and len(line) < 256 and self.time.monotonic() < deadline:
+            chunk = conn.recv(256)
+            if not chunk:
+                break
+            line += chunk
+        request = "".join(c if c.isalnum() or c in "-_" else "?" for c in line.split(b"\n")[0].decode("ascii", "replace"))
+        with self.lock:
+            answer = self.handle(request)
+        conn.sendall((self.json.dumps(answer) + "\n").encode())
+
+    def serve(self):
+        # The control thread: requests one at a time, and between them the
+        # budget's check while recording and, in the first process, the
+        # reaper. Signals are the application's: none is taken here.
+        errno, signal = self.errno, self.signal
+        try:
+            signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        except (AttributeError, OSError, ValueError):
+            pass
+        if not self._listen():
+            return
+        next_check = next_reap = self.time.monotonic()
+        said_emfile = False
+        while True:
+            now = self.time.monotonic()
+            wake = now + 60
+            if self.recording and (self.max_bytes or self.min_free):
+                wake = min(wake, next_check)
+            if not self.parent:
+                wake = min(wake, next_reap)
+            # Never 0: a zero timeout makes the socket non-blocking, and
+            # accept then fails with EAGAIN instead of waiting.
+            self.listener.settimeout(max(0.01, wake - now))
+            try:
+                conn, _ = self.listener.accept()
+            except (self.socket.timeout, BlockingIOError):
+                conn = None
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    # Out of fds: the peer waits in the backlog; try again soon.
+                    if not said_emfile:
+                        self.log("accept: %s; requests wait until fds are free" % e.strerror)
+                        said_emfile = True
+                    self.time.sleep(0.5)
+                    conn = None
+                elif e.errno in (errno.EINTR, errno.ECONNABORTED):
+                    conn = None
+                else:
+                    # EBADF, ENOTSOCK: the application closed this thread's fd.
+                    self.log("the control socket's fd was closed by the application (%s); start/stop/status are no "
+                             "longer served" % (e.strerror or e))
+                    self._unlink_socket()
+                    return
+            if conn is not None:
+                try:
+                    self._answer(conn)
+                except (OSError, ValueError):
+                    pass  # the peer went away, or said nothing in time
+                finally:
+                    conn.close()
+            now = self.time.monotonic()
+            with self.lock:
+                # A directory that cannot be read now is read again next time.
+                if self.recording and (self.max_bytes or self.min_free) and now >= next_check:
+                    try:
+                        self._check()
+                    except OSError:
+                        pass
+                    next_check = self.time.monotonic() + self._interval()
+                if not self.parent and now >= next_reap:
+                    try:
+                        self._reap()
+                    except OSError:
+                        pass
+                    next_reap = self.time.monotonic() + 2.0
+
+    def run_thread(self):
+        def body():
+            try:
+                self.serve()
+            except Exception as e:
+                self.log("the control thread failed (%s: %s); start/stop/status are no longer served" %
+                         (type(e).__name__, e))
+                self._unlink_socket()
+
+        self._record()
+        self.threading.Thread(target=body, name="memprofile-ctl", daemon=True).start()
+
+    # --- fork and exit -----------------------------------------------------
+
+    def before_fork(self):
+        self.lock.acquire()
+
+    def after_fork_parent(self):
+        self.lock.release()
+
+    def after_fork_child(self):
+        # The parent's socket and thread are not this process's: its own are
+        # made here. A capture the parent was writing goes on in this child
+        # under memray's follow_fork, as STEM.PID, and this child may stop it.
+        self.lock = self.threading.Lock()
+        if self.listener is not None:
+            try:
+                self.listener.close()
+            except OSError:
+                pass
+        self.listener, self.sock_path, self.sock_ino = None, "", None
+        self.parent, self.pid, self.started = self.pid, os.getpid(), self.time.time()
+        if self.recording and self.stem:
+            self.capture = "%s.%d" % (self.stem, self.pid)
+        if self.served:
+            try:
+                self.run_thread()
+            except Exception as e:
+                self.log("cannot serve this forked child (%s: %s)" % (type(e).__name__, e))
+
+    def at_exit(self):
+        # Closes the capture after the application's own atexit handlers
+        # (registered later, run earlier), in the process that writes it.
+        if os.getpid() != self.pid:
+            return
+        held = self.lock.acquire(timeout=30)
+        try:
+            if self.recording:
+                self.end()
+            self._unlink_socket()
+            if self.served and not self.parent:
+                self._reap()
+        except Exception:
+            pass
+        finally:
+            if held:
+                self.lock.release()
+
+
 def _start():
-    out = os.environ["MEMPROFILE_MEMRAY_DIR"]
-    path = os.path.join(out, "memray.%d.bin" % os.getpid())
-    if os.path.lexists(path):
-        # memray never overwrites, and neither does memprofile: an earlier
-        # process of this pid (PID 1 after a restart) left its capture.
-        _say("%s exists (an earlier process with this pid): this process is not tracked" % path)
-        return
+    out = os.environ.get("MEMPROFILE_CTL_DIR") or os.environ["MEMPROFILE_MEMRAY_DIR"]
     try:
         import memray
     except Exception as e:  # ImportError, or an extension that cannot load
         _say("cannot import memray in %s (%s: %s): not tracked" % (sys.executable, type(e).__name__, e))
         return
-    native = os.environ.get("MEMPROFILE_MEMRAY_NATIVE", "1") == "1"
-    # Made here, where imports may run (this thread holds the import locks
-    # of site and sitecustomize: a helper thread importing would wait on
-    # them for ever), and entered on a helper.
-    try:
-        tracker = memray.Tracker(path, native_traces=native, follow_fork=True)
-    except Exception as e:
-        _say("cannot start the tracker into %s (%s: %s): not tracked" % (path, type(e).__name__, e))
-        return
-    started = []
+    control = _Control(memray, out, os.environ.get("MEMPROFILE_MEMRAY_NATIVE", "1") == "1")
+    if os.environ.get("MEMPROFILE_CTL_RECORDING", "1") != "0":
+        first = os.path.join(out, "memray.%d.bin" % os.getpid())
+        if os.path.lexists(first) and not control.served:
+            # An earlier process of this pid (PID 1 after a restart) left
+            # its capture: without the control settings, nothing else tracks.
+            _say("%s exists (an earlier process with this pid): this process is not tracked" % first)
+        else:
+            try:
+                why = control.begin(on_main=True)
+            except Exception as e:
+                why = "%s: %s" % (type(e).__name__, e)
+            if why:
+                control.stopped_reason = why
+                _say("%s: not tracked%s" % (why, " (memprofile start tries again)" if control.served else ""))
+    import atexit
 
-    def enter():
-        # memray hides the frames below Tracker.__enter__ on the thread that
-        # enters it (skipped_frames_on_main_tid): entered here, that is this
-        # short-lived thread, not the application's main thread.
-        try:
-            tracker.__enter__()
-            started.append(tracker)
-        except Exception as e:
-            _say("cannot start the tracker into %s (%s: %s): not tracked" % (path, type(e).__name__, e))
-
-    import threading
-
-    helper = threading.Thread(target=enter, name="memprofile-memray-start", daemon=True)
-    helper.start()
-    helper.join(60)
-    if helper.is_alive():
-        _say("the tracker did not start within 60 s: this process may be tracked from later on, or not at all")
-    if started:
-        import atexit
-
-        # Closes the capture (memray compresses it at exit) after the
-        # application's own atexit handlers, registered later, have run.
-        atexit.register(started[0].__exit__, None, None, None)
+    atexit.register(control.at_exit)
+    if control.served:
+        os.register_at_fork(before=control.before_fork, after_in_parent=control.after_fork_parent,
+                            after_in_child=control.after_fork_child)
+        control.run_thread()
 
 
 def _chain(bootstraps):

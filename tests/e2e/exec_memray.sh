@@ -11,8 +11,8 @@
 #   gunicorn, a console script (#!/usr/bin/python3) given with no --target:
 #     each forked worker writes its own capture (memray.ARBITER.bin.WORKER),
 #     each names the request handler's line, and --merge sums the workers;
-#     `attached` sees memray in a worker; `status` says in one line that
-#     the arbiter and its workers run memray, which it does not serve yet;
+#     `attached` sees memray in a worker; `status` reaches the arbiter and
+#     both workers, each recording into its own capture;
 #   a multiprocessing pool (spawn): each spawned worker runs the bootstrap
 #     and writes its own capture;
 #   what keeps memray from working is one ERROR line, and the program runs
@@ -105,9 +105,9 @@ for mode in native python-only; do
     fail "${mode}: exit code: $(cat "${SCRATCH}/${mode}.log")"
   grep -q "profiling /usr/bin/python3 with memray (/usr/lib/python3/dist-packages/memray/_memray.cpython-3" \
     "${SCRATCH}/${mode}.log" || fail "${mode}: no start line: $(cat "${SCRATCH}/${mode}.log")"
-  grep -q "the control library does not serve memray yet" "${SCRATCH}/${mode}.log" ||
-    fail "${mode}: the missing budget and control are not said: $(cat "${SCRATCH}/${mode}.log")"
-  mapfile -t captures < <(cd "${root}${out}" && ls)
+  grep -q "which serves memprofile start/stop/status, output in ${out} (budget " "${SCRATCH}/${mode}.log" ||
+    fail "${mode}: the budget and the control are not said: $(cat "${SCRATCH}/${mode}.log")"
+  mapfile -t captures < <(cd "${root}${out}" && ls memray.*)
   [[ "${#captures[@]}" == 1 && "${captures[0]}" =~ ^memray\.[0-9]+\.bin$ ]] || fail "${mode}: captures: ${captures[*]}"
   "${MEMPROFILE}" report --rootfs "${root}" --json "${root}${out}" > "${SCRATCH}/${mode}.json" || fail "${mode}: report"
   [[ "$(top_site "${SCRATCH}/${mode}.json")" == "keep (/app/service.py:${keep_line}) "* ]] ||
@@ -202,15 +202,15 @@ for _ in $(seq 1 80); do answers || fail "gunicorn: a request failed"; done
   fail "gunicorn: attached: $(cat "${SCRATCH}/attached.txt")"
 grep -q "memray library mapped: yes (.*/_memray.cpython-3" "${SCRATCH}/attached.txt" ||
   fail "gunicorn: attached: $(cat "${SCRATCH}/attached.txt")"
-# status in the pod (the root's own /proc view): not served yet, said for
-# the arbiter and both workers, with where their captures are.
-rc=0
-in_root /opt/memprofile/memprofile status "${arbiter}" --output-dir /out-gunicorn > "${SCRATCH}/status.txt" 2>&1 || rc=$?
-if ((rc != 2)) || [[ "$(wc -l < "${SCRATCH}/status.txt")" != 1 ]] ||
-  ! grep -q "processes ${arbiter}, .* run memray (memprofile exec --backend memray), which the control library does not serve yet: each writes its own capture in /out-gunicorn" "${SCRATCH}/status.txt" ||
-  ! grep -q "${workers[0]}" "${SCRATCH}/status.txt" || ! grep -q "${workers[1]}" "${SCRATCH}/status.txt"; then
-  fail "gunicorn: status: exit ${rc}: $(cat "${SCRATCH}/status.txt")"
-fi
+# status in the pod (the root's own /proc view): the arbiter and both
+# workers answer, each recording into its own capture.
+in_root /opt/memprofile/memprofile status "${arbiter}" --output-dir /out-gunicorn --json > "${SCRATCH}/status.json" ||
+  fail "gunicorn: status: $(cat "${SCRATCH}/status.json")"
+jq -e --argjson a "${arbiter}" --argjson w0 "${workers[0]}" --argjson w1 "${workers[1]}" '
+    .tree.served == 3 and ([.processes[] | select(.backend == "memray" and .recording)] | length) == 3 and
+    ([.processes[] | select(.pid == $w0 or .pid == $w1) | .snapshots[0].path] ==
+     ["/out-gunicorn/memray.\($a).bin.\($w0)", "/out-gunicorn/memray.\($a).bin.\($w1)"])' \
+  "${SCRATCH}/status.json" > /dev/null || fail "gunicorn: status: $(jq -c '.processes' "${SCRATCH}/status.json")"
 kill -TERM "${arbiter}"
 wait_until 60 bash -c "! kill -0 ${arbiter} 2>/dev/null" || fail "gunicorn did not stop on SIGTERM"
 total=0
@@ -230,7 +230,7 @@ merged="$(jq '.in_use[0].bytes_in_use' "${SCRATCH}/gunicorn-merged.json")"
 if [[ "$(top_site "${SCRATCH}/gunicorn-merged.json")" != "app (/app/leaky.py:${app_line}) "* ]] || ((merged < total)); then
   fail "gunicorn: --merge: $(top_site "${SCRATCH}/gunicorn-merged.json") against ${total} in the workers"
 fi
-pass "gunicorn: the arbiter's 2 forked workers each wrote a capture naming app (leaky.py:${app_line}) (${total} bytes together), --merge sums them (${merged}), attached sees memray mapped, status names the 3 processes it cannot serve"
+pass "gunicorn: the arbiter's 2 forked workers each wrote a capture naming app (leaky.py:${app_line}) (${total} bytes together), --merge sums them (${merged}), attached sees memray mapped, status reaches all 3 processes, each recording"
 
 # 3. multiprocessing, spawned workers: each is a new interpreter that runs
 # the bootstrap and writes memray.PID.bin of its own.
@@ -274,7 +274,7 @@ refused venv-isolated MEMRAY_MISSING -- /opt/venv-isolated/bin/python service.py
 mkdir -p "${root}/out-venv"
 memray_exec --output-dir /out-venv -- /opt/venv-system/bin/python service.py 50 > "${SCRATCH}/venv.log" 2>&1 ||
   fail "venv: exit code: $(cat "${SCRATCH}/venv.log")"
-[[ "$(cd "${root}/out-venv" && ls)" =~ ^memray\.[0-9]+\.bin$ ]] || fail "venv: captures: $(ls "${root}/out-venv"): $(cat "${SCRATCH}/venv.log")"
+[[ "$(cd "${root}/out-venv" && ls memray.*)" =~ ^memray\.[0-9]+\.bin$ ]] || fail "venv: captures: $(ls "${root}/out-venv"): $(cat "${SCRATCH}/venv.log")"
 pass "venv: tracked when it includes the system's site-packages, MEMRAY_MISSING when it does not"
 mv "${root}/usr/lib/python3/dist-packages/memray" "${root}/memray.away"
 refused missing MEMRAY_MISSING -- python3 service.py 5

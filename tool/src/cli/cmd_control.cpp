@@ -74,8 +74,10 @@ bool same_file(const std::string& a, const std::string& b) {
   return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-// memray's interpreters (memprofile exec --backend memray) serve no socket:
-// the control library has no memray backend yet. The processes memray
+// memray's interpreters (memprofile exec --backend memray) serve their
+// socket from the bootstrap's thread; one that serves none was started
+// without the control settings (an exec before they existed, a config with
+// the library missing) or its thread could not start. The processes memray
 // tracks, PID alone (--only) or its tree (its target program, with
 // memprofile's variables; the target looked up in the process's own root, a
 // container's seen from outside too), as one line that says so and where
@@ -97,9 +99,11 @@ std::string memray_unserved(long pid, bool only) {
   }
   if (!n) return "";
   return (n == 1 ? "process " + tracked + " runs" : "processes " + tracked + " run") +
-         " memray (memprofile exec --backend memray), which the control library does not serve yet: each writes "
-         "its own capture in " + dir + " (memray.PID.bin, a forked worker's memray.PID.bin.CHILD) from its start to "
-         "its exit; memprofile report " + dir + " reads them";
+         " memray (memprofile exec --backend memray) but serve" + (n == 1 ? "s" : "") +
+         " no control socket (started without the control settings, or the bootstrap's control thread could not "
+         "start: see the service's stderr): each writes its own capture in " + dir +
+         " (memray.PID.bin, a forked worker's memray.PID.bin.CHILD) from its start to its exit; memprofile report " +
+         dir + " reads them";
 }
 
 // The socket for the pid asked for. Without a PID, when 1 has none (a
@@ -300,6 +304,9 @@ std::string unserved_reason(long pid, const std::string& served_program, const s
   if (!served_program.empty() && exe != served_program)
     return "not profiled: it runs " + exe + ", not the profiled program (children that exec another program never "
            "carry the profiler)";
+  if (backend == "memray")
+    return "not tracked: it runs the interpreter, but no socket of memprofile's bootstrap (started with -I, -E or -S, "
+           "or a PYTHONPATH of its own; or its control thread could not start: see the service's stderr)";
   if (!backend.empty() && backend != "jemalloc" && backend != "none")
     return "not profiled: a forked child; " + backend + " does not record a child forked without exec";
   return "not reachable: no control socket (started before memprofile exec, or the control library could not "

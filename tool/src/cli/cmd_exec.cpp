@@ -351,9 +351,8 @@ void check_launch(Launch& l, const HostTree& root) {
     l.problems = check_everything(root, l.target, l.target_found, l.plan.preload, l.cwd, cfg.output_dir, cfg.min_free_mb,
                                   l.plan.backend != Backend::None, &machine);
   if (l.plan.backend == Backend::Memray) {
-    // The library has no memray backend yet: said in one line, not silently.
-    l.ctl_problem = "the control library does not serve memray yet (each capture runs from its interpreter's start "
-                    "to its exit)";
+    // The bootstrap serves the control protocol itself (its presence is
+    // one of check_memray's findings): no library is preloaded.
     l.aarch64 = machine == 183;
     return;
   }
@@ -430,7 +429,7 @@ void add_control_env(Launch& l, const std::string& lib, uint64_t max_bytes, uint
            {"MEMPROFILE_CTL_MAX_BYTES", std::to_string(max_bytes)},
            {"MEMPROFILE_CTL_MIN_FREE_BYTES", std::to_string(cfg.min_free_mb * 1024 * 1024)},
            {"MEMPROFILE_CTL_SNAPSHOT_EVERY_MS", std::to_string(snapshot_every_ms)},
-           {"MEMPROFILE_CTL_PRELOAD", lib == l.ctl_lib ? std::string() : lib},
+           {"MEMPROFILE_CTL_PRELOAD", lib == l.ctl_lib || l.plan.backend == Backend::Memray ? std::string() : lib},
            {"MEMPROFILE_CTL_SETTINGS", settings}}) {
     l.env.push_back(k + "=" + v);
     l.added.push_back(k);
@@ -470,7 +469,8 @@ void log_start(Launch& l, const std::string& lib, bool with_ctl, uint64_t max_by
   std::string tree = backend == Backend::Memray
                          ? std::string("; ") + (l.o.python_only ? "Python frames only" : "native frames too") +
                                "; forked children are recorded too, each in its own capture (memray.PID.bin.CHILD), "
-                               "and the interpreters it spawns in theirs (memray.PID.bin)"
+                               "and the interpreters it spawns in theirs (memray.PID.bin), each reachable by "
+                               "memprofile start/stop/status"
                      : backend == Backend::None ? "; forked children too, each reachable by memprofile status/snapshot"
                      : children_note.empty()   ? "; forked children are recorded too, each reachable by memprofile "
                                                  "start/stop/snapshot/status"
@@ -486,8 +486,10 @@ void log_start(Launch& l, const std::string& lib, bool with_ctl, uint64_t max_by
           ? "watching the memory of " + l.target + " with the control library alone (" + lib +
                 ", no heap profiler: memprofile status and snapshot give RSS, the allocator's view and the cgroup's)"
       : backend == Backend::Memray
-          ? "profiling " + l.target + " with memray (" + lib + "), started by memprofile's bootstrap " +
-                l.bootstrap_dir + "/sitecustomize.py"
+          ? std::string(cfg.dormant ? "loaded dormant (memray's tracker off until memprofile start): "
+                                    : "profiling ") +
+                l.target + " with memray (" + lib + "), started by memprofile's bootstrap " + l.bootstrap_dir +
+                "/sitecustomize.py, which serves memprofile start/stop/status"
           : std::string(cfg.dormant ? "loaded dormant (recording off until memprofile start): " : "profiling ") +
                 l.target + " with " + to_string(backend) + " (" + lib + ")";
   l.log.info("start", what + ", output in " + cfg.output_dir + budget + tree,

@@ -49,9 +49,6 @@ std::string dormant_unsupported(Backend b) {
     return "heaptrack cannot start dormant: it records from the first allocation, and a trace started later misses "
            "the frees of what was allocated before (use jemalloc or bytehound for dormant mode)";
   if (b == Backend::None) return "--backend none loads no profiler: there is nothing to keep dormant";
-  if (b == Backend::Memray)
-    return "memray cannot start dormant yet: its tracker runs from the interpreter's start to its exit (run it "
-           "active, or use jemalloc or bytehound for dormant mode)";
   return "";
 }
 
@@ -175,15 +172,18 @@ long pid_field(const std::string& name, size_t from, size_t to) {
 }  // namespace
 
 long memray_capture_pid(const std::string& name) {
-  // memray.PID.bin, and memray.PID.bin.CHILD for a child forked under
-  // follow_fork (memray names it so): the process whose capture it is.
+  // memray.PID.bin, memray.PID.N.bin (the Nth start in that process, by
+  // memprofile start), and NAME.CHILD for a child forked under follow_fork
+  // (memray names it so): the process whose capture it is.
   const std::string head = "memray.", mid = ".bin";
   if (name.rfind(head, 0) != 0) return -1;
   size_t bin = name.find(mid, head.size());
   if (bin == std::string::npos) return -1;
   auto digits = [&](size_t from, size_t to) { return pid_field(name, from, to); };
-  long pid = digits(head.size(), bin);
-  if (pid < 0 || bin + mid.size() == name.size()) return pid;
+  size_t dot = name.find('.', head.size());
+  long pid = digits(head.size(), dot < bin ? dot : bin);
+  if (pid < 0 || (dot < bin && digits(dot + 1, bin) < 0)) return -1;
+  if (bin + mid.size() == name.size()) return pid;
   return name[bin + mid.size()] == '.' ? digits(bin + mid.size() + 1, name.size()) : -1;
 }
 
