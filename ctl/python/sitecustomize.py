@@ -56,6 +56,13 @@ def _capture_owner(name):
     return int(parts[-1] if at + 1 < len(parts) else parts[0])
 
 
+def _capture_number(name):
+    # Which start of its process made capture `name`: N of memray.PID.N.bin
+    # (and of NAME.CHILD), 1 for memray.PID.bin.
+    parts = name[7:].split(".")
+    return int(parts[1]) if len(parts) > 2 and parts[2] == "bin" and parts[1].isdigit() else 1
+
+
 def _mib(n):
     return "%.1f MiB" % (n / 1048576.0)
 
@@ -69,6 +76,7 @@ class _Control:
         # module's) while the control thread runs.
         import errno
         import json
+        import select
         import signal
         import socket
         import stat
@@ -78,6 +86,7 @@ class _Control:
 
         self.memray, self.socket, self.threading, self.time = memray, socket, threading, time
         self.errno, self.json, self.signal, self.stat, self.struct = errno, json, signal, stat, struct
+        self.select = select
         self.dir, self.native = out, native
         env = os.environ
         self.served = bool(env.get("MEMPROFILE_CTL_DIR"))
@@ -88,8 +97,11 @@ class _Control:
         self.started = time.time()
         self.tracker, self.capture, self.stem = None, "", ""
         self.recording, self.stopped_reason = False, ""
-        self.listener, self.sock_path, self.sock_ino = None, "", None
-        self.scan_cost = 0.0
+        self.listener, self.sock_path, self.sock_ino, self.listen_id = None, "", None, None
+        self.conn = None  # the connection being answered (a forked child closes its copy)
+        self.exiting = False  # at_exit ran: nothing starts any more
+        self.fork_held = False
+        self.scan_cost = self.reap_cost = 0.0
 
     @staticmethod
     def _number(name):
@@ -129,33 +141,49 @@ class _Control:
             room = self._room()
             if room:
                 return room
-        tracker = self.memray.Tracker(path, native_traces=self.native, follow_fork=True)
+        # What failed is kept as text: an exception's traceback would hold
+        # the failed tracker (and memray's open file) alive in a cycle, and
+        # its late destructor would compress whichever capture has the name
+        # by then.
         failed = []
-        if on_main:
+        tracker = None
+        try:
+            tracker = self.memray.Tracker(path, native_traces=self.native, follow_fork=True)
+        except Exception as e:  # OSError: memray cannot create the file
+            failed.append("%s: %s" % (type(e).__name__, e))
+        if tracker is not None and on_main:
+            gave_up = []
+
             def enter():
                 try:
                     tracker.__enter__()
                 except Exception as e:
-                    failed.append(e)
+                    failed.append("%s: %s" % (type(e).__name__, e))
+                    return
+                if gave_up:  # too late: nobody would ever close it
+                    tracker.__exit__(None, None, None)
 
             helper = self.threading.Thread(target=enter, name="memprofile-memray-start", daemon=True)
             helper.start()
             helper.join(60)
             if helper.is_alive():
+                gave_up.append(True)
                 return "the tracker did not start within 60 s"
-        else:
+        elif tracker is not None:
             try:
                 tracker.__enter__()
             except Exception as e:
-                failed.append(e)
+                failed.append("%s: %s" % (type(e).__name__, e))
         if failed:
             # memray made the file before it failed (an empty LZ4 frame when
             # another tracker runs); the name was free, so the file is its.
+            # The tracker goes first: its file's destructor runs now.
+            tracker = None
             try:
                 os.unlink(path)
             except OSError:
                 pass
-            return "cannot start the tracker into %s (%s: %s)" % (path, type(failed[0]).__name__, failed[0])
+            return "cannot start the tracker into %s (%s)" % (path, failed[0])
         self.tracker, self.capture, self.stem = tracker, path, path
         self.recording, self.stopped_reason = True, ""
         self._tell_children()
@@ -175,7 +203,11 @@ class _Control:
     def _tell_children(self):
         # An interpreter this one spawns later (a multiprocessing spawn
         # worker, a subprocess) starts in the state this one is in now.
-        os.environ["MEMPROFILE_CTL_RECORDING"] = "1" if self.recording else "0"
+        # Written only when it changes (the launcher always sets it, so
+        # this replaces a value and never grows the environment).
+        value = "1" if self.recording else "0"
+        if os.environ.get("MEMPROFILE_CTL_RECORDING") != value:
+            os.environ["MEMPROFILE_CTL_RECORDING"] = value
 
     # --- the disk budget ---------------------------------------------------
 
@@ -204,7 +236,7 @@ class _Control:
                 if _capture_owner(e.name) == self.pid and st.st_mtime >= self.started - 1:
                     own.append((e.path, used))
         self.scan_cost = self.time.monotonic() - start
-        own.sort()
+        own.sort(key=lambda pb: (_capture_number(os.path.basename(pb[0])), pb[0]))  # oldest first
         return total, own
 
     def _free_bytes(self):
@@ -256,7 +288,9 @@ class _Control:
     def _listen(self):
         # Bound under a temporary name, restricted, listening, then renamed:
         # a socket under its final name always answers while its process
-        # lives (the reaper relies on it).
+        # lives (the reaper relies on it). Non-blocking once, here: serve
+        # waits in poll, and never changes the fd's flags again (an fd the
+        # app closed and reused would be the app's by then).
         name = "memprofile-ctl.%d.sock" % self.pid
         path = os.path.join(self.dir, name)
         s = self.socket.socket(self.socket.AF_UNIX, self.socket.SOCK_STREAM)
@@ -267,9 +301,12 @@ class _Control:
                 pass
             self._at_dir(s, name + ".new", lambda k, a: k.bind(a))
             s.listen(16)
+            s.setblocking(False)
             os.chmod(path + ".new", 0o600)
             os.rename(path + ".new", path)
             self.sock_ino = os.lstat(path).st_ino
+            st = os.fstat(s.fileno())
+            self.listen_id = (st.st_dev, st.st_ino)
         except OSError as e:
             s.close()
             try:
@@ -280,6 +317,37 @@ class _Control:
             return False
         self.listener, self.sock_path = s, path
         return True
+
+    def _ours(self):
+        # The listener's fd is still the socket made in _listen: an app that
+        # closes fds it did not open (a daemon's closerange) may have reused
+        # the number for a file or a socket of its own.
+        if self.listener is None:
+            return False
+        try:
+            st = os.fstat(self.listener.fileno())
+        except (OSError, ValueError):
+            return False
+        return (st.st_dev, st.st_ino) == self.listen_id
+
+    def _drop_listener(self):
+        # Closes the listener if the fd is still its own; else forgets the
+        # number without closing it (it is the app's now).
+        listener, self.listener = self.listener, None
+        if listener is None:
+            return
+        try:
+            st = os.fstat(listener.fileno())
+            ours = (st.st_dev, st.st_ino) == self.listen_id
+        except (OSError, ValueError):
+            ours = False
+        try:
+            if ours:
+                listener.close()
+            else:
+                listener.detach()
+        except OSError:
+            pass
 
     def _unlink_socket(self):
         # Only the socket this process made: the name may be another's by now.
@@ -316,15 +384,39 @@ class _Control:
     def _reap(self):
         # Sockets nobody serves any more: a worker that ended with _exit or
         # was killed. Stale when a connect is refused; at most 1024 a pass.
+        # A socket's or a record's NAME.new of a pid that no longer runs is
+        # a child that ended between its write and its rename.
         errno, stat = self.errno, self.stat
+        start = self.time.monotonic()
         stale = []
         with os.scandir(self.dir) as entries:
             for e in entries:
                 n = e.name
-                if len(stale) >= 1024 or not (n.startswith("memprofile-ctl.") and n.endswith(".sock")):
+                if len(stale) >= 1024:
                     continue
-                pid = n[15:-5]
+                if n.startswith("memprofile-proc.") and n.endswith(".json.new"):
+                    pending, pid = True, n[16:-9]
+                elif n.startswith("memprofile-ctl.") and n.endswith(".sock.new"):
+                    pending, pid = True, n[15:-9]
+                elif n.startswith("memprofile-ctl.") and n.endswith(".sock"):
+                    pending, pid = False, n[15:-5]
+                else:
+                    continue
                 if not (pid.isdigit() and pid.isascii()) or int(pid) == self.pid:
+                    continue
+                if pending:
+                    try:
+                        os.kill(int(pid), 0)
+                        continue
+                    except ProcessLookupError:
+                        pass
+                    except OSError:
+                        continue
+                    try:
+                        if os.lstat(e.path).st_uid == os.geteuid():
+                            os.unlink(e.path)
+                    except OSError:
+                        pass
                     continue
                 s = self.socket.socket(self.socket.AF_UNIX, self.socket.SOCK_STREAM)
                 s.setblocking(False)
@@ -353,6 +445,7 @@ class _Control:
                         os.unlink(os.path.join(self.dir, "memprofile-proc.%d.json" % pid))
                     except OSError:
                         pass
+        self.reap_cost = self.time.monotonic() - start
 
     # --- the requests ------------------------------------------------------
 
@@ -377,6 +470,8 @@ class _Control:
         if request == "start":
             if self.recording:
                 return self.reply(True)
+            if self.exiting:
+                return self.reply(False, "the process is exiting")
             why = self.begin(on_main=False)
             if why:
                 return self.reply(False, why)
@@ -406,60 +501,92 @@ class _Control:
             if not chunk:
                 break
             line += chunk
+        if not line.strip():
+            return  # a probe (the reaper's connect), or a peer that said nothing: no answer, no work
         request = "".join(c if c.isalnum() or c in "-_" else "?" for c in line.split(b"\n")[0].decode("ascii", "replace"))
         with self.lock:
-            answer = self.handle(request)
+            try:
+                answer = self.handle(request)
+            except Exception as e:
+                answer = {"ok": False, "pid": self.pid, "backend": "memray", "recording": self.recording,
+                          "error": "the request failed in the bootstrap (%s: %s)" % (type(e).__name__, e)}
         conn.sendall((self.json.dumps(answer) + "\n").encode())
+
+    def _block_signals(self):
+        # The app's signals are the app's: none lands on this thread. A
+        # fault of this thread's own (SIGSEGV, SIGBUS, ...) stays
+        # deliverable, so that it is reported, not hidden.
+        signal = self.signal
+        try:
+            sync = {getattr(signal, n) for n in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT", "SIGTRAP")
+                    if hasattr(signal, n)}
+            signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.valid_signals()) - sync)
+        except (AttributeError, OSError, ValueError):
+            pass
+
+    def _stop_serving(self, why):
+        if why:
+            self.log("%s; start/stop/status are no longer served" % why)
+        self._unlink_socket()
+        self._drop_listener()
 
     def serve(self):
         # The control thread: requests one at a time, and between them the
         # budget's check while recording and, in the first process, the
-        # reaper. Signals are the application's: none is taken here.
-        errno, signal = self.errno, self.signal
-        try:
-            signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
-        except (AttributeError, OSError, ValueError):
-            pass
-        if not self._listen():
+        # reaper. It wakes at least once a second to see that its fd is
+        # still its own and the process is not exiting.
+        errno = self.errno
+        self._block_signals()
+        listening = self._listen()
+        # Written here, not before the thread starts: a child that ends
+        # at once (a fork worker's os._exit) leaves no record behind, and
+        # one that ends later leaves its socket, which the reaper takes
+        # with the record.
+        self._record()
+        if not listening:
             return
+        poller = self.select.poll()
+        poller.register(self.listener.fileno(), self.select.POLLIN)
         next_check = next_reap = self.time.monotonic()
         said_emfile = False
         while True:
+            if self.exiting:
+                return self._stop_serving("")
+            if not self._ours():
+                return self._stop_serving("the control socket's fd was closed by the application")
             now = self.time.monotonic()
-            wake = now + 60
+            wake = now + 1.0
             if self.recording and (self.max_bytes or self.min_free):
                 wake = min(wake, next_check)
             if not self.parent:
                 wake = min(wake, next_reap)
-            # Never 0: a zero timeout makes the socket non-blocking, and
-            # accept then fails with EAGAIN instead of waiting.
-            self.listener.settimeout(max(0.01, wake - now))
             try:
-                conn, _ = self.listener.accept()
-            except (self.socket.timeout, BlockingIOError):
-                conn = None
-            except OSError as e:
-                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    # Out of fds: the peer waits in the backlog; try again soon.
-                    if not said_emfile:
-                        self.log("accept: %s; requests wait until fds are free" % e.strerror)
-                        said_emfile = True
-                    self.time.sleep(0.5)
-                    conn = None
-                elif e.errno in (errno.EINTR, errno.ECONNABORTED):
-                    conn = None
-                else:
-                    # EBADF, ENOTSOCK: the application closed this thread's fd.
-                    self.log("the control socket's fd was closed by the application (%s); start/stop/status are no "
-                             "longer served" % (e.strerror or e))
-                    self._unlink_socket()
-                    return
+                ready = poller.poll(max(1, int((wake - now) * 1000)))
+            except InterruptedError:
+                ready = []
+            conn = None
+            if ready and self._ours():  # looked at again: the fd may be the app's since poll began
+                try:
+                    conn, _ = self.listener.accept()
+                except (BlockingIOError, InterruptedError):
+                    pass  # another look took it, or the peer gave up
+                except OSError as e:
+                    if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                        # Out of fds: the peer waits in the backlog; try again soon.
+                        if not said_emfile:
+                            self.log("accept: %s; requests wait until fds are free" % e.strerror)
+                            said_emfile = True
+                        self.time.sleep(0.5)
+                    elif e.errno != errno.ECONNABORTED:
+                        return self._stop_serving("accept on the control socket failed (%s)" % (e.strerror or e))
             if conn is not None:
+                self.conn = conn
                 try:
                     self._answer(conn)
                 except (OSError, ValueError):
                     pass  # the peer went away, or said nothing in time
                 finally:
+                    self.conn = None
                     conn.close()
             now = self.time.monotonic()
             with self.lock:
@@ -475,39 +602,54 @@ class _Control:
                         self._reap()
                     except OSError:
                         pass
-                    next_reap = self.time.monotonic() + 2.0
+                    # Every 2 s, and at most 2 % of the time in a directory slow to read.
+                    next_reap = self.time.monotonic() + min(60.0, max(2.0, self.reap_cost * 50))
 
     def run_thread(self):
         def body():
             try:
                 self.serve()
             except Exception as e:
-                self.log("the control thread failed (%s: %s); start/stop/status are no longer served" %
-                         (type(e).__name__, e))
-                self._unlink_socket()
+                self._stop_serving("the control thread failed (%s: %s)" % (type(e).__name__, e))
 
-        self._record()
-        self.threading.Thread(target=body, name="memprofile-ctl", daemon=True).start()
+        # A bare thread, not a threading.Thread: with memray 1.17 recording
+        # under follow_fork, a fork while a threading.Thread lives damages
+        # the parent's capture (memray's own parser stops there too: an
+        # unknown record where the fork was). With a threading.Thread here,
+        # a gunicorn arbiter's capture was damaged at a worker's fork in 2
+        # runs of 3; with this bare thread, in none of 6. Nothing here may
+        # call threading.current_thread(), which would register it after
+        # all.
+        import _thread
+
+        _thread.start_new_thread(body, ())
 
     # --- fork and exit -----------------------------------------------------
 
     def before_fork(self):
-        self.lock.acquire()
+        # Held across fork, so that the child never copies a request or a
+        # budget check half done. Bounded: a signal handler that forks while
+        # this thread holds the lock (in at_exit) would wait for ever.
+        self.fork_held = self.lock.acquire(timeout=10)
 
     def after_fork_parent(self):
-        self.lock.release()
+        if self.fork_held:
+            self.fork_held = False
+            self.lock.release()
 
     def after_fork_child(self):
         # The parent's socket and thread are not this process's: its own are
         # made here. A capture the parent was writing goes on in this child
         # under memray's follow_fork, as STEM.PID, and this child may stop it.
-        self.lock = self.threading.Lock()
-        if self.listener is not None:
+        self.lock, self.fork_held = self.threading.Lock(), False
+        self._drop_listener()
+        if self.conn is not None:  # the parent was answering a request: not this child's
             try:
-                self.listener.close()
+                self.conn.close()
             except OSError:
                 pass
-        self.listener, self.sock_path, self.sock_ino = None, "", None
+            self.conn = None
+        self.sock_path, self.sock_ino, self.listen_id = "", None, None
         self.parent, self.pid, self.started = self.pid, os.getpid(), self.time.time()
         if self.recording and self.stem:
             self.capture = "%s.%d" % (self.stem, self.pid)
@@ -524,6 +666,7 @@ class _Control:
             return
         held = self.lock.acquire(timeout=30)
         try:
+            self.exiting = True  # a request still queued starts nothing now
             if self.recording:
                 self.end()
             self._unlink_socket()
@@ -564,7 +707,11 @@ def _start():
     if control.served:
         os.register_at_fork(before=control.before_fork, after_in_parent=control.after_fork_parent,
                             after_in_child=control.after_fork_child)
-        control.run_thread()
+        try:
+            control.run_thread()
+        except Exception as e:  # RuntimeError: no thread can start
+            _say("cannot start the control thread (%s: %s): %s, but start/stop/status are not served" % (
+                type(e).__name__, e, "tracked" if control.recording else "not tracked"))
 
 
 def _chain(bootstraps):

@@ -120,8 +120,19 @@ ctl snapshot "${arbiter}" --output-dir /out-dormant > "${SCRATCH}/snapshot.txt" 
 if ((rc != 1)) || [[ "$(grep -c 'memray writes one continuous file, not snapshots' "${SCRATCH}/snapshot.txt")" != 3 ]]; then
   fail "snapshot: exit ${rc}: $(cat "${SCRATCH}/snapshot.txt")"
 fi
+# status names the capture being written, the newest.
+ctl status "${workers[0]}" --only --output-dir /out-dormant > "${SCRATCH}/status2.txt" 2>&1 ||
+  fail "second status: $(cat "${SCRATCH}/status2.txt")"
+grep -q "profile: memray writes one continuous file (/out-dormant/memray.${workers[0]}.2.bin)" "${SCRATCH}/status2.txt" ||
+  fail "second status: not the newest capture: $(cat "${SCRATCH}/status2.txt")"
 ctl stop "${workers[0]}" --only --output-dir /out-dormant > /dev/null 2>&1 || fail "second stop"
-pass "a second start writes memray.${workers[0]}.2.bin; snapshot says memray's file is continuous (exit 1)"
+# The report's table: the worker recorded twice is two rows, each naming its capture.
+"${MEMPROFILE}" report --rootfs "${root}" "${out}" > "${SCRATCH}/report2.txt" 2>&1 || fail "report: $(cat "${SCRATCH}/report2.txt")"
+for c in "memray.${workers[0]}.bin" "memray.${workers[0]}.2.bin"; do
+  grep -qE "^ +${workers[0]} .*/usr/bin/python3\.[0-9]+  \(${c//./\\.}\)$" "${SCRATCH}/report2.txt" ||
+    fail "report: no row for ${c}: $(head -8 "${SCRATCH}/report2.txt")"
+done
+pass "a second start writes memray.${workers[0]}.2.bin, which status names; the report's table names each capture of the worker; snapshot says memray's file is continuous (exit 1)"
 
 kill -TERM "${arbiter}"
 wait_until 60 bash -c "! kill -0 ${arbiter} 2>/dev/null" || fail "gunicorn did not stop on SIGTERM"

@@ -130,6 +130,10 @@ nlohmann::json view_json(const Folded& f, const ReportRequest& o, const std::vec
 }
 
 void print_process_table(std::ostream& out, const std::vector<ProcessSeries>& processes) {
+  // A pid with two rows recorded twice (memray: a capture per start): each
+  // row names its capture.
+  std::map<uint64_t, int> rows;
+  for (const auto& p : processes) ++rows[p.info.pid];
   out << "Processes (" << processes.size() << "), growth from each one's first dump to its last:\n";
   out << "      pid   parent  snapshots       in use       growth  program\n";
   for (const auto& p : processes) {
@@ -138,7 +142,9 @@ void print_process_table(std::ostream& out, const std::vector<ProcessSeries>& pr
                   p.info.parent ? std::to_string(p.info.parent).c_str() : "-", p.snaps.size(),
                   human_bytes(p.last_bytes()).c_str(),
                   p.snaps.size() < 2 ? "-" : ((p.growth() >= 0 ? "+" : "") + human_bytes(p.growth())).c_str());
-    out << line << p.info.program << "\n";
+    out << line << p.info.program;
+    if (rows[p.info.pid] > 1 && !p.snaps.empty()) out << "  (" << basename_of(p.snaps.back().file) << ")";
+    out << "\n";
   }
 }
 
