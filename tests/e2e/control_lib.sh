@@ -9,11 +9,18 @@ CTL_LIBRARY="${BUILD_DIR}/ctl/libmemprofile_ctl.so"
 [[ -f "${CTL_LIBRARY}" ]] || fail "${CTL_LIBRARY} missing: build the memprofile_ctl target"
 export MEMPROFILE_CTL_LIBRARY="${CTL_LIBRARY}"
 
-# Every service a test starts is killed when the test ends, pass or fail.
+# Every service a test starts is killed when the test ends, pass or fail,
+# with the children it forked (a worker the test never named): the last
+# tracked first, so that a process's children are killed before it and
+# are not left to init.
 SERVICES=()
 stop_services() {
-  local p
-  for p in "${SERVICES[@]}"; do kill -KILL "${p}" 2>/dev/null || true; done
+  local i p
+  for ((i = ${#SERVICES[@]} - 1; i >= 0; i--)); do
+    p="${SERVICES[i]}"
+    pkill -KILL -P "${p}" 2>/dev/null || true
+    kill -KILL "${p}" 2>/dev/null || true
+  done
 }
 trap 'stop_services; rm -rf "${SCRATCH}"' EXIT
 track() { SERVICES+=("$1"); }

@@ -145,6 +145,7 @@ mkdir -p "${out}"
 memray_exec --max-profile-mb 2 --output-dir /out-budget -- python3 churn.py > "${SCRATCH}/churn.log" 2>&1 &
 track $!
 churn="$(interpreter_of $!)" || fail "budget: the launcher started nothing"
+track "${churn}"
 wait_for_socket "${out}" "${churn}"
 child_of() { [[ -n "$(workers_of "${churn}")" ]]; }
 wait_until 60 child_of || fail "budget: no forked child: $(cat "${SCRATCH}/churn.log")"
@@ -186,6 +187,7 @@ head -c $((3 << 20)) /dev/urandom > "${out}/memray.1.bin"
 memray_exec --max-profile-mb 2 --output-dir /out-full -- python3 churn.py > "${SCRATCH}/full.log" 2>&1 &
 track $!
 full="$(interpreter_of $!)" || fail "full: the launcher started nothing"
+track "${full}"
 wait_for_socket "${out}" "${full}"
 grep -q "memprofile: memray: the captures in /out-full (3.0 MiB) reached the 2.0 MiB budget (--max-profile-mb): not tracked (memprofile start tries again)" \
   "${SCRATCH}/full.log" || fail "full: the refusal is not said: $(cat "${SCRATCH}/full.log")"
@@ -215,6 +217,7 @@ PY
 memray_exec --dormant --output-dir /out-own -- python3 own.py > "${SCRATCH}/own.log" 2>&1 &
 track $!
 own="$(interpreter_of $!)" || fail "own: the launcher started nothing"
+track "${own}"
 wait_for_socket "${out}" "${own}"
 wait_until 60 test -s "${out}/own.bin" || fail "own: the app's tracker did not start: $(cat "${SCRATCH}/own.log")"
 rc=0
