@@ -333,14 +333,10 @@ class _Control:
     def _drop_listener(self):
         # Closes the listener if the fd is still its own; else forgets the
         # number without closing it (it is the app's now).
+        ours = self._ours()
         listener, self.listener = self.listener, None
         if listener is None:
             return
-        try:
-            st = os.fstat(listener.fileno())
-            ours = (st.st_dev, st.st_ino) == self.listen_id
-        except (OSError, ValueError):
-            ours = False
         try:
             if ours:
                 listener.close()

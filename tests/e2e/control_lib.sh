@@ -116,3 +116,21 @@ memray_root() {
   cp "${CTL_LIBRARY}" "${root}/opt/memprofile/"
   cp "$(dirname "${CTL_LIBRARY}")/python/sitecustomize.py" "${root}/opt/memprofile/python/"
 }
+
+# leaky_wsgi_app: ${root}/app/leaky.py, a WSGI app whose workers keep 256
+# KiB a request (gunicorn leaky:app); sets app_line, the line that keeps it.
+leaky_wsgi_app() {
+  cat > "${root}/app/leaky.py" <<'PY'
+import os
+
+kept = []
+
+
+def app(environ, start_response):
+    kept.append(os.urandom(256 << 10))  # 256 KiB a request, kept by the worker that served it
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [("%d\n" % os.getpid()).encode()]
+PY
+  # shellcheck disable=SC2034  # read by the test that called it
+  app_line="$(grep -n 'kept.append(os.urandom' "${root}/app/leaky.py" | cut -d: -f1)"
+}

@@ -22,17 +22,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/control_lib.sh"
 
 memray_root  # sets root: the trixie root with the launcher and the bootstrap in /opt/memprofile
-cat > "${root}/app/leaky.py" <<'PY'
-import os
-
-kept = []
-
-
-def app(environ, start_response):
-    kept.append(os.urandom(256 << 10))  # 256 KiB a request, kept by the worker that served it
-    start_response("200 OK", [("Content-Type", "text/plain")])
-    return [("%d\n" % os.getpid()).encode()]
-PY
+leaky_wsgi_app  # /app/leaky.py; sets app_line
 cat > "${root}/app/churn.py" <<'PY'
 import os
 import time
@@ -47,7 +37,6 @@ while True:
         held.clear()
         time.sleep(0.001)
 PY
-app_line="$(grep -n 'kept.append(os.urandom' "${root}/app/leaky.py" | cut -d: -f1)"
 memray_exec() { in_root env -C /app /opt/memprofile/memprofile exec --backend memray --min-free-mb 1 "$@"; }
 ctl() { in_root /opt/memprofile/memprofile "$@"; }
 # interpreter_of PID: the process memray_exec ... & started (PID is the

@@ -49,17 +49,7 @@ def main(rounds):
 if __name__ == "__main__":
     main(int(sys.argv[1]))
 PY
-cat > "${root}/app/leaky.py" <<'PY'
-import os
-
-kept = []
-
-
-def app(environ, start_response):
-    kept.append(os.urandom(256 << 10))  # 256 KiB a request, kept by the worker that served it
-    start_response("200 OK", [("Content-Type", "text/plain")])
-    return [("%d\n" % os.getpid()).encode()]
-PY
+leaky_wsgi_app  # /app/leaky.py; sets app_line
 cat > "${root}/app/pool.py" <<'PY'
 import multiprocessing as mp
 import os
@@ -88,7 +78,6 @@ if __name__ == "__main__":
     print(len(pids), "workers")
 PY
 keep_line="$(grep -n 'cache.append(bytearray(n))' "${root}/app/service.py" | cut -d: -f1)"
-app_line="$(grep -n 'kept.append(os.urandom' "${root}/app/leaky.py" | cut -d: -f1)"
 work_line="$(grep -n 'kept.append(bytearray(128' "${root}/app/pool.py" | cut -d: -f1)"
 
 memray_exec() { in_root env -C /app /opt/memprofile/memprofile exec --backend memray --min-free-mb 1 "$@"; }
