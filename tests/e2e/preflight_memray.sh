@@ -98,6 +98,15 @@ ready unbuffered /usr/bin/python3.13
   fail "the text verdict: $(cat "${SCRATCH}/script.txt")"
 grep -q "^READY: memray could track (started by memprofile exec) /usr/bin/python3.13" "${SCRATCH}/script.txt" ||
   fail "the text verdict: $(head -3 "${SCRATCH}/script.txt")"
+# The interpreter's facts the memray image build reads: Debian's python3.13
+# of trixie, with dpkg's installed packages; a venv's copy is no Debian file.
+jq -e '.python | .interpreter == "/usr/bin/python3.13" and .version == "3.13" and
+    .debian.codename == "trixie" and .debian.python_package == "python3.13-minimal" and .debian.complete and
+    ([.debian.installed[].package] | index("python3-memray") != null)' "${SCRATCH}/gunicorn.json" > /dev/null ||
+  fail "gunicorn: python facts: $(jq -c '.python | del(.debian.installed)' "${SCRATCH}/gunicorn.json")"
+jq -e '.python.debian.python_package == null' "${SCRATCH}/venv-copies.json" > /dev/null ||
+  fail "venv-copies: python facts: $(jq -c '.python | del(.debian.installed)' "${SCRATCH}/venv-copies.json")"
+pass "python facts: Debian's python3.13-minimal of trixie for gunicorn's interpreter (dpkg's packages listed), none for a venv's copied interpreter"
 pass "READY: a script, /usr/bin/env scripts (one setting a variable first), gunicorn's console script and venvs with the system's site-packages (linked, and copied: its version from pyvenv.cfg) reach a python3.13 that imports memray 1.17's cpython-313 x86_64 extension"
 
 judge venv-isolated 1 --entrypoint '["/opt/venv-isolated/bin/python", "/app/service.py"]'

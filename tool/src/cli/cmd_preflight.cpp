@@ -71,8 +71,6 @@ void check_flags(const PreflightCliOptions& opts) {
                 "--preload), not '" + opts.backend + "'");
   if (opts.backend == "memray" && !opts.preload.empty())
     throw Error("preflight: --backend memray loads no preload library: --preload does not go with it");
-  if (opts.trace_loader && opts.backend == "memray")
-    throw Error("preflight: --trace-loader traces a preload library's loading, and --backend memray loads none");
   if (opts.trace_loader) {
     char real[PATH_MAX];
     if (opts.rootfs.empty() || !realpath(opts.rootfs.c_str(), real) || std::string(real) != "/")
@@ -118,7 +116,7 @@ ExitCode run_preflight(const PreflightCliOptions& opts) {
   bool all_ready = true;
   for (size_t i = 0; i < images.size(); ++i) {
     PreflightResult r = preflight(images[i], po);
-    if (opts.trace_loader && r.ready()) trace_loader(r);
+    if (opts.trace_loader && r.ready()) r.backend == "memray" ? trace_import(r) : trace_loader(r);
     all_ready = all_ready && r.ready();
     if (opts.json) {
       std::cout << json_text(to_json(images[i], r)) << "\n";
@@ -157,7 +155,8 @@ void setup_preflight(CLI::App& app, ExitCode& exit_code) {
   cmd->add_flag("--json", opts->json, "print one JSON object per image instead of the report");
   cmd->add_flag("--trace-loader", opts->trace_loader,
                 "with --rootfs /, inside the image: also run the image's own loader in trace mode "
-                "(LD_TRACE_LOADED_OBJECTS=1 with LD_PRELOAD) and require it to map the preload library");
+                "(LD_TRACE_LOADED_OBJECTS=1 with LD_PRELOAD) and require it to map the preload library; with memray, "
+                "run the image's interpreter and require it to import memray's extension");
   cmd->add_option("-j,--jobs", opts->jobs, "layers decoded in parallel (default: one per core)");
   cmd->add_option("--max-layer-bytes", opts->max_layer_bytes, "refuse a layer that decompresses to more than this");
   cmd->add_option("--creds", opts->creds, "docker://: USER[:PASSWORD] for the registry (else the auth files)");

@@ -326,7 +326,8 @@ bool is_config_file(const std::string& path) {
   return path == "/etc/passwd" || path == "/etc/group" || path == "/etc/ld.so.cache" || path == "/etc/os-release" ||
          path == "/usr/lib/os-release" || (path.rfind("/etc/ld-musl-", 0) == 0 && path.size() > 18 &&
                                            path.compare(path.size() - 5, 5, ".path") == 0) ||
-         path.rfind("/etc/memprofile/", 0) == 0;
+         path.rfind("/etc/memprofile/", 0) == 0 || path == "/var/lib/dpkg/status" ||
+         path.rfind("/var/lib/dpkg/status.d/", 0) == 0;  // image/debian.h: what the memray image build installs
 }
 
 namespace {

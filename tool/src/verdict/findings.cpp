@@ -69,6 +69,11 @@ const std::vector<FindingSpec>& finding_catalog() {
       {"PRELOAD_NOT_LOADED", Severity::Error,
        "run the same check by hand (LD_TRACE_LOADED_OBJECTS=1 LD_PRELOAD=LIB PROGRAM) and fix what the loader says"},
       {"LOADER_TRACED", Severity::Info, "none: the image's own loader maps the preload library into the target"},
+      {"MEMRAY_NOT_IMPORTED", Severity::Error,
+       "run the interpreter with the same command by hand in the image and fix what its ImportError says (a missing "
+       "shared library: the package that ships it; make image-memprofile BACKEND=memray installs Debian's memray with "
+       "what it needs)"},
+      {"MEMRAY_IMPORTED", Severity::Info, "none: the image's own interpreter imports memray's extension"},
       {"LAUNCHER", Severity::Info, "none: the program memprofile exec starts was judged, with the launcher's settings"},
       {"LAUNCHER_CONFIG", Severity::Error,
        "fix the memprofile exec flags in the entrypoint or the launcher config (/etc/memprofile/exec.conf)", 3},
@@ -102,7 +107,8 @@ const std::vector<FindingSpec>& finding_catalog() {
       {"MEMRAY_NOT_PYTHON", Severity::Error,
        "give --target as the python3.N interpreter the program runs with (memray tracks CPython only)"},
       {"MEMRAY_MISSING", Severity::Error,
-       "install memray for this interpreter: apt-get install python3-memray on a Debian python, or pip install memray"},
+       "install memray for this interpreter: make image-memprofile BACKEND=memray installs Debian's on a Debian python "
+       "(or apt-get install python3-memray in the app's Dockerfile); pip install memray on another"},
       {"MEMRAY_WRONG_PYTHON", Severity::Error,
        "install memray built for this interpreter's Python version (apt-get install python3-memray on Debian's, or pip "
        "install memray with this interpreter)"},

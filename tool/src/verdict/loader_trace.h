@@ -13,4 +13,11 @@ namespace memprofile {
 
 void trace_loader(PreflightResult& r);
 
+// The same last word for memray: the image's own interpreter, run as the
+// entrypoint reaches it with this environment (a RUN step's: the image's),
+// imports memray's extension, and the file it imports is the one the static
+// model found: MEMRAY_IMPORTED, else MEMRAY_NOT_IMPORTED first with the last
+// line Python printed. Nothing of the app runs but its sitecustomize.
+void trace_import(PreflightResult& r);
+
 }  // namespace memprofile

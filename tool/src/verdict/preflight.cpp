@@ -520,6 +520,20 @@ void judge_target(Context& ctx) {
   ctx.res.target = std::move(rep);
 }
 
+// The interpreter's facts for the memray image build: Debian's when the
+// package Debian names python3.X-minimal is installed and the interpreter
+// is its /usr/bin/python3.X.
+std::optional<PythonFacts> python_facts(const FileTree& tree, const std::string& path, const ElfInfo& elf) {
+  auto v = python_version(path, elf);
+  if (!v) return std::nullopt;
+  PythonFacts py{path, to_string(*v), path, "", debian_system(tree)};
+  std::string package = "python" + std::to_string(v->major) + "." + std::to_string(v->minor) + "-minimal";
+  if (py.debian && py.debian->find(package) && v->abiflags.empty() &&
+      path == "/usr/bin/python" + std::to_string(v->major) + "." + std::to_string(v->minor))
+    py.debian_package = package;
+  return py;
+}
+
 // memray: the target must be a CPython interpreter whose sys.path in the
 // image imports memray, with the compiled extension for its version and
 // architecture, which the loader model then resolves as it would a preload
@@ -546,6 +560,8 @@ void judge_memray(Context& ctx) {
   std::string user_base = python_user_base(entry_is_target ? ctx.interpreter_options : no_options,
                                            ctx.cfg.env_value("PYTHONNOUSERSITE"), ctx.cfg.env_value("PYTHONUSERBASE"),
                                            home);
+  res.python = python_facts(ctx.tree, path, *elf);
+  if (res.python) res.python->invoked = invoked.empty() ? path : invoked;
   MemrayFound found;
   std::vector<Finding> problems = find_memray(ctx.tree, invoked.empty() ? path : invoked, path, *elf,
                                               ctx.cfg.env_value("PYTHONPATH"), &found, user_base);
@@ -554,9 +570,12 @@ void judge_memray(Context& ctx) {
   if (!found.extension.empty()) {
     res.preload = found.extension;
     FileReport rep = Checker(ctx.tree, checker_options(ctx, found.extension)).check(path, elf);
-    // The extension is imported, not preloaded: it need not define malloc.
-    for (const auto& f : rep.findings)
-      if (f.code != "PRELOAD_NO_MALLOC") ctx.add(f);
+    // The extension is imported, not preloaded: it need not define malloc
+    // (neither the verdict nor the target's report says it must).
+    rep.findings.erase(std::remove_if(rep.findings.begin(), rep.findings.end(),
+                                      [](const Finding& f) { return f.code == "PRELOAD_NO_MALLOC"; }),
+                       rep.findings.end());
+    for (const auto& f : rep.findings) ctx.add(f);
     res.target = std::move(rep);
   }
   check_launcher_arch(ctx, path, *elf);

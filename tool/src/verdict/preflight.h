@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "verdict/checker.h"
+#include "image/debian.h"
 #include "image/image.h"
 
 namespace memprofile {
@@ -30,6 +31,15 @@ struct LauncherSettings {
   std::string path, backend, preload, output_dir, target;
 };
 
+// The interpreter memray would track (--backend memray), and whether it is
+// Debian's: what `make image-memprofile BACKEND=memray` installs memray for.
+struct PythonFacts {
+  std::string interpreter, version;    // its canonical path in the image, "3.13"
+  std::string invoked;                 // as the command names it (a venv's bin/python): what runs it
+  std::string debian_package;          // python3.13-minimal when Debian's package installed it ("" not)
+  std::optional<DebianSystem> debian;  // the image's dpkg database, when it has one
+};
+
 struct PreflightResult {
   std::vector<std::string> argv;     // Entrypoint + Cmd
   std::string program;               // what argv[0] resolves to (after #! scripts)
@@ -38,6 +48,7 @@ struct PreflightResult {
   std::vector<DispatchedProgram> dispatch;
   std::string preload, backend;      // the preload library checked and its profiler (memray: its extension)
   std::optional<LauncherSettings> launcher;
+  std::optional<PythonFacts> python;  // --backend memray: the interpreter judged
   std::vector<Finding> findings;     // in the order to fix them
   bool ready() const;
 };

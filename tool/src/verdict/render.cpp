@@ -23,9 +23,9 @@ std::string human_size(uint64_t bytes) {
 // prefork server's workers), in words: "" for a backend memprofile does not
 // know.
 std::string forked_children(const std::string& backend) {
-  if (backend == "memray")  // no control library serves it yet
-    return "recorded, each in a capture of its own (memray's follow_fork); start/stop/snapshot/status do not reach "
-           "them yet";
+  if (backend == "memray")  // the bootstrap serves control from each interpreter, not the control library
+    return "recorded, each in a capture of its own (memray's follow_fork), each serving memprofile "
+           "start/stop/snapshot/status from memprofile's bootstrap";
   try {
     std::string why = forked_children_unrecorded(parse_backend(backend));
     return why.empty() ? "recorded, each serving memprofile start/stop/snapshot/status" : "not recorded: " + why;
@@ -35,6 +35,23 @@ std::string forked_children(const std::string& backend) {
 }
 
 }  // namespace
+
+json to_json(const PythonFacts& py) {
+  json debian = nullptr;
+  if (py.debian) {
+    json installed = json::array();
+    for (const auto& p : py.debian->installed)
+      installed.push_back({{"package", p.name}, {"version", p.version}, {"architecture", p.architecture},
+                           {"multi_arch", p.multi_arch}, {"provides", p.provides}});
+    const DebianPackage* own = py.debian_package.empty() ? nullptr : py.debian->find(py.debian_package);
+    debian = {{"codename", py.debian->codename},
+              {"complete", py.debian->complete},
+              {"python_package", own ? json(own->name) : json(nullptr)},
+              {"python_version", own ? json(own->version) : json(nullptr)},
+              {"installed", installed}};
+  }
+  return {{"interpreter", py.interpreter}, {"version", py.version}, {"debian", debian}};
+}
 
 json to_json(const Finding& f) {
   return {{"code", f.code}, {"severity", to_string(f.severity)}, {"message", f.message}, {"fix", f.fix}};
@@ -166,6 +183,7 @@ json to_json(const LoadedImage& img, const PreflightResult& r) {
                                            {"output_dir", r.launcher->output_dir},
                                            {"target", r.launcher->target}}
                                     : json(nullptr)},
+            {"python", r.python ? to_json(*r.python) : json(nullptr)},
             {"findings", findings},
             {"blocking", blocking},
             {"anomalies", img.anomalies},
@@ -200,6 +218,14 @@ void print_preflight(std::ostream& out, const LoadedImage& img, const PreflightR
   for (const auto& sc : r.scripts) out << "script: " << sc << "\n";
   if (!r.preload.empty())
     out << (r.backend == "memray" ? "memray extension: " : "preload: ") << r.preload << " (" << r.backend << ")\n";
+  if (r.python) {
+    const DebianPackage* own = r.python->debian_package.empty() ? nullptr : r.python->debian->find(r.python->debian_package);
+    out << "python: " << r.python->interpreter << " (" << r.python->version << ", "
+        << (own ? "Debian's " + own->name + " " + own->version +
+                      (r.python->debian->codename.empty() ? "" : ", " + r.python->debian->codename)
+                : std::string("not Debian's package"))
+        << ")\n";
+  }
   if (!r.preload.empty() && !forked_children(r.backend).empty())
     out << "forked children: " << forked_children(r.backend) << "\n";
   for (const auto& d : r.dispatch)

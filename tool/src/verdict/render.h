@@ -15,6 +15,7 @@ namespace memprofile {
 
 nlohmann::json to_json(const FileReport& r);
 nlohmann::json to_json(const Finding& f);
+nlohmann::json to_json(const PythonFacts& py);
 void print_human(std::ostream& out, const FileReport& r, bool color);
 void print_finding(std::ostream& out, const Finding& f, bool color, const char* indent = "  ");
 

@@ -1,0 +1,100 @@
+#include "image/debian.h"
+
+#include "base/error.h"
+
+namespace memprofile {
+
+namespace {
+
+constexpr size_t kStatusMax = 4 << 20;  // what a layer keeps of a config file (layer.cpp's kConfigMax)
+
+// A field's value in one stanza: "Field: value" at the start of a line
+// (continuation lines, which start with a space, are not needed here).
+std::string field(const std::string& stanza, const std::string& name) {
+  for (size_t at = 0; at < stanza.size();) {
+    size_t nl = stanza.find('\n', at);
+    size_t end = nl == std::string::npos ? stanza.size() : nl;
+    if (end - at > name.size() && stanza.compare(at, name.size(), name) == 0 && stanza[at + name.size()] == ':') {
+      size_t v = at + name.size() + 1;
+      while (v < end && stanza[v] == ' ') ++v;
+      return stanza.substr(v, end - v);
+    }
+    at = end + 1;
+  }
+  return "";
+}
+
+std::optional<std::string> read_text(const FileTree& tree, const std::string& path, bool* complete) {
+  std::optional<std::string> text;
+  try {
+    text = tree.read(path, kStatusMax + 1);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  if (text && (text->size() > kStatusMax || tree.lstat(path).size > text->size())) *complete = false;
+  return text;
+}
+
+}  // namespace
+
+const DebianPackage* DebianSystem::find(const std::string& name) const {
+  for (const auto& p : installed)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+std::vector<DebianPackage> parse_dpkg_status(const std::string& text) {
+  std::vector<DebianPackage> out;
+  for (size_t at = 0; at < text.size();) {
+    size_t blank = text.find("\n\n", at);
+    size_t end = blank == std::string::npos ? text.size() : blank;
+    std::string stanza = text.substr(at, end - at);
+    at = blank == std::string::npos ? text.size() : blank + 2;
+    DebianPackage p{field(stanza, "Package"), field(stanza, "Version"), field(stanza, "Architecture"),
+                    field(stanza, "Multi-Arch"), field(stanza, "Provides")};
+    // Distroless' status.d stanzas carry no Status: they are installed.
+    std::string status = field(stanza, "Status");
+    if (!p.name.empty() && (status.empty() || status == "install ok installed")) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::optional<DebianSystem> debian_system(const FileTree& tree) {
+  DebianSystem sys;
+  bool found = false;
+  if (auto status = read_text(tree, "/var/lib/dpkg/status", &sys.complete)) {
+    sys.installed = parse_dpkg_status(*status);
+    found = true;
+  }
+  if (tree.lstat("/var/lib/dpkg/status.d").kind == FsNode::Kind::Directory) {
+    std::vector<std::string> files;
+    tree.walk("/var/lib/dpkg/status.d", [&](const std::string& f) {
+      // status.d/<pkg>.md5sums lists files, not packages.
+      if (f.size() < 8 || f.compare(f.size() - 8, 8, ".md5sums") != 0) files.push_back(f);
+    });
+    for (const auto& f : files)
+      if (auto text = read_text(tree, f, &sys.complete)) {
+        for (auto& p : parse_dpkg_status(*text)) sys.installed.push_back(std::move(p));
+        found = true;
+      }
+  }
+  if (!found) return std::nullopt;
+  for (const char* path : {"/etc/os-release", "/usr/lib/os-release"}) {
+    bool whole = true;
+    auto text = read_text(tree, path, &whole);
+    if (!text) continue;
+    for (size_t at = 0; at < text->size();) {
+      size_t nl = text->find('\n', at);
+      std::string line = text->substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+      at = nl == std::string::npos ? text->size() : nl + 1;
+      if (line.rfind("VERSION_CODENAME=", 0) != 0) continue;
+      std::string v = line.substr(17);
+      if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) v = v.substr(1, v.size() - 2);
+      sys.codename = v;
+    }
+    break;
+  }
+  return sys;
+}
+
+}  // namespace memprofile
