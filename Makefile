@@ -75,17 +75,25 @@ preload: deps ## Build BACKEND's preload library for ARCH from pinned source int
 	MEMPROFILE=$(abspath $(HOST_MEMPROFILE)) preload/build.sh $(BACKEND) $(ARCH) $(DIST)/preload/$(BACKEND)/$(ARCH)
 
 ARTIFACTS_OUT ?= build/artifacts/$(BACKEND)/$(ARCH)
+# BACKEND=memray: the app image's preflight --json --backend memray for ARCH
+# (scripts/build-image.sh writes it), which says what memray needs there.
+MEMRAY_FACTS ?=
 
 .PHONY: image-artifacts
 image-artifacts: deps ## Stage the static memprofile and BACKEND's library for ARCH as a root tree in ARTIFACTS_OUT.
-	$(if $(filter $(BACKEND),$(BACKENDS)),,$(error BACKEND must be one of: $(BACKENDS)))
+	$(if $(filter $(BACKEND),$(BACKENDS) memray),,$(error BACKEND must be one of: $(BACKENDS) memray))
 	$(MAKE) --no-print-directory static ARCH=$(ARCH) SKIP_DEPS=true
+ifeq ($(BACKEND),memray)
+	scripts/stage-artifacts.sh $(DIST)/memprofile/$(ARCH)/memprofile - $(ARTIFACTS_OUT)
+	$(if $(MEMRAY_FACTS),scripts/memray-debian.sh $(MEMRAY_FACTS) $(ARCH) $(ARTIFACTS_OUT))
+else
 	@# A library already built from the same recipe (its manifest's key) is reused.
 	if [[ "$$(jq -r '.recipe_key // empty' $(DIST)/preload/$(BACKEND)/$(ARCH)/manifest.json 2>/dev/null)" != \
 	      "$$(preload/build.sh --key $(BACKEND))" ]]; then \
 	  $(MAKE) --no-print-directory preload BACKEND=$(BACKEND) ARCH=$(ARCH) SKIP_DEPS=true; \
 	fi
 	scripts/stage-artifacts.sh $(DIST)/memprofile/$(ARCH)/memprofile $(DIST)/preload/$(BACKEND)/$(ARCH) $(ARTIFACTS_OUT)
+endif
 
 .PHONY: clean
 clean: ## Remove build directories and dist/ (caches under ~/.cache/memprofile stay).
@@ -139,7 +147,9 @@ define image_guards
 $(if $(APP_IMAGE)$(APP_SRC),,$(error name the app: APP_IMAGE=<dynamic glibc app image> (way 1) or APP_SRC=<cargo project> APP_BIN=<binary> (way 2)))
 $(if $(and $(APP_IMAGE),$(APP_SRC)),$(error give APP_IMAGE or APP_SRC, not both))
 $(if $(and $(APP_SRC),$(if $(APP_BIN),,x)),$(error APP_SRC needs APP_BIN, the cargo binary to package))
-$(if $(filter $(BACKEND),$(BACKENDS)),,$(error BACKEND must be one of: $(BACKENDS)))
+$(if $(filter $(BACKEND),$(BACKENDS) memray),,$(error BACKEND must be one of: $(BACKENDS) memray))
+$(if $(and $(APP_SRC),$(filter memray,$(BACKEND))),$(error BACKEND=memray layers memray onto a Python app image: give APP_IMAGE, not APP_SRC))
+$(if $(and $(filter source,$(ARTIFACTS)),$(filter memray,$(BACKEND))),$(error BACKEND=memray stages Debian's memray on this machine: ARTIFACTS=source does not go with it))
 $(if $(filter $(DOCKER_PUSH),true false),,$(error DOCKER_PUSH must be true or false))
 $(if $(filter $(DORMANT),true false),,$(error DORMANT must be true or false))
 $(if $(and $(filter true,$(DORMANT)),$(filter heaptrack,$(BACKEND))),$(error heaptrack cannot start dormant: it records from the first allocation (BACKEND=jemalloc or bytehound for DORMANT=true)))

@@ -106,10 +106,26 @@ if [[ -n "${APP_IMAGE}" ]]; then
     pick=(--platform "${PLATFORMS:-linux/$(dpkg --print-architecture 2>/dev/null || echo amd64)}")
   fi
   verdict=0
-  "${MEMPROFILE}" preflight --json "${pick[@]}" "${WORK_DIR}/app.tar" >"${WORK_DIR}/app.json" || verdict=$?
+  judge_as=()
+  [[ "${BACKEND}" != memray ]] || judge_as=(--backend memray)
+  "${MEMPROFILE}" preflight --json "${pick[@]}" "${judge_as[@]}" "${WORK_DIR}/app.tar" >"${WORK_DIR}/app.json" || verdict=$?
   ((verdict <= 1)) || die "memprofile preflight could not read ${APP_IMAGE} (exported to ${WORK_DIR}/app.tar)"
   app_json="$(head -n 1 "${WORK_DIR}/app.json")"
-  if ((verdict != 0)); then
+  if [[ "${BACKEND}" == memray ]]; then
+    # memray missing is what this build adds (Debian's package, per
+    # platform: scripts/memray-debian.sh); anything else stops it here.
+    verdict=0
+    while read -r line; do
+      a="$(jq -r '.platform | split("/")[1]' <<<"${line}")"
+      echo "${line}" > "${WORK_DIR}/app-${a}.json"
+      other="$(jq -r '[.blocking[] | select(. != "MEMRAY_MISSING")] | join(", ")' <<<"${line}")"
+      [[ -z "${other}" ]] || { echo "${a}: ${other}" >&2; verdict=1; }
+    done < "${WORK_DIR}/app.json"
+    if ((verdict != 0)); then
+      "${MEMPROFILE}" preflight "${pick[@]}" --backend memray "${WORK_DIR}/app.tar" >&2 || true
+      die "${APP_IMAGE} cannot be tracked by memray even with memray installed (the findings above): BACKEND=memray needs a CPython interpreter the entrypoint reaches"
+    fi
+  elif ((verdict != 0)); then
     "${MEMPROFILE}" preflight "${pick[@]}" "${WORK_DIR}/app.tar" >&2 || true
     die "${APP_IMAGE} cannot be profiled by layering a preload library onto it (blocking: $(jq -r '.blocking | join(", ")' "${WORK_DIR}/app.json" | sort -u | paste -sd' ')). Rebuild the app as a dynamic glibc program instead (way 2): make image-memprofile APP_SRC=<cargo project> APP_BIN=<binary>"
   fi
@@ -145,8 +161,18 @@ for platform in "${platforms[@]}"; do
   esac
   if [[ "${ARTIFACTS}" == dist ]]; then
     say "artifacts for ${arch} (${BACKEND}), host-built"
+    facts=""
+    if [[ "${BACKEND}" == memray ]]; then
+      [[ -s "${WORK_DIR}/app-${arch}.json" ]] || die "${APP_IMAGE} has no ${platform} image to install memray for"
+      # Only where memray is missing: an image with its own is left as it is.
+      if jq -e '.blocking | index("MEMRAY_MISSING")' "${WORK_DIR}/app-${arch}.json" >/dev/null; then
+        facts="${WORK_DIR}/app-${arch}.json"
+      else
+        say "${APP_IMAGE} (${arch}) imports memray already: installing none"
+      fi
+    fi
     make -C "${root}" --no-print-directory image-artifacts SKIP_DEPS=true ARCH="${arch}" BACKEND="${BACKEND}" DIST="${DIST:-dist}" \
-      ARTIFACTS_OUT="${ctx}/artifacts/${arch}" >&2
+      ARTIFACTS_OUT="${ctx}/artifacts/${arch}" MEMRAY_FACTS="${facts}" >&2
   fi
 done
 if [[ "${ARTIFACTS}" == source ]]; then
@@ -155,7 +181,7 @@ if [[ "${ARTIFACTS}" == source ]]; then
 elif [[ "${ARTIFACTS}" != dist ]]; then
   die "ARTIFACTS must be dist or source, not '${ARTIFACTS}'"
 fi
-manifest="$(find "${ctx}/artifacts" -name "preload-${BACKEND}.json" -print -quit 2>/dev/null || true)"
+manifest="$(find "${ctx}/artifacts" \( -name "preload-${BACKEND}.json" -o -name "backend-${BACKEND}.json" \) -print -quit 2>/dev/null || true)"
 [[ -z "${manifest}" ]] || build_args+=(--build-arg "BACKEND_VERSION=$(jq -r .version "${manifest}")")
 
 # 3. Build.

@@ -5,17 +5,21 @@
 # `exec --backend memray`), the preload library at its install path (from its
 # manifest), and the manifest itself.
 # usage: scripts/stage-artifacts.sh MEMPROFILE_STATIC PRELOAD_DIST_DIR OUT
+#   PRELOAD_DIST_DIR "-": no preload library (memray: scripts/memray-debian.sh
+#   adds what the image needs)
 set -o errexit -o nounset -o pipefail
 
 launcher="${1:?usage: stage-artifacts.sh MEMPROFILE_STATIC PRELOAD_DIST_DIR OUT}"
 dist="${2:?usage: stage-artifacts.sh MEMPROFILE_STATIC PRELOAD_DIST_DIR OUT}"
 out="${3:?usage: stage-artifacts.sh MEMPROFILE_STATIC PRELOAD_DIST_DIR OUT}"
 manifest="${dist}/manifest.json"
-[[ -f "${manifest}" ]] || { echo "memprofile: ${manifest} missing: build the preload library first (make preload)" >&2; exit 1; }
-backend="$(jq -r .backend "${manifest}")"
-library="$(jq -r .library "${manifest}")"
-install_path="$(jq -r .install_path "${manifest}")"
-[[ "${install_path}" == /* && "${install_path}" != *..* ]] || { echo "memprofile: ${manifest}: bad install_path '${install_path}'" >&2; exit 1; }
+[[ "${dist}" == - || -f "${manifest}" ]] || { echo "memprofile: ${manifest} missing: build the preload library first (make preload)" >&2; exit 1; }
+if [[ "${dist}" != - ]]; then
+  backend="$(jq -r .backend "${manifest}")"
+  library="$(jq -r .library "${manifest}")"
+  install_path="$(jq -r .install_path "${manifest}")"
+  [[ "${install_path}" == /* && "${install_path}" != *..* ]] || { echo "memprofile: ${manifest}: bad install_path '${install_path}'" >&2; exit 1; }
+fi
 
 rm -rf "${out}"
 ctl="$(dirname "${launcher}")/libmemprofile_ctl.so"
@@ -25,6 +29,7 @@ install -D -m 0755 "${ctl}" "${out}/usr/lib/memprofile/libmemprofile_ctl.so"
 bootstrap="$(dirname "${launcher}")/python/sitecustomize.py"
 [[ -f "${bootstrap}" ]] || { echo "memprofile: ${bootstrap} missing: it is staged with the launcher (make static)" >&2; exit 1; }
 install -D -m 0644 "${bootstrap}" "${out}/usr/lib/memprofile/python/sitecustomize.py"
+[[ "${dist}" != - ]] || exit 0
 install -D -m 0755 "${dist}/${library}" "${out}${install_path}"
 # Libraries the recipe bundles go beside it (the library's RUNPATH is $ORIGIN).
 for lib in $(jq -r '.bundled // "" | split(" ")[]' "${manifest}"); do
