@@ -47,9 +47,9 @@ trap 'rm -rf "${work}"' EXIT
 mkdir -p "${cache}/lists/partial" "${cache}/archives/partial" "${work}/parts"
 echo "deb [arch=${arch} signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(debian_mirror) ${codename} main" \
   > "${work}/sources.list"
-jq -r '.debian.installed[] | "Package: \(.package)\nStatus: install ok installed\nVersion: \(.version)\nArchitecture: \(.architecture)" +
-    (if .multi_arch != "" then "\nMulti-Arch: \(.multi_arch)" else "" end) +
-    (if .provides != "" then "\nProvides: \(.provides)" else "" end) + "\n"' <<<"${py}" > "${work}/status"
+# Whole stanzas: apt takes an installed package for the index's version
+# only when their relations match, and would otherwise install it again.
+jq -r '.debian.installed[] | .stanza + "\n"' <<<"${py}" > "${work}/status"
 apt_opts=(-o "Dir::State::status=${work}/status" -o "Dir::State::Lists=${cache}/lists" -o "Dir::Cache=${cache}"
   -o "Dir::Cache::archives=${cache}/archives" -o "Dir::Etc::SourceList=${work}/sources.list" -o "Dir::Etc::SourceParts=${work}/parts"
   -o "Dir::Etc::Preferences=/dev/null" -o "Dir::Etc::PreferencesParts=${work}/parts" -o APT::Sandbox::User=root

@@ -23,10 +23,15 @@ TEST_CASE("dpkg status: installed packages only, with the fields apt needs") {
   CHECK(pkgs[0].version == "2.41-12");
   CHECK(pkgs[0].multi_arch == "same");
   CHECK(pkgs[1].provides == "python3.13-x");
+  // The stanza whole, for a status apt reads.
+  CHECK(pkgs[0].stanza.rfind("Package: libc6\nStatus: install ok installed\n", 0) == 0);
+  CHECK(pkgs[0].stanza.find(" continued line: not a field") != std::string::npos);
 }
 
 TEST_CASE("dpkg status: a stanza without Status (distroless' status.d) is installed; a damaged text is no package") {
-  CHECK(parse_dpkg_status("Package: tzdata\nVersion: 2025b\nArchitecture: all\n").size() == 1);
+  auto distroless = parse_dpkg_status("Package: tzdata\nVersion: 2025b\nArchitecture: all\n");
+  REQUIRE(distroless.size() == 1);
+  CHECK(distroless[0].stanza == "Status: install ok installed\nPackage: tzdata\nVersion: 2025b\nArchitecture: all");
   CHECK(parse_dpkg_status("\n\n\n: : :\nPackage\n\n").empty());
   CHECK(parse_dpkg_status("").empty());
 }

@@ -51,10 +51,13 @@ std::vector<DebianPackage> parse_dpkg_status(const std::string& text) {
     std::string stanza = text.substr(at, end - at);
     at = blank == std::string::npos ? text.size() : blank + 2;
     DebianPackage p{field(stanza, "Package"), field(stanza, "Version"), field(stanza, "Architecture"),
-                    field(stanza, "Multi-Arch"), field(stanza, "Provides")};
+                    field(stanza, "Multi-Arch"), field(stanza, "Provides"), ""};
     // Distroless' status.d stanzas carry no Status: they are installed.
     std::string status = field(stanza, "Status");
-    if (!p.name.empty() && (status.empty() || status == "install ok installed")) out.push_back(std::move(p));
+    if (p.name.empty() || !(status.empty() || status == "install ok installed")) continue;
+    p.stanza = status.empty() ? "Status: install ok installed\n" + stanza : std::move(stanza);
+    while (!p.stanza.empty() && p.stanza.back() == '\n') p.stanza.pop_back();
+    out.push_back(std::move(p));
   }
   return out;
 }

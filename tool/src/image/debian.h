@@ -15,6 +15,10 @@ namespace memprofile {
 
 struct DebianPackage {
   std::string name, version, architecture, multi_arch, provides;
+  // The whole stanza, as dpkg wrote it: apt merges an installed package with
+  // the index's only when their relations match, so a status written for
+  // apt from these facts must carry them all.
+  std::string stanza;
 };
 
 struct DebianSystem {

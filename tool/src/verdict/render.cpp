@@ -42,7 +42,7 @@ json to_json(const PythonFacts& py) {
     json installed = json::array();
     for (const auto& p : py.debian->installed)
       installed.push_back({{"package", p.name}, {"version", p.version}, {"architecture", p.architecture},
-                           {"multi_arch", p.multi_arch}, {"provides", p.provides}});
+                           {"multi_arch", p.multi_arch}, {"provides", p.provides}, {"stanza", p.stanza}});
     const DebianPackage* own = py.debian_package.empty() ? nullptr : py.debian->find(py.debian_package);
     debian = {{"codename", py.debian->codename},
               {"complete", py.debian->complete},
