@@ -111,6 +111,10 @@ pass "READY: a script, /usr/bin/env scripts (one setting a variable first), guni
 
 judge venv-isolated 1 --entrypoint '["/opt/venv-isolated/bin/python", "/app/service.py"]'
 has venv-isolated MEMRAY_MISSING
+# Its interpreter is Debian's file, but Debian's memray would not be seen there.
+jq -e '.python | .isolated_venv and .debian.python_package == null and .invoked == "/opt/venv-isolated/bin/python"' \
+  "${SCRATCH}/venv-isolated.json" > /dev/null ||
+  fail "venv-isolated: python facts: $(jq -c '.python | del(.debian.installed)' "${SCRATCH}/venv-isolated.json")"
 judge py311 1 --entrypoint '["python3", "/app/service.py"]' --env PYTHONPATH=/opt/py311
 has py311 MEMRAY_WRONG_PYTHON
 judge arm64 1 --entrypoint '["python3", "/app/service.py"]' --env PYTHONPATH=/opt/arm64

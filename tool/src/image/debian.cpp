@@ -31,7 +31,10 @@ std::optional<std::string> read_text(const FileTree& tree, const std::string& pa
   } catch (const Error&) {
     return std::nullopt;
   }
-  if (text && (text->size() > kStatusMax || tree.lstat(path).size > text->size())) *complete = false;
+  // A file the layers did not keep (their budget for contents spent) is
+  // there but unread: the database is then not whole.
+  uint64_t size = tree.lstat(path).size;
+  if ((text && (text->size() > kStatusMax || size > text->size())) || (!text && size > 0)) *complete = false;
   return text;
 }
 
@@ -53,8 +56,12 @@ std::vector<DebianPackage> parse_dpkg_status(const std::string& text) {
     DebianPackage p{field(stanza, "Package"), field(stanza, "Version"), field(stanza, "Architecture"),
                     field(stanza, "Multi-Arch"), field(stanza, "Provides"), ""};
     // Distroless' status.d stanzas carry no Status: they are installed.
+    // Otherwise dpkg's third word: the package's files are in the image in
+    // every state but these two (held, half-configured, triggers-pending
+    // and the rest count, and must stay what they are).
     std::string status = field(stanza, "Status");
-    if (p.name.empty() || !(status.empty() || status == "install ok installed")) continue;
+    std::string state = status.substr(status.rfind(' ') == std::string::npos ? 0 : status.rfind(' ') + 1);
+    if (p.name.empty() || state == "not-installed" || state == "config-files") continue;
     p.stanza = status.empty() ? "Status: install ok installed\n" + stanza : std::move(stanza);
     while (!p.stanza.empty() && p.stanza.back() == '\n') p.stanza.pop_back();
     out.push_back(std::move(p));
@@ -90,10 +97,13 @@ std::optional<DebianSystem> debian_system(const FileTree& tree) {
       size_t nl = text->find('\n', at);
       std::string line = text->substr(at, nl == std::string::npos ? std::string::npos : nl - at);
       at = nl == std::string::npos ? text->size() : nl + 1;
-      if (line.rfind("VERSION_CODENAME=", 0) != 0) continue;
-      std::string v = line.substr(17);
+      size_t eq = line.find('=');
+      if (eq == std::string::npos) continue;
+      std::string key = line.substr(0, eq), v = line.substr(eq + 1);
+      if (!v.empty() && v.back() == '\r') v.pop_back();
       if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) v = v.substr(1, v.size() - 2);
-      sys.codename = v;
+      if (key == "VERSION_CODENAME") sys.codename = v;
+      if (key == "ID") sys.id = v;
     }
     break;
   }

@@ -22,8 +22,9 @@ struct DebianPackage {
 };
 
 struct DebianSystem {
+  std::string id;                       // os-release's ID: "debian", "ubuntu", ...
   std::string codename;                 // VERSION_CODENAME ("trixie"), "" when os-release has none
-  std::vector<DebianPackage> installed;  // "install ok installed" only, in the database's order
+  std::vector<DebianPackage> installed;  // whose files are in the tree (not config-files, not-installed), in order
   bool complete = true;                 // false: a status file was too large to read whole
   const DebianPackage* find(const std::string& name) const;
 };

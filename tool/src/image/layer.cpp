@@ -327,7 +327,11 @@ bool is_config_file(const std::string& path) {
          path == "/usr/lib/os-release" || (path.rfind("/etc/ld-musl-", 0) == 0 && path.size() > 18 &&
                                            path.compare(path.size() - 5, 5, ".path") == 0) ||
          path.rfind("/etc/memprofile/", 0) == 0 || path == "/var/lib/dpkg/status" ||
-         path.rfind("/var/lib/dpkg/status.d/", 0) == 0;  // image/debian.h: what the memray image build installs
+         // image/debian.h: what the memray image build installs; not the
+         // file lists beside distroless' stanzas, which would spend the
+         // layer's budget for contents.
+         (path.rfind("/var/lib/dpkg/status.d/", 0) == 0 && path.size() > 8 &&
+          path.compare(path.size() - 8, 8, ".md5sums") != 0);
 }
 
 namespace {

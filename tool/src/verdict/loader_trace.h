@@ -17,7 +17,9 @@ void trace_loader(PreflightResult& r);
 // entrypoint reaches it with this environment (a RUN step's: the image's),
 // imports memray's extension, and the file it imports is the one the static
 // model found: MEMRAY_IMPORTED, else MEMRAY_NOT_IMPORTED first with the last
-// line Python printed. Nothing of the app runs but its sitecustomize.
+// line Python printed. Nothing of the app runs but what Python runs at
+// start-up (.pth files, its sitecustomize); a child that does not end is
+// killed with its process group (run_captured's caps).
 void trace_import(PreflightResult& r);
 
 }  // namespace memprofile

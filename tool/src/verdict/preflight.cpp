@@ -521,14 +521,19 @@ void judge_target(Context& ctx) {
 }
 
 // The interpreter's facts for the memray image build: Debian's when the
-// package Debian names python3.X-minimal is installed and the interpreter
-// is its /usr/bin/python3.X.
-std::optional<PythonFacts> python_facts(const FileTree& tree, const std::string& path, const ElfInfo& elf) {
+// image is Debian (os-release), the package Debian names python3.X-minimal
+// is installed, the interpreter is its /usr/bin/python3.X, and it sees
+// Debian's dist-packages (not a venv made without the system's
+// site-packages: memray installed there would not be imported).
+std::optional<PythonFacts> python_facts(const FileTree& tree, const std::string& path, const std::string& invoked,
+                                        const ElfInfo& elf) {
   auto v = python_version(path, elf);
   if (!v) return std::nullopt;
-  PythonFacts py{path, to_string(*v), path, "", debian_system(tree)};
+  PythonFacts py{path, to_string(*v), invoked, "", false, debian_system(tree)};
+  bool with_base = false;
+  py.isolated_venv = !venv_dirs(tree, invoked, *v, &with_base).empty() && !with_base;
   std::string package = "python" + std::to_string(v->major) + "." + std::to_string(v->minor) + "-minimal";
-  if (py.debian && py.debian->find(package) && v->abiflags.empty() &&
+  if (py.debian && py.debian->id == "debian" && py.debian->find(package) && v->abiflags.empty() && !py.isolated_venv &&
       path == "/usr/bin/python" + std::to_string(v->major) + "." + std::to_string(v->minor))
     py.debian_package = package;
   return py;
@@ -560,8 +565,7 @@ void judge_memray(Context& ctx) {
   std::string user_base = python_user_base(entry_is_target ? ctx.interpreter_options : no_options,
                                            ctx.cfg.env_value("PYTHONNOUSERSITE"), ctx.cfg.env_value("PYTHONUSERBASE"),
                                            home);
-  res.python = python_facts(ctx.tree, path, *elf);
-  if (res.python) res.python->invoked = invoked.empty() ? path : invoked;
+  res.python = python_facts(ctx.tree, path, invoked.empty() ? path : invoked, *elf);
   MemrayFound found;
   std::vector<Finding> problems = find_memray(ctx.tree, invoked.empty() ? path : invoked, path, *elf,
                                               ctx.cfg.env_value("PYTHONPATH"), &found, user_base);

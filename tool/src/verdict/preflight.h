@@ -37,6 +37,7 @@ struct PythonFacts {
   std::string interpreter, version;    // its canonical path in the image, "3.13"
   std::string invoked;                 // as the command names it (a venv's bin/python): what runs it
   std::string debian_package;          // python3.13-minimal when Debian's package installed it ("" not)
+  bool isolated_venv = false;          // a venv without the system's site-packages
   std::optional<DebianSystem> debian;  // the image's dpkg database, when it has one
 };
 

@@ -44,13 +44,18 @@ json to_json(const PythonFacts& py) {
       installed.push_back({{"package", p.name}, {"version", p.version}, {"architecture", p.architecture},
                            {"multi_arch", p.multi_arch}, {"provides", p.provides}, {"stanza", p.stanza}});
     const DebianPackage* own = py.debian_package.empty() ? nullptr : py.debian->find(py.debian_package);
-    debian = {{"codename", py.debian->codename},
+    debian = {{"id", py.debian->id},
+              {"codename", py.debian->codename},
               {"complete", py.debian->complete},
               {"python_package", own ? json(own->name) : json(nullptr)},
               {"python_version", own ? json(own->version) : json(nullptr)},
               {"installed", installed}};
   }
-  return {{"interpreter", py.interpreter}, {"version", py.version}, {"debian", debian}};
+  return {{"interpreter", py.interpreter},
+          {"version", py.version},
+          {"invoked", py.invoked},
+          {"isolated_venv", py.isolated_venv},
+          {"debian", debian}};
 }
 
 json to_json(const Finding& f) {
