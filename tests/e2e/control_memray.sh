@@ -50,7 +50,6 @@ interpreter_of() {
   done
   return 1
 }
-top_site() { jq -r '.in_use[0] | "\(.site.function) (\(.site.file):\(.site.line)) \(.bytes_in_use)"' "$1"; }
 
 # 1. gunicorn, dormant.
 port="$(free_port)"

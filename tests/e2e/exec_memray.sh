@@ -81,8 +81,6 @@ keep_line="$(grep -n 'cache.append(bytearray(n))' "${root}/app/service.py" | cut
 work_line="$(grep -n 'kept.append(bytearray(128' "${root}/app/pool.py" | cut -d: -f1)"
 
 memray_exec() { in_root env -C /app /opt/memprofile/memprofile exec --backend memray --min-free-mb 1 "$@"; }
-# top_site JSON: the first in-use site as FUNCTION (FILE:LINE) and its bytes.
-top_site() { jq -r '.in_use[0] | "\(.site.function) (\(.site.file):\(.site.line)) \(.bytes_in_use)"' "$1"; }
 
 # 1. A script, with native frames (the default) and without.
 for mode in native python-only; do

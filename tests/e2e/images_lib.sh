@@ -123,7 +123,7 @@ unmount_all() {
   # lists. Safe to prune: image tests hold ctest's "containers" lock, so no
   # other build is using this store right now.
   buildah rmi --prune >/dev/null 2>&1 || true
-  rm -rf "${SCRATCH}"
+  cleanup_scratch
 }
 trap unmount_all EXIT
 
@@ -197,4 +197,76 @@ dormant_round() {
     fail "the growth between the snapshots is not leaky_function: $(jq -c '.growth[0]' "${SCRATCH}/growth-${arch}.json")"
   jq -e '.memory[0].verdict | startswith("the heap grew by")' "${SCRATCH}/growth-${arch}.json" > /dev/null ||
     fail "the records beside the snapshots: $(jq -c .memory "${SCRATCH}/growth-${arch}.json")"
+}
+
+# app_image BASE NAME DIR ENTRYPOINT CMD: localhost image NAME, BASE with
+# DIR's files at /app and the JSON ENTRYPOINT and CMD; dropped at exit.
+app_image() {
+  local base="$1" name="$2" dir="$3" entrypoint="$4" cmd="$5" work
+  work="$(buildah from --pull=never --quiet "${base}")"
+  MOUNTED+=("${work}")
+  [[ -z "${dir}" ]] || buildah copy --quiet "${work}" "${dir}" /app > /dev/null
+  buildah config --entrypoint "${entrypoint}" --cmd "${cmd}" "${work}"
+  buildah commit --quiet "${work}" "${name}" > /dev/null
+  drop_at_exit "${name}" "${name}-memprofile"
+}
+
+# gunicorn_memray_round IMAGE ARCHIVE: IMAGE (built with BACKEND=memray from
+# leaky_wsgi_app's gunicorn app, judged as ARCHIVE) run as a container under
+# load from curl on loopback: the arbiter and its 2 workers serve status to a
+# second process in the container, each recording; snapshot reaches all 3
+# (memray's capture is continuous: each says so); after SIGTERM, report
+# names the handler's line in each worker, and --merge sums them. ROUND:
+# what it saw, for the test's pass line.
+# shellcheck disable=SC2154 # app_line: set by leaky_wsgi_app
+gunicorn_memray_round() {
+  local image="$1" archive="$2" port out ctr service arbiter rc w capture total=0 merged
+  local -a workers
+  port="$(free_port)"
+  out="${SCRATCH}/out"
+  mkdir -p "${out}"
+  chmod 1777 "${out}"
+  ctr="$(buildah from --pull=never --quiet "${image}")"
+  MOUNTED+=("${ctr}")
+  buildah run --isolation chroot -v "${out}:/var/memprofile" "${ctr}" -- /usr/bin/memprofile exec --from-config -- \
+    --chdir /app -w 2 --timeout 0 -b "127.0.0.1:${port}" leaky:app > "${SCRATCH}/gunicorn.log" 2>&1 &
+  service=$!
+  wait_sockets "${out}" 3 "${service}" "${SCRATCH}/gunicorn.log"
+  arbiter="$(jq -r 'select(.parent == 0) | .pid' "${out}"/memprofile-proc.*.json)"
+  [[ "${arbiter}" =~ ^[0-9]+$ ]] || fail "no arbiter among the records: $(cat "${out}"/memprofile-proc.*.json)"
+  track "${arbiter}"
+  for _ in $(seq 1 80); do
+    curl -fsS --max-time 30 "http://127.0.0.1:${port}/" > /dev/null || fail "gunicorn does not answer: $(tail -3 "${SCRATCH}/gunicorn.log")"
+  done
+  buildah run --isolation chroot -v "${out}:/var/memprofile" "${ctr}" -- /usr/bin/memprofile status "${arbiter}" --json \
+    > "${SCRATCH}/status.json" 2> /dev/null || fail "status: $(cat "${SCRATCH}/status.json")"
+  jq -e '.tree.served == 3 and ([.processes[] | select(.backend == "memray" and .recording)] | length) == 3' \
+    "${SCRATCH}/status.json" > /dev/null ||
+    fail "status: $(jq -c '.tree, [.processes[] | {pid, parent, backend, recording}]' "${SCRATCH}/status.json")"
+  rc=0
+  buildah run --isolation chroot -v "${out}:/var/memprofile" "${ctr}" -- /usr/bin/memprofile snapshot "${arbiter}" \
+    > "${SCRATCH}/snap" 2>&1 || rc=$?
+  if ((rc != 1)) || (($(grep -c 'memray writes one continuous file, not snapshots' "${SCRATCH}/snap") != 3)); then
+    fail "the tree's snapshot: exit ${rc}: $(cat "${SCRATCH}/snap")"
+  fi
+  mapfile -t workers < <(jq -r --argjson a "${arbiter}" 'select(.parent == $a) | .pid' "${out}"/memprofile-proc.*.json | sort -n)
+  ((${#workers[@]} == 2)) || fail "not 2 workers of ${arbiter}: ${workers[*]}"
+  kill -TERM "${arbiter}"
+  wait "${service}" || fail "gunicorn's exit code: $? $(tail -3 "${SCRATCH}/gunicorn.log")"
+  for w in "${workers[@]}"; do
+    capture="${out}/memray.${arbiter}.bin.${w}"
+    [[ -s "${capture}" ]] || fail "no capture for worker ${w}: $(ls "${out}")"
+    "${MEMPROFILE}" report --image "${archive}" --json "${capture}" > "${SCRATCH}/worker-${w}.json" ||
+      fail "report of worker ${w}"
+    [[ "$(top_site "${SCRATCH}/worker-${w}.json")" == "app (/app/leaky.py:${app_line}) "* ]] ||
+      fail "worker ${w}'s top site: $(top_site "${SCRATCH}/worker-${w}.json")"
+    total=$((total + $(jq '.in_use[0].bytes_in_use' "${SCRATCH}/worker-${w}.json")))
+  done
+  ((total >= 80 * 256 * 1024)) || fail "the workers hold ${total} bytes at the handler, not the 20 MiB kept"
+  "${MEMPROFILE}" report --image "${archive}" --json --merge "${out}" > "${SCRATCH}/merged.json" || fail "report --merge"
+  merged="$(jq '.in_use[0].bytes_in_use' "${SCRATCH}/merged.json")"
+  if [[ "$(top_site "${SCRATCH}/merged.json")" != "app (/app/leaky.py:${app_line}) "* ]] || ((merged < total)); then
+    fail "--merge: $(top_site "${SCRATCH}/merged.json") against ${total} in the workers"
+  fi
+  ROUND="the arbiter and its 2 workers served status (each recording) and snapshot; report names app (leaky.py:${app_line}) in each worker (${total} bytes together), --merge sums them (${merged})"
 }

@@ -31,14 +31,9 @@ root="${SCRATCH}/app-root"
 mkdir -p "${root}/app"
 leaky_wsgi_app
 app=localhost/gunicorn-app:amd64
-work="$(buildah from --pull=never --quiet "${base}")"
-MOUNTED+=("${work}")
-buildah copy --quiet "${work}" "${root}/app" /app > /dev/null
-buildah config --entrypoint '["/usr/bin/gunicorn"]' \
-  --cmd '["--chdir", "/app", "-w", "2", "--timeout", "0", "-b", "127.0.0.1:8000", "leaky:app"]' "${work}"
-buildah commit --quiet "${work}" "${app}" > /dev/null
-drop_at_exit "${app}" "${app}-memprofile"
-buildah run --isolation chroot "${work}" -- python3 -c 'import memray' 2> /dev/null &&
+app_image "${base}" "${app}" "${root}/app" '["/usr/bin/gunicorn"]' \
+  '["--chdir", "/app", "-w", "2", "--timeout", "0", "-b", "127.0.0.1:8000", "leaky:app"]'
+buildah run --isolation chroot "${MOUNTED[-1]}" -- python3 -c 'import memray' 2> /dev/null &&
   fail "the app image imports memray already: the test would not show the build installing it"
 
 mk image-memprofile APP_IMAGE="${app}" BACKEND=memray ENGINE_BUILD_FLAGS=--no-cache > "${SCRATCH}/build.log" 2>&1 ||
@@ -55,66 +50,12 @@ grep -q "^READY: memray will track /usr/bin/python3.13$" "${SCRATCH}/preflight" 
   fail "preflight: $(head -3 "${SCRATCH}/preflight")"
 pass "the build installed Debian's python3-memray ${label} into the trixie app image, whose own python3.13 imported it; preflight READY"
 
-port="$(free_port)"
-out="${SCRATCH}/out"
-mkdir -p "${out}"
-chmod 1777 "${out}"
-ctr="$(buildah from --pull=never --quiet "${app}-memprofile")"
-MOUNTED+=("${ctr}")
-buildah run --isolation chroot -v "${out}:/var/memprofile" "${ctr}" -- /usr/bin/memprofile exec --from-config -- \
-  --chdir /app -w 2 --timeout 0 -b "127.0.0.1:${port}" leaky:app > "${SCRATCH}/gunicorn.log" 2>&1 &
-service=$!
-wait_sockets "${out}" 3 "${service}" "${SCRATCH}/gunicorn.log"
-arbiter="$(jq -r 'select(.parent == 0) | .pid' "${out}"/memprofile-proc.*.json)"
-[[ "${arbiter}" =~ ^[0-9]+$ ]] || fail "no arbiter among the records: $(cat "${out}"/memprofile-proc.*.json)"
-track "${arbiter}"
-for _ in $(seq 1 80); do
-  curl -fsS --max-time 30 "http://127.0.0.1:${port}/" > /dev/null || fail "gunicorn does not answer: $(tail -3 "${SCRATCH}/gunicorn.log")"
-done
-in_pod() { buildah run --isolation chroot -v "${out}:/var/memprofile" "${ctr}" -- /usr/bin/memprofile "$@"; }
-in_pod status "${arbiter}" --json > "${SCRATCH}/status.json" 2> /dev/null || fail "status: $(cat "${SCRATCH}/status.json")"
-jq -e '.tree.served == 3 and ([.processes[] | select(.backend == "memray" and .recording)] | length) == 3' \
-  "${SCRATCH}/status.json" > /dev/null ||
-  fail "status: $(jq -c '.tree, [.processes[] | {pid, parent, backend, recording}]' "${SCRATCH}/status.json")"
-# memray writes one continuous capture: snapshot reaches each process and
-# says so (exit 1), as with memprofile exec outside an image.
-rc=0
-in_pod snapshot "${arbiter}" > "${SCRATCH}/snap" 2>&1 || rc=$?
-if ((rc != 1)) || (($(grep -c 'memray writes one continuous file, not snapshots' "${SCRATCH}/snap") != 3)); then
-  fail "the tree's snapshot: exit ${rc}: $(cat "${SCRATCH}/snap")"
-fi
-mapfile -t workers < <(jq -r --argjson a "${arbiter}" 'select(.parent == $a) | .pid' "${out}"/memprofile-proc.*.json | sort -n)
-((${#workers[@]} == 2)) || fail "not 2 workers of ${arbiter}: ${workers[*]}"
-kill -TERM "${arbiter}"
-wait "${service}" || fail "gunicorn's exit code: $? $(tail -3 "${SCRATCH}/gunicorn.log")"
-
-top_site() { jq -r '.in_use[0] | "\(.site.function) (\(.site.file):\(.site.line)) \(.bytes_in_use)"' "$1"; }
-total=0
-for w in "${workers[@]}"; do
-  capture="${out}/memray.${arbiter}.bin.${w}"
-  [[ -s "${capture}" ]] || fail "no capture for worker ${w}: $(ls "${out}")"
-  "${MEMPROFILE}" report --image "${SCRATCH}/image/image.tar" --json "${capture}" > "${SCRATCH}/worker-${w}.json" ||
-    fail "report of worker ${w}"
-  [[ "$(top_site "${SCRATCH}/worker-${w}.json")" == "app (/app/leaky.py:${app_line}) "* ]] ||
-    fail "worker ${w}'s top site: $(top_site "${SCRATCH}/worker-${w}.json")"
-  total=$((total + $(jq '.in_use[0].bytes_in_use' "${SCRATCH}/worker-${w}.json")))
-done
-((total >= 80 * 256 * 1024)) || fail "the workers hold ${total} bytes at the handler, not the 20 MiB kept"
-"${MEMPROFILE}" report --image "${SCRATCH}/image/image.tar" --json --merge "${out}" > "${SCRATCH}/merged.json" ||
-  fail "report --merge"
-merged="$(jq '.in_use[0].bytes_in_use' "${SCRATCH}/merged.json")"
-if [[ "$(top_site "${SCRATCH}/merged.json")" != "app (/app/leaky.py:${app_line}) "* ]] || ((merged < total)); then
-  fail "--merge: $(top_site "${SCRATCH}/merged.json") against ${total} in the workers"
-fi
-pass "in the container: the arbiter and its 2 workers served status (each recording) and snapshot; report names app (leaky.py:${app_line}) in each worker (${total} bytes together), --merge sums them (${merged})"
+gunicorn_memray_round "${app}-memprofile" "${SCRATCH}/image/image.tar"
+pass "in the container: ${ROUND}"
 
 # An app image that runs no Python: refused in one line, nothing built.
 plain=localhost/not-python:amd64
-work="$(buildah from --pull=never --quiet "${base}")"
-MOUNTED+=("${work}")
-buildah config --entrypoint '["/usr/bin/sleep"]' --cmd '["60"]' "${work}"
-buildah commit --quiet "${work}" "${plain}" > /dev/null
-drop_at_exit "${plain}" "${plain}-memprofile"
+app_image "${base}" "${plain}" "" '["/usr/bin/sleep"]' '["60"]'
 rc=0
 mk image-memprofile APP_IMAGE="${plain}" BACKEND=memray > "${SCRATCH}/plain.log" 2>&1 || rc=$?
 ((rc != 0)) || fail "an image that runs /usr/bin/sleep was built with BACKEND=memray"

@@ -23,6 +23,10 @@ fail() {
 
 pass() { echo "ok: $*"; }
 
+# top_site REPORT.json: report's first in-use site as FUNCTION (FILE:LINE)
+# and its bytes, one line.
+top_site() { jq -r '.in_use[0] | "\(.site.function) (\(.site.file):\(.site.line)) \(.bytes_in_use)"' "$1"; }
+
 # sanitized BINARY: whether it is an AddressSanitizer build. Not `ldd | grep
 # -q`: grep leaves at the first match, ldd then dies of SIGPIPE, and under
 # pipefail the pipeline fails now and then.
