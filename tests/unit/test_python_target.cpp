@@ -339,3 +339,34 @@ TEST_CASE("find_memray: the user's site-packages comes before Debian's, and a ve
   CHECK(find_memray(tree, "/usr/bin/python3", "/usr/bin/python3.13", *elf, "", &off, "").empty());
   CHECK(off.package == "/usr/lib/python3/dist-packages/memray");
 }
+
+TEST_CASE("python_install: where pip puts a package, and the headers a source build uses") {
+  Scratch s;
+  // Debian's python (prefix /usr, Debian's dist-packages): /usr/local's
+  // dist-packages; its headers only when python3.13-dev put them there.
+  python_root(s, {});
+  testing::write_file(s / "usr/lib/python3/dist-packages/.keep", "", 0644);
+  HostTree tree(s.path());
+  auto debian = python_install(tree, "/usr/bin/python3.13", "/usr/bin/python3", {3, 13});
+  CHECK(debian.site_packages == "/usr/local/lib/python3.13/dist-packages");
+  CHECK(debian.include_dir == "/usr/include/python3.13");
+  CHECK_FALSE(debian.headers);
+  // A python: image's own build in /usr/local: its prefix's site-packages
+  // and include/python3.12, here with Python.h; a free-threaded one's dirs
+  // carry its flag.
+  testing::write_file(s / "usr/local/bin/python3.12", testing::ElfBuilder().build(), 0755);
+  testing::write_file(s / "usr/local/include/python3.12/Python.h", "/* */", 0644);
+  auto local = python_install(tree, "/usr/local/bin/python3.12", "/usr/local/bin/python3", {3, 12});
+  CHECK(local.site_packages == "/usr/local/lib/python3.12/site-packages");
+  CHECK(local.include_dir == "/usr/local/include/python3.12");
+  CHECK(local.headers);
+  auto ft = python_install(tree, "/opt/py/bin/python3.13t", "/opt/py/bin/python3.13t", {3, 13, "t"});
+  CHECK(ft.site_packages == "/opt/py/lib/python3.13t/site-packages");
+  CHECK(ft.include_dir == "/opt/py/include/python3.13t");
+  // A venv: its own site-packages, whichever interpreter it was made from.
+  testing::write_file(s / "venv/pyvenv.cfg", "home = /usr/bin\ninclude-system-site-packages = false\n", 0644);
+  testing::write_file(s / "venv/bin/python", testing::ElfBuilder().build(), 0755);
+  auto venv = python_install(tree, "/usr/bin/python3.13", "/venv/bin/python", {3, 13});
+  CHECK(venv.site_packages == "/venv/lib/python3.13/site-packages");
+  CHECK(venv.include_dir == "/usr/include/python3.13");
+}

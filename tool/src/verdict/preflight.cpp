@@ -529,9 +529,10 @@ std::optional<PythonFacts> python_facts(const FileTree& tree, const std::string&
                                         const ElfInfo& elf) {
   auto v = python_version(path, elf);
   if (!v) return std::nullopt;
-  PythonFacts py{path, to_string(*v), invoked, "", false, debian_system(tree)};
+  PythonFacts py{path, to_string(*v), invoked, "", false, {}, debian_system(tree)};
   bool with_base = false;
   py.isolated_venv = !venv_dirs(tree, invoked, *v, &with_base).empty() && !with_base;
+  py.install = python_install(tree, path, invoked, *v);
   std::string package = "python" + std::to_string(v->major) + "." + std::to_string(v->minor) + "-minimal";
   if (py.debian && py.debian->id == "debian" && py.debian->find(package) && v->abiflags.empty() && !py.isolated_venv &&
       path == "/usr/bin/python" + std::to_string(v->major) + "." + std::to_string(v->minor))

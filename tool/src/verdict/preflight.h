@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "verdict/checker.h"
+#include "verdict/python_target.h"
 #include "image/debian.h"
 #include "image/image.h"
 
@@ -38,6 +39,7 @@ struct PythonFacts {
   std::string invoked;                 // as the command names it (a venv's bin/python): what runs it
   std::string debian_package;          // python3.13-minimal when Debian's package installed it ("" not)
   bool isolated_venv = false;          // a venv without the system's site-packages
+  PythonInstall install;               // where memray would go, and the headers to build it with
   std::optional<DebianSystem> debian;  // the image's dpkg database, when it has one
 };
 

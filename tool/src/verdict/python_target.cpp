@@ -193,6 +193,28 @@ std::vector<std::string> venv_dirs(const FileTree& tree, const std::string& invo
   return {venv->prefix + "/lib/" + lib_dir_name(v) + "/site-packages"};
 }
 
+PythonInstall python_install(const FileTree& tree, const std::string& interpreter, const std::string& invoked,
+                             const PythonVersion& v) {
+  PythonInstall in;
+  std::string prefix = dirname_of(dirname_of(interpreter));
+  if (prefix == "/") prefix = "";
+  std::string canonical;
+  bool with_base = false;
+  if (auto venv = venv_dirs(tree, invoked, v, &with_base); !venv.empty())
+    in.site_packages = venv.front();
+  else if (prefix == "/usr" && is_dir(tree, "/usr/lib/python3/dist-packages", &canonical))
+    in.site_packages = "/usr/local/lib/" + lib_dir_name(v) + "/dist-packages";
+  else
+    in.site_packages = prefix + "/lib/" + lib_dir_name(v) + "/site-packages";
+  in.include_dir = prefix + "/include/python" + std::to_string(v.major) + "." + std::to_string(v.minor) + v.abiflags;
+  try {
+    auto r = resolve(tree, in.include_dir + "/Python.h");
+    in.headers = r && r->node.kind == FsNode::Kind::Regular;
+  } catch (const Error&) {
+  }
+  return in;
+}
+
 std::optional<PythonVersion> venv_version(const FileTree& tree, const std::string& invoked) {
   auto venv = venv_of(tree, invoked);
   if (!venv) return std::nullopt;

@@ -45,6 +45,19 @@ std::optional<ExtensionTag> extension_tag(const std::string& file_name);
 // PYTHONPATH's, then the prefix's site-packages, then Debian's.
 std::vector<std::string> site_dirs(const std::string& interpreter, const PythonVersion& v, const std::string& pythonpath);
 
+// Where a package installed for this interpreter goes, as pip would put it:
+// a venv's site-packages; for an interpreter of prefix /usr in an image with
+// Debian's dist-packages, /usr/local/lib/python3.X/dist-packages; else its
+// prefix's lib/python3.X/site-packages. And its C headers (sysconfig's
+// INCLUDEPY, PREFIX/include/python3.X plus the ABI flags), which a memray
+// built from source compiles against.
+struct PythonInstall {
+  std::string site_packages, include_dir;
+  bool headers = false;  // include_dir/Python.h is in the image
+};
+PythonInstall python_install(const FileTree& tree, const std::string& interpreter, const std::string& invoked,
+                             const PythonVersion& v);
+
 struct MemrayFound {
   std::string package;    // the memray directory imported
   std::string extension;  // its _memray extension for this interpreter ("" none)

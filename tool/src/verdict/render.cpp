@@ -55,6 +55,9 @@ json to_json(const PythonFacts& py) {
           {"version", py.version},
           {"invoked", py.invoked},
           {"isolated_venv", py.isolated_venv},
+          {"site_packages", py.install.site_packages},
+          {"include_dir", py.install.include_dir},
+          {"headers", py.install.headers},
           {"debian", debian}};
 }
 
