@@ -78,6 +78,9 @@ ARTIFACTS_OUT ?= build/artifacts/$(BACKEND)/$(ARCH)
 # BACKEND=memray: the app image's preflight --json --backend memray for ARCH
 # (scripts/build-image.sh writes it), which says what memray needs there.
 MEMRAY_FACTS ?=
+# Its interpreter's headers, copied out of the app image, when its Python is
+# not Debian's (memray is then built from Debian's source package for it).
+MEMRAY_HEADERS ?=
 
 .PHONY: image-artifacts
 image-artifacts: deps ## Stage the static memprofile and BACKEND's library for ARCH as a root tree in ARTIFACTS_OUT.
@@ -85,7 +88,7 @@ image-artifacts: deps ## Stage the static memprofile and BACKEND's library for A
 	$(MAKE) --no-print-directory static ARCH=$(ARCH) SKIP_DEPS=true
 ifeq ($(BACKEND),memray)
 	scripts/stage-artifacts.sh $(DIST)/memprofile/$(ARCH)/memprofile - $(ARTIFACTS_OUT)
-	$(if $(MEMRAY_FACTS),scripts/memray-debian.sh $(MEMRAY_FACTS) $(ARCH) $(ARTIFACTS_OUT))
+	$(if $(MEMRAY_FACTS),scripts/memray-stage.sh $(MEMRAY_FACTS) $(ARCH) $(ARTIFACTS_OUT) $(MEMRAY_HEADERS))
 else
 	@# A library already built from the same recipe (its manifest's key) is reused.
 	if [[ "$$(jq -r '.recipe_key // empty' $(DIST)/preload/$(BACKEND)/$(ARCH)/manifest.json 2>/dev/null)" != \

@@ -43,7 +43,7 @@ read -r -a extra_flags <<<"${ENGINE_BUILD_FLAGS:-}"
 ctx="${WORK_DIR}/context"
 rm -rf "${ctx}"
 mkdir -p "${ctx}"
-cleanup() { [[ "${SKIP_CLEAN}" == true ]] || rm -rf "${ctx}" "${WORK_DIR}/app.tar"; }
+cleanup() { [[ "${SKIP_CLEAN}" == true ]] || rm -rf "${ctx}" "${WORK_DIR}/app.tar" "${WORK_DIR}"/python-headers-*; }
 trap cleanup EXIT
 
 # export_image REF ARCHIVE [list]: an image (or manifest list) from the engine's store into a file preflight reads.
@@ -58,6 +58,26 @@ export_image() {
     buildah)
       if [[ -n "${list}" ]]; then buildah manifest push --quiet --all "${ref}" "oci-archive:${archive}" >/dev/null
       else buildah push --quiet "${ref}" "oci-archive:${archive}" >/dev/null; fi ;;
+  esac
+}
+
+# copy_out REF PLATFORM DIR DEST: a directory of the image for PLATFORM
+# (a manifest list's) copied into DEST, as the engine's own copy reads it.
+copy_out() {
+  local ref="$1" platform="$2" dir="$3" dest="$4" id mnt
+  mkdir -p "${dest}"
+  case "${ENGINE}" in
+    docker | podman)
+      id="$("${ENGINE}" create --platform "${platform}" "${ref}" /nonexistent)" || return 1
+      "${ENGINE}" cp "${id}:${dir}/." - | tar -C "${dest}" -xf - || { "${ENGINE}" rm "${id}" >/dev/null; return 1; }
+      "${ENGINE}" rm "${id}" >/dev/null ;;
+    buildah)
+      id="$(buildah from --quiet --pull=never --platform "${platform}" "${ref}")" || return 1
+      if ! { mnt="$(buildah mount "${id}")" && tar -C "${mnt}${dir}" -cf - . | tar -C "${dest}" -xf -; }; then
+        buildah rm "${id}" >/dev/null
+        return 1
+      fi
+      buildah rm "${id}" >/dev/null ;;
   esac
 }
 
@@ -162,17 +182,26 @@ for platform in "${platforms[@]}"; do
   if [[ "${ARTIFACTS}" == dist ]]; then
     say "artifacts for ${arch} (${BACKEND}), host-built"
     facts=""
+    headers=""
     if [[ "${BACKEND}" == memray ]]; then
       [[ -s "${WORK_DIR}/app-${arch}.json" ]] || die "${APP_IMAGE} has no ${platform} image to install memray for"
       # Only where memray is missing: an image with its own is left as it is.
       if jq -e '.blocking | index("MEMRAY_MISSING")' "${WORK_DIR}/app-${arch}.json" >/dev/null; then
         facts="${WORK_DIR}/app-${arch}.json"
+        # A Python not Debian's gets memray built against its own headers.
+        include_dir="$(jq -r 'if .python.debian.python_package == null and .python.headers then .python.include_dir else empty end' "${facts}")"
+        if [[ -n "${include_dir}" ]]; then
+          headers="${WORK_DIR}/python-headers-${arch}"
+          rm -rf "${headers}"
+          copy_out "${APP_IMAGE}" "${platform}" "${include_dir}" "${headers}" ||
+            die "cannot copy ${include_dir} out of ${APP_IMAGE} (${platform}) with ${ENGINE}"
+        fi
       else
         say "${APP_IMAGE} (${arch}) imports memray already: installing none"
       fi
     fi
     make -C "${root}" --no-print-directory image-artifacts SKIP_DEPS=true ARCH="${arch}" BACKEND="${BACKEND}" DIST="${DIST:-dist}" \
-      ARTIFACTS_OUT="${ctx}/artifacts/${arch}" MEMRAY_FACTS="${facts}" >&2
+      ARTIFACTS_OUT="${ctx}/artifacts/${arch}" MEMRAY_FACTS="${facts}" MEMRAY_HEADERS="${headers}" >&2
   fi
 done
 if [[ "${ARTIFACTS}" == source ]]; then

@@ -90,8 +90,9 @@ packages=(
   shellcheck
 )
 # The static launcher cross-built for arm64 links arm64 static libraries,
-# installed side by side through Debian's multiarch.
-arm64_packages=(libelf-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64 libssl-dev:arm64 libunwind-dev:arm64)
+# installed side by side through Debian's multiarch; memray built from source
+# for an arm64 image links arm64's liblz4 and libunwind.
+arm64_packages=(libelf-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64 libssl-dev:arm64 libunwind-dev:arm64 liblz4-dev:arm64)
 
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   dpkg --add-architecture arm64

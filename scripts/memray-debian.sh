@@ -12,11 +12,14 @@
 #   FACTS.json: the app image's preflight --json --backend memray (one line,
 #   for ARCH); OUT: the root tree to add to (made if missing).
 # Nothing in the image is replaced: a package the image has at another
-# version than memray needs is refused, in one line (exit 1).
+# version than memray needs is refused, in one line (exit 1). Exit 3, before
+# anything is written: Debian's package is not for this interpreter (not
+# Debian's, a venv without the system's packages, a suite without memray for
+# its Python); scripts/memray-stage.sh then builds memray from source.
 set -o errexit -o nounset -o pipefail
 
-# shellcheck source=scripts/lib.sh
-source "$(dirname "$0")/lib.sh"
+# shellcheck source=scripts/debian-apt.sh
+source "$(dirname "$0")/debian-apt.sh"
 die() {
   echo "memprofile: $*" >&2
   exit 1
@@ -33,58 +36,37 @@ py="$(head -n 1 "${facts}" | jq -c '.python // empty')" || die "${facts}: not pr
 interpreter="$(jq -r .interpreter <<<"${py}")"
 codename="$(jq -r '.debian.codename // empty' <<<"${py}")"
 package="$(jq -r '.debian.python_package // empty' <<<"${py}")"
-if [[ "$(jq -r .isolated_venv <<<"${py}")" == true ]]; then
-  die "$(jq -r .invoked <<<"${py}") is a venv made without the system's site-packages: Debian's memray, in /usr/lib/python3/dist-packages, would not be imported there; make the venv with --system-site-packages, or pip install memray into it"
-fi
+version="$(jq -r .version <<<"${py}")"
+# Where Debian's package would not be imported, memray-source.sh builds one
+# for the interpreter (exit 3).
+not_for() {
+  echo "memray-debian: $*: Debian's python3-memray is not for it" >&2
+  exit 3
+}
+[[ "$(jq -r .isolated_venv <<<"${py}")" != true ]] ||
+  not_for "$(jq -r .invoked <<<"${py}") is a venv made without the system's site-packages, where /usr/lib/python3/dist-packages is not imported"
 id="$(jq -r '.debian.id // empty' <<<"${py}")"
-if [[ -n "$(jq -r '.debian // empty' <<<"${py}")" && "${id}" != debian ]]; then
-  die "the image is ${id:-of no distribution os-release names}, not Debian: memprofile installs Debian's memray only; install memray in the app image (its own package, or pip install memray)"
-fi
-if [[ -z "${package}" ]]; then
-  die "${interpreter} ($(jq -r .version <<<"${py}")) is not Debian's python: memray for it would be built from Debian's source package against its own headers, which memprofile does not do yet; install memray in the app image (pip install memray) and keep BACKEND=memray"
-fi
+[[ -z "$(jq -r '.debian // empty' <<<"${py}")" || "${id}" == debian ]] ||
+  not_for "the image is ${id:-of no distribution os-release names}, not Debian"
+[[ -n "${package}" ]] || not_for "${interpreter} (${version}) is not Debian's python"
 [[ -n "${codename}" ]] || die "the image's /etc/os-release names no VERSION_CODENAME: which Debian suite's memray to install is unknown"
 [[ "${codename}" =~ ^[a-z][a-z0-9-]*$ ]] || die "the image's /etc/os-release has VERSION_CODENAME '${codename}', which names no Debian suite"
 [[ "$(jq -r .debian.complete <<<"${py}")" == true ]] || die "the image's dpkg status is over 4 MiB and was not read whole"
 
-# A private apt: the suite's index for ARCH, cached (apt refreshes it), and
-# the image's database as apt's status.
-# Its suites: the release, its updates and its security updates (an image
-# built on an up-to-date base has those); DEBIAN_SECURITY_MIRROR, else this
-# machine's security source, else Debian's.
-cache="$(memprofile_cache)/apt/${codename}-${arch}"
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT
-mkdir -p "${cache}/lists/partial" "${cache}/archives/partial" "${work}/parts"
-# One build at a time uses a suite's cache (apt's own locks are off: it is
-# not the system's apt).
-exec 9> "${cache}/.lock"
-flock 9
-security="${DEBIAN_SECURITY_MIRROR:-$(awk '/^URIs:/ && $2 ~ /security/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}"
-security="${security:-http://deb.debian.org/debian-security}"
-signed="[arch=${arch} signed-by=/usr/share/keyrings/debian-archive-keyring.gpg]"
-sources() {
-  echo "deb ${signed} $(debian_mirror) ${codename} main"
-  [[ "${1:-}" == main ]] && return 0
-  echo "deb ${signed} $(debian_mirror) ${codename}-updates main"
-  echo "deb ${signed} ${security} ${codename}-security main"
-}
-sources > "${work}/sources.list"
+jq -r '.debian.installed[] | .stanza + "\n"' <<<"${py}" > "${work}/status"
 # Whole stanzas: apt takes an installed package for the index's version
 # only when their relations match, and would otherwise install it again.
-jq -r '.debian.installed[] | .stanza + "\n"' <<<"${py}" > "${work}/status"
-apt_opts=(-o "Dir::State::status=${work}/status" -o "Dir::State::Lists=${cache}/lists" -o "Dir::Cache=${cache}"
-  -o "Dir::Cache::archives=${cache}/archives" -o "Dir::Etc::SourceList=${work}/sources.list" -o "Dir::Etc::SourceParts=${work}/parts"
-  -o "Dir::Etc::Preferences=/dev/null" -o "Dir::Etc::PreferencesParts=${work}/parts" -o APT::Sandbox::User=root
-  -o "APT::Architecture=${arch}" -o "APT::Architectures::=${arch}" -o Debug::NoLocking=1 -o APT::Get::List-Cleanup=0)
-echo "memray-debian: ${codename}/${arch} index from $(debian_mirror) and ${security}" >&2
-if ! apt-get "${apt_opts[@]}" -qq update >&2; then
-  # A mirror that has the release but not its updates (a snapshot, a
-  # partial mirror): the release alone, said.
-  echo "memray-debian: ${codename}-updates or ${codename}-security cannot be read: ${codename} alone" >&2
-  sources main > "${work}/sources.list"
-  apt-get "${apt_opts[@]}" -qq update >&2 || die "apt cannot read ${codename}'s index for ${arch} from $(debian_mirror)"
-fi
+debian_apt "${codename}" "${arch}" "${work}/status" "${work}" || exit 1
+
+# The suite's memray is built for its default Python (bookworm has none;
+# an image's python3.X may not be its suite's default): else
+# memray-source.sh builds one from Debian's source package (exit 3).
+apt-cache "${apt_opts[@]}" show python3-memray >/dev/null 2>&1 || not_for "${codename} has no python3-memray, and ${interpreter}"
+default="$(apt-cache "${apt_opts[@]}" show python3 2>/dev/null | sed -n 's/^Version: //p' | head -n 1)"
+[[ "${default}" == "${version}".* ]] ||
+  not_for "${codename}'s python3-memray is built for its python3 ${default:-(none)}, and ${interpreter} is ${version}"
 
 # The plan: each "Inst NAME [OLD] (NEW ...)" line; [OLD] is an upgrade of
 # what the image has, which extracting files cannot do right.
@@ -106,13 +88,8 @@ records=()
 for pv in "${planned[@]}"; do
   name="${pv%%=*}"
   [[ "${name}" != *:* ]] || die "apt planned ${name}, of another architecture than the image's ${arch}"
-  sum="$(apt-cache "${apt_opts[@]}" show "${pv}" | sed -n 's/^SHA256: //p' | head -n 1)"
-  [[ -n "${sum}" ]] || die "${codename}'s index has no SHA-256 for ${pv}"
-  deb=""
-  for f in "${cache}/archives/${name}_"*.deb; do
-    [[ -f "${f}" && "$(sha256sum "${f}" | cut -d' ' -f1)" == "${sum}" ]] && { deb="${f}"; break; }
-  done
-  [[ -n "${deb}" ]] || die "no file in ${cache}/archives has the index's SHA-256 for ${pv}"
+  deb="$(debian_deb "${pv}")" || exit 1
+  sum="$(sha256sum "${deb}" | cut -d' ' -f1)"
   dpkg-deb -x "${deb}" "${out}"
   # Known to the image's scanners (they read status.d, as distroless keeps
   # its database), though no maintainer script ran.
