@@ -20,6 +20,7 @@
 #   REGISTRIES_CONF_SEEDS  more seeds for fuzz_registries_conf (this machine's
 #                     /etc/containers is always one)
 #   FUZZ_TARGETS      targets to run (default: all seven)
+#   FUZZ_JOBS         targets fuzzed at once (default: one a core)
 #   FUZZ_TIMEOUT=1    CPU seconds one input may take at least (see above)
 #   FUZZ_SLOW_RATIO=20  times the target's benign baseline one input may take
 #   FUZZ_HANG_SECONDS=60  wall seconds after which libFuzzer calls a unit hung
@@ -282,7 +283,11 @@ run_target() {
   summary+=("${line}")
 }
 
-for target in ${targets}; do
+# One target: its corpus, seeds, fuzzing and replays; its summary line and
+# failures go to files the run collects in the targets' order.
+fuzz_target() {
+  local target="$1"
+  shift
   case "${target}" in
     fuzz_elf) run_target fuzz_elf elf "$@" ;;
     fuzz_ld_cache)
@@ -299,6 +304,27 @@ for target in ${targets}; do
     fuzz_registries_conf) run_target fuzz_registries_conf registries_conf /etc/containers "${REGISTRIES_CONF_SEEDS:-}" ;;
     *) echo "fuzz: unknown target ${target}" >&2; exit 2 ;;
   esac
+  printf '%s\n' "${summary[@]}" > "${work}/${target}.summary"
+  ((${#failures[@]} == 0)) || printf '%s\n' "${failures[@]}" > "${work}/${target}.failures"
+}
+
+# FUZZ_JOBS targets at a time (default: one a core): each libFuzzer process
+# is single-threaded, and every bound is CPU time or a baseline taken in the
+# same target's run, so neighbours slow a target down without failing it.
+jobs_max="${FUZZ_JOBS:-$(nproc)}"
+for target in ${targets}; do
+  rm -f "${work}/${target}.summary" "${work}/${target}.failures"
+  (fuzz_target "${target}" "$@") &
+  while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+done
+wait || true
+for target in ${targets}; do
+  if [[ -f "${work}/${target}.summary" ]]; then
+    mapfile -t -O "${#summary[@]}" summary < "${work}/${target}.summary"
+  else
+    failures+=("${target}: did not finish (its log: ${work}/${target}.log)")
+  fi
+  [[ ! -f "${work}/${target}.failures" ]] || mapfile -t -O "${#failures[@]}" failures < "${work}/${target}.failures"
 done
 
 echo "fuzz: summary" >&2
