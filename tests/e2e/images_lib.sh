@@ -7,11 +7,16 @@
 source "${E2E_ROOT}/scripts/lib.sh"
 
 CACHE="$(memprofile_cache)"
-use_container_storage "${CACHE}/containers"
+# The image tests' store (ctest's "containers" lock: one test at a time), or
+# MEMPROFILE_TEST_STORE's: the Python image tests run in a lane of their own
+# ("containers-python"), beside the others, each lane with its own store,
+# so that pruning one never touches what the other is building.
+STORE="${MEMPROFILE_TEST_STORE:-containers}"
+use_container_storage "${CACHE}/${STORE}"
 # One image test adds about 1 GB to an overlay store (bases, app, builder
 # stages); vfs copies every layer into every image and container.
 need_store_space "${CACHE}" 3000 12000 "an image test" || exit 1
-export DIST="${CACHE}/image-dist"
+export DIST="${CACHE}/image-dist${MEMPROFILE_TEST_STORE:+-${MEMPROFILE_TEST_STORE}}"
 SUITE=bookworm
 
 mk() {  # make in the repo with the test's engine and caches
@@ -23,13 +28,26 @@ mk() {  # make in the repo with the test's engine and caches
 # base_images ARCH: the slim and builder bases for ARCH, made or reused by
 # make base-image (which checks they were made from the same inputs). The
 # amd64 builder is the default one, with Debian's cargo (way 2, and the same
-# base `make example` uses); installing cargo under qemu for arm64 would take
-# minutes for a test that does not use it.
+# base `make example` uses). arm64's builder is the amd64 cross builder
+# (cargo, gcc-aarch64-linux-gnu) labelled arm64, so that buildah 1.28, which
+# runs a `FROM --platform=$BUILDPLATFORM` stage as the target, runs it
+# natively and the example's Dockerfile cross-compiles there, as docker
+# buildx does; installing gcc under qemu for arm64 took minutes a run.
 base_images() {
-  local arch="$1" packages=""
-  [[ "${arch}" == amd64 ]] || packages="BUILDER_PACKAGES=gcc,libc6-dev"
+  local arch="$1" cross ctr
   mk base-image ARCH="${arch}" SUITE="${SUITE}" >/dev/null
-  mk base-image ARCH="${arch}" SUITE="${SUITE}" BASE_VARIANT=builder ${packages:+"${packages}"} >/dev/null
+  if [[ "${arch}" == amd64 ]]; then
+    mk base-image ARCH=amd64 SUITE="${SUITE}" BASE_VARIANT=builder >/dev/null
+    return 0
+  fi
+  mk base-image ARCH=amd64 SUITE="${SUITE}" BASE_VARIANT=cross >/dev/null
+  cross="$(image_id "localhost/memprofile-base:${SUITE}-cross-amd64")"
+  [[ "$(buildah inspect --type image --format '{{index .OCIv1.Config.Labels "io.memprofile.test.from"}}' \
+    "localhost/memprofile-base:${SUITE}-builder-${arch}" 2>/dev/null)" != "${cross}" ]] || return 0
+  ctr="$(buildah from --pull=never --quiet "localhost/memprofile-base:${SUITE}-cross-amd64")"
+  buildah config --arch "${arch}" --label "io.memprofile.test.from=${cross}" "${ctr}"
+  buildah commit --quiet "${ctr}" "localhost/memprofile-base:${SUITE}-builder-${arch}" >/dev/null
+  buildah rm "${ctr}" >/dev/null
 }
 
 # base_lists: localhost/memprofile-base:SUITE-{slim,builder} as manifest
@@ -268,5 +286,40 @@ gunicorn_memray_round() {
   if [[ "$(top_site "${SCRATCH}/merged.json")" != "app (/app/leaky.py:${app_line}) "* ]] || ((merged < total)); then
     fail "--merge: $(top_site "${SCRATCH}/merged.json") against ${total} in the workers"
   fi
+  # shellcheck disable=SC2034 # read by the test
   ROUND="the arbiter and its 2 workers served status (each recording) and snapshot; report names app (leaky.py:${app_line}) in each worker (${total} bytes together), --merge sums them (${merged})"
+}
+
+# debian_packages_image BASE NAME ARCH SUITE PACKAGE...: localhost image
+# NAME, BASE with PACKAGE... of SUITE for ARCH and what they need that BASE
+# lacks, unpacked and recorded in its dpkg status as distroless images are
+# made (no maintainer script runs, so no qemu for a foreign ARCH); apt plans
+# against BASE's own status (scripts/debian-apt.sh). Dropped at exit.
+debian_packages_image() {
+  local base="$1" name="$2" work mnt
+  shift 2
+  work="$(buildah from --pull=never --quiet "${base}")"
+  MOUNTED+=("${work}")
+  mnt="$(buildah mount "${work}")"
+  (stage_debian_packages "${mnt}" "$@") || fail "cannot stage ${*:3} (${2}/${1}) onto ${base}"
+  buildah commit --quiet "${work}" "${name}" > /dev/null
+  drop_at_exit "${name}" "${name}-memprofile"
+}
+
+# stage_debian_packages ROOT ARCH SUITE PACKAGE... (in a subshell of its
+# own: debian-apt.sh's settings and lock stay there).
+stage_debian_packages() {
+  local root="$1" arch="$2" suite="$3" deb pv
+  shift 3
+  # shellcheck source=scripts/debian-apt.sh
+  source "${E2E_ROOT}/scripts/debian-apt.sh"
+  mkdir -p "${SCRATCH}/apt"
+  debian_apt "${suite}" "${arch}" "${root}/var/lib/dpkg/status" "${SCRATCH}/apt"
+  while read -r pv; do
+    deb="$(debian_deb "${pv}")"
+    # Over a merged-/usr base, bookworm's /lib/... entries go through its
+    # /lib link, as dpkg puts them, not over it.
+    dpkg-deb --fsys-tarfile "${deb}" | tar -x --keep-directory-symlink -C "${root}"
+    { echo "Status: install ok installed"; dpkg-deb -f "${deb}"; echo; } >> "${root}/var/lib/dpkg/status"
+  done < <(apt-get "${apt_opts[@]}" -s install --no-install-recommends "$@" | sed -n 's/^Inst \([^ ]*\) (\([^ ]*\) .*/\1=\2/p')
 }

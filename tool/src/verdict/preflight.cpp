@@ -529,7 +529,11 @@ std::optional<PythonFacts> python_facts(const FileTree& tree, const std::string&
                                         const ElfInfo& elf) {
   auto v = python_version(path, elf);
   if (!v) return std::nullopt;
-  PythonFacts py{path, to_string(*v), invoked, "", false, {}, debian_system(tree)};
+  PythonFacts py;
+  py.interpreter = path;
+  py.version = to_string(*v);
+  py.invoked = invoked;
+  py.debian = debian_system(tree);
   bool with_base = false;
   py.isolated_venv = !venv_dirs(tree, invoked, *v, &with_base).empty() && !with_base;
   py.install = python_install(tree, path, invoked, *v);
