@@ -8,6 +8,10 @@ ASAN_BUILD_DIR ?= build-asan
 FUZZ_BUILD_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 25
 JOBS ?= $(shell nproc)
+# The e2e tier's image tests are three lanes (buildah, the Python images'
+# store, the Docker engine) that wait on mirrors, qemu and servers as much
+# as on the cores: one test more than the cores.
+E2E_JOBS ?= $(shell echo $$(( $$(nproc) + 1 )))
 CMAKE_FLAGS ?=
 # Skip the dependency installer (e.g. on a machine without apt, or offline).
 SKIP_DEPS ?= false
@@ -267,7 +271,7 @@ test-integration: build ## Run the integration tier: real toolchain output, real
 
 .PHONY: test-e2e
 test-e2e: build ## Run the e2e tier (tests/e2e, tests/cluster, lint): real image builds, preload recipes, the cluster helpers.
-	cd $(BUILD_DIR) && ctest -j $(JOBS) --output-on-failure -LE '^(unit|integration)$$'
+	cd $(BUILD_DIR) && ctest -j $(E2E_JOBS) --output-on-failure -LE '^(unit|integration)$$'
 
 .PHONY: test-asan
 test-asan: deps ## Build with ASan+UBSan and run the tests under it (image builds, recipes and lint run once, in test-e2e).

@@ -25,7 +25,7 @@ case "${1:-}" in
 esac
 [[ -d "${cache}" ]] || { echo "clean-cache.sh: nothing to clean (${cache} does not exist)"; exit 0; }
 
-targets=("${cache}/containers" "${cache}/bench/containers" "${cache}/docker-engine")
+targets=("${cache}/containers" "${cache}/containers-python" "${cache}/bench/containers" "${cache}/docker-engine")
 if [[ "${all}" == true ]]; then targets=("${cache}"); fi
 # The Docker engine's images live in its root: stop it before removing it.
 if [[ -d "${cache}/docker-engine" ]]; then "$(dirname "$0")/docker-engine.sh" stop; fi

@@ -53,6 +53,15 @@ if [[ -s "${out}" && "$(cat "${out}.key" 2>/dev/null)" == "${key}" ]]; then
   exit 0
 fi
 mkdir -p "$(dirname "${out}")"
+# Two builds that want the same root at once (the image and the Docker
+# tests, a user's two terminals): the first makes it, the other waits and
+# takes it, instead of a second mmdebstrap of the same packages.
+exec {lock}> "${out}.lock"
+flock "${lock}"
+if [[ -s "${out}" && "$(cat "${out}.key" 2>/dev/null)" == "${key}" ]]; then
+  echo "${out}"
+  exit 0
+fi
 
 # mmdebstrap picks the output format from the name, so keep the .tar suffix.
 tmp="${out%.tar}.partial-$$.tar"
