@@ -4,8 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include "elf/elf_info.h"
+#include "archive_builder.h"
 #include "elf_builder.h"
 #include "image/file_tree.h"
+#include "image/image_tree.h"
 #include "runtime/backend.h"
 #include "runtime/launcher.h"
 #include "support.h"
@@ -347,7 +349,7 @@ TEST_CASE("python_install: where pip puts a package, and the headers a source bu
   python_root(s, {});
   testing::write_file(s / "usr/lib/python3/dist-packages/.keep", "", 0644);
   HostTree tree(s.path());
-  auto debian = python_install(tree, "/usr/bin/python3.13", "/usr/bin/python3", {3, 13});
+  auto debian = python_install(tree, "/usr/bin/python3.13", "/usr/bin/python3", {3, 13, ""});
   CHECK(debian.site_packages == "/usr/local/lib/python3.13/dist-packages");
   CHECK(debian.include_dir == "/usr/include/python3.13");
   CHECK_FALSE(debian.headers);
@@ -356,7 +358,7 @@ TEST_CASE("python_install: where pip puts a package, and the headers a source bu
   // carry its flag.
   testing::write_file(s / "usr/local/bin/python3.12", testing::ElfBuilder().build(), 0755);
   testing::write_file(s / "usr/local/include/python3.12/Python.h", "/* */", 0644);
-  auto local = python_install(tree, "/usr/local/bin/python3.12", "/usr/local/bin/python3", {3, 12});
+  auto local = python_install(tree, "/usr/local/bin/python3.12", "/usr/local/bin/python3", {3, 12, ""});
   CHECK(local.site_packages == "/usr/local/lib/python3.12/site-packages");
   CHECK(local.include_dir == "/usr/local/include/python3.12");
   CHECK(local.headers);
@@ -366,7 +368,28 @@ TEST_CASE("python_install: where pip puts a package, and the headers a source bu
   // A venv: its own site-packages, whichever interpreter it was made from.
   testing::write_file(s / "venv/pyvenv.cfg", "home = /usr/bin\ninclude-system-site-packages = false\n", 0644);
   testing::write_file(s / "venv/bin/python", testing::ElfBuilder().build(), 0755);
-  auto venv = python_install(tree, "/usr/bin/python3.13", "/venv/bin/python", {3, 13});
+  auto venv = python_install(tree, "/usr/bin/python3.13", "/venv/bin/python", {3, 13, ""});
   CHECK(venv.site_packages == "/venv/lib/python3.13/site-packages");
   CHECK(venv.include_dir == "/usr/include/python3.13");
+}
+
+TEST_CASE("an image's venv: its pyvenv.cfg is kept from the layer, so the venv is seen as in a root") {
+  // Only a script's head of most files is kept; a venv's config whole.
+  std::string tar = testing::TarWriter()
+                        .add("usr/bin/python3.11", testing::ElfBuilder().build(), '0', 0755)
+                        .add("opt/venv/pyvenv.cfg",
+                             "home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11.2\n"
+                             "executable = /usr/bin/python3.11\ncommand = /usr/bin/python3 -m venv --without-pip "
+                             "/opt/venv\n# " + std::string(300, 'x') + "\n")
+                        .add("opt/venv/bin/python", "", '2', 0777, "/usr/bin/python3.11")
+                        .finish();
+  ImageTree tree;
+  tree.apply(testing::summarize(tar));
+  bool with_base = true;
+  CHECK(venv_dirs(tree, "/opt/venv/bin/python", {3, 11, ""}, &with_base) ==
+        std::vector<std::string>{"/opt/venv/lib/python3.11/site-packages"});
+  CHECK_FALSE(with_base);
+  auto in = python_install(tree, "/usr/bin/python3.11", "/opt/venv/bin/python", {3, 11, ""});
+  CHECK(in.site_packages == "/opt/venv/lib/python3.11/site-packages");
+  CHECK(in.include_dir == "/usr/include/python3.11");
 }

@@ -28,6 +28,7 @@ constexpr uint64_t kElfBudget = 8 << 20;    // most bytes kept for one ELF file
 constexpr uint64_t kMaxElfSize = 4ull << 30;
 constexpr size_t kConfigMax = 4 << 20;
 constexpr size_t kScriptHead = 256;
+constexpr size_t kVenvConfigMax = 4096;  // a venv's pyvenv.cfg: a few short lines
 constexpr size_t kPathStringsMax = 64 << 10;
 // What one layer may keep of file contents (config files, script heads, path
 // strings of executables) in all: a layer of many crafted files must not
@@ -492,6 +493,9 @@ class LayerPass {
     std::unique_ptr<PathStrings> strings;
     std::string kept;
     bool config = is_config_file(path);
+    // A venv's pyvenv.cfg says which interpreter it runs and whether it
+    // sees the system's packages (verdict/python_target.cpp).
+    bool venv_config = path.size() >= 11 && path.compare(path.size() - 11, 11, "/pyvenv.cfg") == 0;
     bool first = true;
     bool executable = n.mode & 0111;
     auto say = [this](std::string what) { anomaly(std::move(what)); };
@@ -509,7 +513,10 @@ class LayerPass {
       }
       if (elf) elf->feed(buf_.data(), r);
       if (strings) strings->feed(buf_.data(), r);
-      size_t cap = config ? kConfigMax : (executable || kept.rfind("#!", 0) == 0 || kept.empty()) ? kScriptHead : 0;
+      size_t cap = config         ? kConfigMax
+                   : venv_config  ? kVenvConfigMax
+                   : (executable || kept.rfind("#!", 0) == 0 || kept.empty()) ? kScriptHead
+                                                                              : 0;
       if (!elf && kept.size() < cap) kept.append(buf_.data(), std::min(r, cap - kept.size()));
     }
     std::shared_ptr<FileFacts> facts;
@@ -524,7 +531,8 @@ class LayerPass {
                   "the layers' ELF facts");
       if (strings)
         if (auto found = strings->finish(); found && affordable(e, found->size())) facts->path_strings = *found;
-    } else if (!kept.empty() && (config || executable || kept.rfind("#!", 0) == 0) && affordable(e, kept.size())) {
+    } else if (!kept.empty() && (config || venv_config || executable || kept.rfind("#!", 0) == 0) &&
+               affordable(e, kept.size())) {
       facts = std::make_shared<FileFacts>();
       facts->content = std::move(kept);
     }
