@@ -99,20 +99,26 @@ ready unbuffered /usr/bin/python3.13
 grep -q "^READY: memray could track (started by memprofile exec) /usr/bin/python3.13" "${SCRATCH}/script.txt" ||
   fail "the text verdict: $(head -3 "${SCRATCH}/script.txt")"
 # The interpreter's facts the memray image build reads: Debian's python3.13
-# of trixie, with dpkg's installed packages; a venv's copy is no Debian file.
+# of trixie, with dpkg's installed packages; a venv's copy belongs to it too
+# (pyvenv.cfg's home), and installs go to the venv's site-packages.
 jq -e '.python | .interpreter == "/usr/bin/python3.13" and .version == "3.13" and
     .debian.codename == "trixie" and .debian.python_package == "python3.13-minimal" and .debian.complete and
     ([.debian.installed[].package] | index("python3-memray") != null)' "${SCRATCH}/gunicorn.json" > /dev/null ||
   fail "gunicorn: python facts: $(jq -c '.python | del(.debian.installed)' "${SCRATCH}/gunicorn.json")"
-jq -e '.python.debian.python_package == null' "${SCRATCH}/venv-copies.json" > /dev/null ||
+jq -e '.python | .debian.python_package == "python3.13-minimal" and .include_dir == "/usr/include/python3.13"
+    and (.site_packages | test("^/opt/venv[^/]*/lib/python3.13/site-packages$"))' "${SCRATCH}/venv-copies.json" > /dev/null ||
   fail "venv-copies: python facts: $(jq -c '.python | del(.debian.installed)' "${SCRATCH}/venv-copies.json")"
-pass "python facts: Debian's python3.13-minimal of trixie for gunicorn's interpreter (dpkg's packages listed), none for a venv's copied interpreter"
+jq -e '.python | .site_packages == "/usr/local/lib/python3.13/dist-packages" and .include_dir == "/usr/include/python3.13"' \
+  "${SCRATCH}/gunicorn.json" > /dev/null || fail "gunicorn: where memray would go: $(jq -c '.python | del(.debian)' "${SCRATCH}/gunicorn.json")"
+pass "python facts: Debian's python3.13-minimal of trixie for gunicorn's interpreter (dpkg's packages listed; memray would go to /usr/local's dist-packages) and for a venv's copied interpreter (to the venv's site-packages)"
 pass "READY: a script, /usr/bin/env scripts (one setting a variable first), gunicorn's console script and venvs with the system's site-packages (linked, and copied: its version from pyvenv.cfg) reach a python3.13 that imports memray 1.17's cpython-313 x86_64 extension"
 
 judge venv-isolated 1 --entrypoint '["/opt/venv-isolated/bin/python", "/app/service.py"]'
 has venv-isolated MEMRAY_MISSING
-# Its interpreter is Debian's file, but Debian's memray would not be seen there.
-jq -e '.python | .isolated_venv and .debian.python_package == null and .invoked == "/opt/venv-isolated/bin/python"' \
+# Its interpreter is Debian's, but Debian's memray would not be seen there:
+# one built for it goes to the venv's own site-packages.
+jq -e '.python | .isolated_venv and .debian.python_package == "python3.13-minimal" and .invoked == "/opt/venv-isolated/bin/python"
+    and .site_packages == "/opt/venv-isolated/lib/python3.13/site-packages"' \
   "${SCRATCH}/venv-isolated.json" > /dev/null ||
   fail "venv-isolated: python facts: $(jq -c '.python | del(.debian.installed)' "${SCRATCH}/venv-isolated.json")"
 judge py311 1 --entrypoint '["python3", "/app/service.py"]' --env PYTHONPATH=/opt/py311

@@ -522,9 +522,9 @@ void judge_target(Context& ctx) {
 
 // The interpreter's facts for the memray image build: Debian's when the
 // image is Debian (os-release), the package Debian names python3.X-minimal
-// is installed, the interpreter is its /usr/bin/python3.X, and it sees
-// Debian's dist-packages (not a venv made without the system's
-// site-packages: memray installed there would not be imported).
+// is installed and the interpreter is its /usr/bin/python3.X, or a venv's
+// made from it (a venv without the system's site-packages is said too:
+// Debian's memray would not be imported there, one built for it would).
 std::optional<PythonFacts> python_facts(const FileTree& tree, const std::string& path, const std::string& invoked,
                                         const ElfInfo& elf) {
   auto v = python_version(path, elf);
@@ -538,8 +538,8 @@ std::optional<PythonFacts> python_facts(const FileTree& tree, const std::string&
   py.isolated_venv = !venv_dirs(tree, invoked, *v, &with_base).empty() && !with_base;
   py.install = python_install(tree, path, invoked, *v);
   std::string package = "python" + std::to_string(v->major) + "." + std::to_string(v->minor) + "-minimal";
-  if (py.debian && py.debian->id == "debian" && py.debian->find(package) && v->abiflags.empty() && !py.isolated_venv &&
-      path == "/usr/bin/python" + std::to_string(v->major) + "." + std::to_string(v->minor))
+  if (py.debian && py.debian->id == "debian" && py.debian->find(package) && v->abiflags.empty() &&
+      base_interpreter(tree, path, invoked, *v) == "/usr/bin/python" + std::to_string(v->major) + "." + std::to_string(v->minor))
     py.debian_package = package;
   return py;
 }

@@ -193,10 +193,21 @@ std::vector<std::string> venv_dirs(const FileTree& tree, const std::string& invo
   return {venv->prefix + "/lib/" + lib_dir_name(v) + "/site-packages"};
 }
 
+std::string base_interpreter(const FileTree& tree, const std::string& interpreter, const std::string& invoked,
+                             const PythonVersion& v) {
+  auto venv = venv_of(tree, invoked);
+  if (!venv) return interpreter;
+  std::string home = venv->cfg["home"];
+  while (home.size() > 1 && home.back() == '/') home.pop_back();
+  if (home.empty() || home[0] != '/') return interpreter;
+  return home + "/python" + std::to_string(v.major) + "." + std::to_string(v.minor) + v.abiflags;
+}
+
 PythonInstall python_install(const FileTree& tree, const std::string& interpreter, const std::string& invoked,
                              const PythonVersion& v) {
   PythonInstall in;
-  std::string prefix = dirname_of(dirname_of(interpreter));
+  // The headers are the base installation's (sysconfig's installed_base).
+  std::string prefix = dirname_of(dirname_of(base_interpreter(tree, interpreter, invoked, v)));
   if (prefix == "/") prefix = "";
   std::string canonical;
   bool with_base = false;

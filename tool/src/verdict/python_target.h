@@ -58,6 +58,12 @@ struct PythonInstall {
 PythonInstall python_install(const FileTree& tree, const std::string& interpreter, const std::string& invoked,
                              const PythonVersion& v);
 
+// The installation an interpreter belongs to: for a venv (`invoked` its
+// bin/python), the one pyvenv.cfg's home names (home/python3.X, also for a
+// --copies venv whose interpreter is a copy); else `interpreter` itself.
+std::string base_interpreter(const FileTree& tree, const std::string& interpreter, const std::string& invoked,
+                             const PythonVersion& v);
+
 struct MemrayFound {
   std::string package;    // the memray directory imported
   std::string extension;  // its _memray extension for this interpreter ("" none)
