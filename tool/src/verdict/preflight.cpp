@@ -528,6 +528,7 @@ void judge_target(Context& ctx) {
 std::optional<PythonFacts> python_facts(const FileTree& tree, const std::string& path, const std::string& invoked,
                                         const ElfInfo& elf) {
   auto v = python_version(path, elf);
+  if (!v) v = venv_version(tree, invoked);  // a --copies venv's interpreter, named python
   if (!v) return std::nullopt;
   PythonFacts py;
   py.interpreter = path;
