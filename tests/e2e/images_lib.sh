@@ -323,3 +323,52 @@ stage_debian_packages() {
     { echo "Status: install ok installed"; dpkg-deb -f "${deb}"; echo; } >> "${root}/var/lib/dpkg/status"
   done < <(apt-get "${apt_opts[@]}" -s install --no-install-recommends "$@" | sed -n 's/^Inst \([^ ]*\) (\([^ ]*\) .*/\1=\2/p')
 }
+
+# fork_workers_app DIR: DIR/service.py, a script that forks two workers,
+# each keeping 5 MiB of buffers to its end; sets keep_line, the line that
+# keeps them.
+fork_workers_app() {
+  mkdir -p "$1"
+  cat > "$1/service.py" <<'PY'
+import os
+
+kept = []
+
+
+def keep():
+    for _ in range(20):
+        kept.append(bytearray(256 << 10))  # 5 MiB in each worker, kept to its end
+
+
+children = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        keep()
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+print("workers done", len(children))
+PY
+  # shellcheck disable=SC2034 # read by the test
+  keep_line="$(grep -n 'kept.append' "$1/service.py" | cut -d: -f1)"
+}
+
+# fork_workers_round IMAGE ARCHIVE OUT: IMAGE (fork_workers_app's script,
+# judged as ARCHIVE) run as a container with OUT as its profile directory:
+# each of the 2 workers has its capture, and report names keep_line in each.
+fork_workers_round() {
+  local image="$1" archive="$2" out="$3" capture
+  local -a captures
+  run_entrypoint "${image}" "${out}" > "${out}.log" 2>&1 || { cat "${out}.log" >&2; fail "run ${image}"; }
+  grep -q "workers done 2" "${out}.log" || fail "the service did not finish: $(cat "${out}.log")"
+  mapfile -t captures < <(find "${out}" -name 'memray.*.bin.*' | sort)
+  ((${#captures[@]} == 2)) || fail "not a capture for each of the 2 workers: $(ls "${out}")"
+  for capture in "${captures[@]}"; do
+    "${MEMPROFILE}" report --image "${archive}" --json "${capture}" > "${out}.json" ||
+      fail "report of ${capture}: $(cat "${out}.json")"
+    [[ "$(top_site "${out}.json")" == "keep (/app/service.py:${keep_line}) "* ]] ||
+      fail "$(basename "${capture}"): the top site: $(top_site "${out}.json")"
+  done
+}

@@ -13,7 +13,11 @@
 #   - in the container, as with Debian's package: the arbiter and its 2
 #     workers serve status and snapshot, report names the handler's line in
 #     each worker, --merge sums them;
-#   - a second build of the same image reuses that build (the cache's key).
+#   - an app in a venv made without the system's packages gets memray in the
+#     venv, from the same build (reused: the cache's key), and each of its
+#     forked workers' captures names the keeping line;
+#   - a Python not Debian's whose headers are not in the image is refused in
+#     one line, before anything is built.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/images_lib.sh
@@ -66,9 +70,36 @@ pass "bookworm has no python3-memray: memray ${label} built from Debian's source
 gunicorn_memray_round "${app}-memprofile" "${SCRATCH}/image/image.tar"
 pass "in the container: ${ROUND}"
 
-# The same inputs: the build is reused, not made again.
-mk image-memprofile APP_IMAGE="${app}" BACKEND=memray > "${SCRATCH}/again.log" 2>&1 ||
-  { cat "${SCRATCH}/again.log" >&2; fail "the second make image-memprofile BACKEND=memray"; }
-grep -q "memray-source: memray for cpython-311 (amd64) built before from the same inputs" "${SCRATCH}/again.log" ||
-  fail "the second build did not reuse the first: $(grep memray- "${SCRATCH}/again.log")"
-pass "a second build of the image reuses the memray built for the same recipe, interpreter and headers"
+# An app in a venv made without the system's packages, the way most Python
+# services ship: memray goes into the venv, and the build for the same
+# interpreter and headers is reused, not made again.
+fork_workers_app "${SCRATCH}/venv-app"
+venv_app=localhost/venv-app:bookworm-amd64
+app_image "${base}" "${venv_app}" "${SCRATCH}/venv-app" '["/opt/venv/bin/python", "/app/service.py"]' '[]'
+buildah run --isolation chroot "${MOUNTED[-1]}" -- python3 -m venv --without-pip /opt/venv || fail "cannot make the venv"
+buildah commit --quiet "${MOUNTED[-1]}" "${venv_app}" > /dev/null
+mk image-memprofile APP_IMAGE="${venv_app}" BACKEND=memray > "${SCRATCH}/venv.log" 2>&1 ||
+  { cat "${SCRATCH}/venv.log" >&2; fail "make image-memprofile BACKEND=memray (a venv)"; }
+vsite=/opt/venv/lib/python3.11/site-packages
+if ! { grep -q "memray-debian: /opt/venv/bin/python is a venv made without the system's site-packages" "${SCRATCH}/venv.log" &&
+  grep -q "memray-source: memray for cpython-311 (amd64) built before from the same inputs" "${SCRATCH}/venv.log" &&
+  grep -q "MEMRAY_IMPORTED: the image's /opt/venv/bin/python imports ${vsite}/memray/_memray.cpython-311-x86_64-linux-gnu.so" \
+    "${SCRATCH}/venv.log"; }; then
+  fail "the venv's build: $(grep -E 'memray-|MEMRAY' "${SCRATCH}/venv.log")"
+fi
+fork_workers_round "${venv_app}-memprofile" "${SCRATCH}/image/image.tar" "${SCRATCH}/venv-out"
+pass "a venv without the system's packages: memray installed in ${vsite} (the build for the same interpreter and headers reused), each forked worker's capture names keep (service.py:${keep_line})"
+
+# A Python not Debian's whose headers are not in the image: nothing to build
+# memray against, said in one line, nothing built.
+nohdr=localhost/no-headers:bookworm-amd64
+app_image "${base}" "${nohdr}" "" '["/usr/local/bin/python3.11", "-c", "pass"]' '[]'
+buildah run --isolation chroot "${MOUNTED[-1]}" -- cp /usr/bin/python3.11 /usr/local/bin/python3.11 || fail "cp"
+buildah commit --quiet "${MOUNTED[-1]}" "${nohdr}" > /dev/null
+rc=0
+mk image-memprofile APP_IMAGE="${nohdr}" BACKEND=memray > "${SCRATCH}/nohdr.log" 2>&1 || rc=$?
+((rc != 0)) || fail "an image whose Python has no headers was built"
+grep -q "^memprofile: /usr/local/bin/python3.11 (3.11) has no C headers in the image (no /usr/local/include/python3.11/Python.h), and it is not Debian's python" \
+  "${SCRATCH}/nohdr.log" || fail "the refusal: $(grep memprofile: "${SCRATCH}/nohdr.log" | tail -3)"
+buildah inspect --type image "${nohdr}-memprofile" > /dev/null 2>&1 && fail "an image was built without memray's headers"
+pass "a Python not Debian's without its headers in the image: refused in one line, nothing built"

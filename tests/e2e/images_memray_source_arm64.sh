@@ -17,30 +17,7 @@ source "$(dirname "$0")/images_lib.sh"
 mk base-image ARCH=arm64 SUITE="${SUITE}" > /dev/null
 python_base="localhost/memprofile-test:bookworm-python3.11-arm64"
 debian_packages_image "localhost/memprofile-base:${SUITE}-slim-arm64" "${python_base}" arm64 "${SUITE}" python3.11
-mkdir -p "${SCRATCH}/app"
-cat > "${SCRATCH}/app/service.py" <<'PY'
-import os
-
-kept = []
-
-
-def keep():
-    for _ in range(20):
-        kept.append(bytearray(256 << 10))  # 5 MiB in each worker, kept to its end
-
-
-children = []
-for _ in range(2):
-    pid = os.fork()
-    if pid == 0:
-        keep()
-        os._exit(0)
-    children.append(pid)
-for pid in children:
-    os.waitpid(pid, 0)
-print("workers done", len(children))
-PY
-keep_line="$(grep -n 'kept.append' "${SCRATCH}/app/service.py" | cut -d: -f1)"
+fork_workers_app "${SCRATCH}/app"
 app=localhost/python-source-app:arm64
 app_image "${python_base}" "${app}" "${SCRATCH}/app" '["/usr/bin/python3.11", "/app/service.py"]' '[]'
 
@@ -57,14 +34,5 @@ grep -q "MEMRAY_IMPORTED: the image's /usr/bin/python3.11 imports ${site}/memray
   fail "the arm64 memray image is not READY: $(cat "${SCRATCH}/preflight")"
 pass "arm64: memray cross-built from Debian's source package for bookworm's python3.11, imported by the image's interpreter under qemu in the build; READY"
 
-run_entrypoint "${image}" "${SCRATCH}/out" > "${SCRATCH}/run.log" 2>&1 || { cat "${SCRATCH}/run.log" >&2; fail "run"; }
-grep -q "workers done 2" "${SCRATCH}/run.log" || fail "the service did not finish: $(cat "${SCRATCH}/run.log")"
-mapfile -t captures < <(find "${SCRATCH}/out" -name 'memray.*.bin.*' | sort)
-((${#captures[@]} == 2)) || fail "not a capture for each of the 2 workers: $(ls "${SCRATCH}/out")"
-for capture in "${captures[@]}"; do
-  "${MEMPROFILE}" report --image "${SCRATCH}/image/image.tar" --json "${capture}" > "${SCRATCH}/report.json" ||
-    fail "report of ${capture}: $(cat "${SCRATCH}/report.json")"
-  [[ "$(top_site "${SCRATCH}/report.json")" == "keep (/app/service.py:${keep_line}) "* ]] ||
-    fail "$(basename "${capture}"): the top site: $(top_site "${SCRATCH}/report.json")"
-done
+fork_workers_round "${image}" "${SCRATCH}/image/image.tar" "${SCRATCH}/out"
 pass "arm64 under qemu: each of the 2 forked workers has its capture, and report names keep (service.py:${keep_line}) in each"
