@@ -106,20 +106,48 @@ static uint64_t seen_bytes, seen_largest;
 static unsigned created_since;
 static int scanned, gate_said;
 
-// The room the trace's own writes have until the next look: to the floor,
-// and to the budget, whichever is nearer (stream.c refuses the write past it).
-static void allow_trace(const struct usage* u, int free_known, uint64_t written_before) {
-  uint64_t room = UINT64_MAX;
+// How far the trace's own writes may go until the next look: to the floor,
+// and to the budget, whichever is nearer (stream.c refuses the write past
+// it). Each is counted from what the trace had written when its figure was
+// read: the directory's bytes at the scan's start, the free space at the
+// statvfs (free_written).
+static void allow_trace(const struct usage* u, int free_known, uint64_t scan_written, uint64_t free_written) {
+  uint64_t limit = UINT64_MAX;
   int budget = 0;
-  if (ctl.min_free_bytes && free_known) room = u->free_bytes > ctl.min_free_bytes ? u->free_bytes - ctl.min_free_bytes : 0;
+  if (ctl.min_free_bytes && free_known)
+    limit = free_written + (u->free_bytes > ctl.min_free_bytes ? u->free_bytes - ctl.min_free_bytes : 0);
   if (ctl.max_bytes) {
-    uint64_t left = u->bytes < ctl.max_bytes ? ctl.max_bytes - u->bytes : 0;
-    if (left < room) {
-      room = left;
+    uint64_t left = scan_written + (u->bytes < ctl.max_bytes ? ctl.max_bytes - u->bytes : 0);
+    if (left < limit) {
+      limit = left;
       budget = 1;
     }
   }
-  stream_allow(written_before, room, budget);
+  stream_allow(0, limit, budget);
+}
+
+// The free space, and what the trace had written when it was read. The
+// trace's writes go on meanwhile (heaptrack's thread, at full speed): what
+// it writes between the two reads would count twice, in the free space and
+// past `*written`, and stop the trace early by as much. So the reads are
+// taken close together, again until no write came between them (a few
+// tries; a preempted look on a loaded machine), else the closest pair's.
+static int free_space(uint64_t* bytes, uint64_t* written) {
+  uint64_t best_gap = UINT64_MAX;
+  int known = 0;
+  for (int tries = 0; tries < 8 && best_gap != 0; ++tries) {
+    struct statvfs v;
+    uint64_t before = stream_written();
+    if (statvfs(ctl.dir, &v) != 0) return known;
+    uint64_t after = stream_written();
+    if (after - before < best_gap) {
+      best_gap = after - before;
+      *bytes = (uint64_t)v.f_bavail * v.f_frsize;
+      *written = before;
+      known = 1;
+    }
+  }
+  return known;
 }
 
 static int scan_dir(struct scan* s) {
@@ -166,10 +194,9 @@ static int scan_dir(struct scan* s) {
     }
   }
   closedir(d);
-  struct statvfs v;
-  int free_known = statvfs(ctl.dir, &v) == 0;
-  if (free_known) s->u.free_bytes = (uint64_t)v.f_bavail * v.f_frsize;
-  if (ctl.backend == CTL_HEAPTRACK) allow_trace(&s->u, free_known, written_before);
+  uint64_t free_written = 0;
+  int free_known = free_space(&s->u.free_bytes, &free_written);
+  if (ctl.backend == CTL_HEAPTRACK) allow_trace(&s->u, free_known, written_before, free_written);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   ctl.scan_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
   // Dumps created before the listing are in it now; those since are not.
