@@ -188,13 +188,28 @@ for platform in "${platforms[@]}"; do
       # Only where memray is missing: an image with its own is left as it is.
       if jq -e '.blocking | index("MEMRAY_MISSING")' "${WORK_DIR}/app-${arch}.json" >/dev/null; then
         facts="${WORK_DIR}/app-${arch}.json"
-        # A Python not Debian's gets memray built against its own headers.
+        # A Python not Debian's gets memray built against its own headers:
+        # include_dir (canonical in the image: preflight resolved its links
+        # there), and the multiarch directory a Debian-style pyconfig.h
+        # wrapper includes (Ubuntu's python, a derivative's).
         include_dir="$(jq -r 'if .python.debian.python_package == null and .python.headers then .python.include_dir else empty end' "${facts}")"
         if [[ -n "${include_dir}" ]]; then
+          [[ "${include_dir}" == /* && "${include_dir}" != *..* && "${include_dir}" != *$'\n'* ]] ||
+            die "${APP_IMAGE}: preflight's include_dir '${include_dir}' is not a plain absolute path"
           headers="${WORK_DIR}/python-headers-${arch}"
-          rm -rf "${headers}"
+          rm -rf "${headers}" "${headers}-multiarch"
           copy_out "${APP_IMAGE}" "${platform}" "${include_dir}" "${headers}" ||
             die "cannot copy ${include_dir} out of ${APP_IMAGE} (${platform}) with ${ENGINE}"
+          triplet="$(case "${arch}" in amd64) echo x86_64-linux-gnu ;; arm64) echo aarch64-linux-gnu ;; esac)"
+          if grep -q "include <${triplet}/${include_dir##*/}/pyconfig.h>" "${headers}/pyconfig.h" 2>/dev/null; then
+            copy_out "${APP_IMAGE}" "${platform}" "${include_dir%/*}/${triplet}/${include_dir##*/}" \
+              "${headers}-multiarch/${triplet}/${include_dir##*/}" ||
+              die "${include_dir}/pyconfig.h includes ${triplet}/${include_dir##*/}/pyconfig.h, which ${APP_IMAGE} (${platform}) lacks"
+            headers+=":${headers}-multiarch"
+          fi
+          # A link in the copy would be followed on this machine.
+          links="$(find "${headers%%:*}" "${headers}-multiarch" -type l 2>/dev/null | head -n 3 | paste -sd' ')"
+          [[ -z "${links}" ]] || die "${APP_IMAGE}: the headers in ${include_dir} hold symbolic links (${links}): memray is built against plain files"
         fi
       else
         say "${APP_IMAGE} (${arch}) imports memray already: installing none"

@@ -12,6 +12,8 @@ set -o errexit -o nounset -o pipefail
 image_build_packages=(
   build-essential cmake pkg-config libelf-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libzstd-dev zlib1g-dev libssl-dev libunwind-dev curl ca-certificates xz-utils bzip2 jq file
+  # BACKEND=memray built from source: liblz4, and python3 to run Cython
+  liblz4-dev python3
 )
 if [[ "${1:-}" == --image-build ]]; then
   target="${2:-$(dpkg --print-architecture)}"
@@ -19,7 +21,7 @@ if [[ "${1:-}" == --image-build ]]; then
     [[ "${target}" == arm64 ]] || { echo "install-deps: no cross toolchain for ${target}" >&2; exit 2; }
     dpkg --print-foreign-architectures | grep -qx arm64 || dpkg --add-architecture arm64
     image_build_packages+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
-      libelf-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64 libssl-dev:arm64 libunwind-dev:arm64)
+      libelf-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64 libssl-dev:arm64 libunwind-dev:arm64 liblz4-dev:arm64)
   fi
   missing=()
   for p in "${image_build_packages[@]}"; do

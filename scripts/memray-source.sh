@@ -12,14 +12,18 @@
 # python, Debian's libpython3.X-dev of the image's suite at the version of
 # its python3.X-minimal.
 #
-# usage: scripts/memray-source.sh FACTS.json ARCH OUT [HEADERS]
+# usage: scripts/memray-source.sh FACTS.json ARCH OUT [HEADERS[:MULTIARCH]]
 # A build is kept in the cache under a key of the recipe, the architecture,
 # the interpreter's tag and its headers' bytes, and reused only under it.
 set -o errexit -o nounset -o pipefail
+# What is staged is read by the app's user, whatever this shell's umask.
+umask 022
 
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=scripts/debian-apt.sh
 source "${here}/debian-apt.sh"
+# shellcheck source=preload/lib.sh
+source "${here}/../preload/lib.sh"
 die() {
   echo "memprofile: $*" >&2
   exit 1
@@ -40,7 +44,16 @@ version="$(field .version)"
 site="$(field .site_packages)"
 include_dir="$(field .include_dir)"
 [[ "${version}" =~ ^3\.([0-9]+)([a-z]*)$ ]] || die "${facts}: '${version}' is no CPython 3 version"
-tag="cpython-3${BASH_REMATCH[1]}${BASH_REMATCH[2]}"
+minor="${BASH_REMATCH[1]}"
+tag="cpython-3${minor}${BASH_REMATCH[2]}"
+# What memray 1.17 and the Cython it is built with (3.0.11) support: 3.9 to
+# 3.13 with the GIL (memray's NEWS: no free-threaded builds yet; 3.14 came
+# after both). Said before anything is fetched.
+if [[ "${BASH_REMATCH[2]}" == *t* ]]; then
+  die "${interpreter} is a free-threaded build (${version}): memray 1.17 does not support those (its NEWS), and importing it would turn the GIL back on in the app; profile a build with the GIL"
+fi
+((minor >= 9 && minor <= 13)) ||
+  die "${interpreter} is Python ${version}: memray 1.17, built by memprofile with Cython 3.0.11, supports 3.9 to 3.13; install a memray for it in the app image (pip install memray) and keep BACKEND=memray"
 [[ "${site}" == /* && "${site}" != *..* ]] || die "${facts}: no site-packages directory for ${interpreter}"
 
 work="$(mktemp -d)"
@@ -48,7 +61,9 @@ trap 'rm -rf "${work}"' EXIT
 
 # 1. The interpreter's headers.
 if [[ -n "${headers}" ]]; then
-  [[ -f "${headers}/Python.h" ]] || die "${headers}: no Python.h (the image's ${include_dir})"
+  # DIR[:DIR]: the image's include_dir, and the multiarch directory a
+  # Debian-style pyconfig.h wrapper includes, when there is one.
+  [[ -f "${headers%%:*}/Python.h" ]] || die "${headers%%:*}: no Python.h (the image's ${include_dir})"
   include_dirs="${headers}"
   from="the image's ${include_dir}"
 elif [[ -n "$(field .debian.python_package)" ]]; then
@@ -74,17 +89,27 @@ else
   die "${interpreter} (${version}) has no C headers in the image (no ${include_dir}/Python.h), and it is not Debian's python, whose headers memprofile would fetch: memray's extension is built against the interpreter's own headers; keep them in the app image (the python: images do), or pip install memray there"
 fi
 
-# 2. The build, or the one the cache holds for the same inputs.
-headers_digest="$(IFS=:; for d in ${include_dirs}; do (cd "${d}" && find . -name '*.h' -type f -print0 | sort -z | xargs -0 sha256sum); done | sha256sum | cut -c1-16)"
+# 2. The build, or the one the cache holds for the same inputs: the recipe,
+# the target, the headers' bytes, and what this machine builds and bundles
+# with (its compiler, its glibc, the libraries memray.libs/ gets).
+headers_digest="$(IFS=:; for d in ${include_dirs}; do (cd "${d}" && find . -name '*.h' \( -type f -o -type l \) -print0 | sort -z |
+  xargs -0 -r sha256sum); done | sha256sum | cut -c1-16)"
+triplet="$(arch_triplet "${arch}")"
+compiler="$("$([[ "${arch}" == "$(host_arch)" ]] && echo g++ || echo "${triplet}-g++")" --version | head -n 1)"
+machine="$(ldd --version 2>/dev/null | head -n 1); ${compiler}; $(cd "/usr/lib/${triplet}" && sha256sum liblz4.so.1 libunwind.so.8 2>/dev/null | paste -sd' ')"
 key="$("${here}/../preload/build.sh" --key memray)"
-built="$(memprofile_cache)/memray-build/$(cache_key "${key}" "${arch}" "${tag}" "${headers_digest}")"
+built="$(memprofile_cache)/memray-build/$(cache_key "${key}" "${arch}" "${tag}" "${headers_digest}" "${machine}")"
+mkdir -p "$(dirname "${built}")"
+# One build per key at a time: a second build of the same waits and takes it.
+exec {lock}> "${built}.lock"
+flock "${lock}"
 if [[ ! -f "${built}/build.json" ]]; then
   echo "memray-source: building memray for ${interpreter} (${tag}, ${arch}) against ${from}" >&2
-  mkdir -p "$(dirname "${built}")"
-  rm -rf "${built}.partial.$$"
-  "${here}/../preload/memray/build.sh" "${arch}" "${tag}" "${include_dirs}" "${built}.partial.$$"
-  rm -rf "${built}"
-  mv "${built}.partial.$$" "${built}"
+  partial="${built}.partial.$$"
+  trap 'rm -rf "${work}" "${partial}"' EXIT
+  rm -rf "${built}" "${partial}"
+  MEMRAY_MACHINE="${machine}" "${here}/../preload/memray/build.sh" "${arch}" "${tag}" "${include_dirs}" "${partial}"
+  mv -T "${partial}" "${built}"
 else
   echo "memray-source: memray for ${tag} (${arch}) built before from the same inputs: ${built}" >&2
 fi

@@ -15,6 +15,7 @@
 #   OUT           made anew
 # env: PRELOAD_CACHE (sources), PYTHON3 (the Python that runs Cython: python3)
 set -o errexit -o nounset -o pipefail
+umask 022
 
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=preload/lib.sh
@@ -56,9 +57,17 @@ header() {  # NAME: the first of the include dirs that has it
   die "memray: no $1 in ${includes}: the interpreter's headers (Debian's libpython3.X-dev, or the image's include/python3.X) are needed"
 }
 python_h="$(header Python.h)"
-pyconfig_h="$(header pyconfig.h)"
-have_minor="$(sed -n 's/^#define PY_MINOR_VERSION[[:space:]]*\([0-9]*\).*/\1/p' "$(dirname "${python_h}")/patchlevel.h" 2>/dev/null)"
+have_minor="$(sed -n 's/^#define PY_MINOR_VERSION[[:space:]]*\([0-9]*\).*/\1/p' "$(dirname "${python_h}")/patchlevel.h" 2>/dev/null || true)"
 [[ "${have_minor}" == "${minor}" ]] || die "memray: ${python_h} is Python 3.${have_minor:-?}'s, not 3.${minor}'s"
+# The pyconfig.h the compiler takes (Debian's is a wrapper that includes
+# <TRIPLET/python3.X/pyconfig.h>): one of these headers', never this
+# machine's own Python's.
+pyconfig_h="$(printf '#include <Python.h>\n' | "${cxx}" -M -x c++ "${inc_flags[@]}" - 2>/dev/null |
+  tr -s '[:space:]' '\n' | grep '/pyconfig\.h$' | tail -n 1 || true)"
+[[ -n "${pyconfig_h}" ]] || die "memray: ${includes}: no pyconfig.h that Python.h reaches for ${triplet}"
+inside=""
+for d in "${include_dirs[@]}"; do [[ "$(realpath -m "${pyconfig_h}")" == "$(realpath -m "${d}")"/* ]] && inside=yes; done
+[[ -n "${inside}" ]] || die "memray: the pyconfig.h Python.h reaches is ${pyconfig_h}, not one of ${includes}: the interpreter's own is needed"
 if grep -q '^#define Py_GIL_DISABLED 1' "${pyconfig_h}"; then
   [[ "${abiflags}" == *t* ]] || die "memray: ${pyconfig_h} is a free-threaded build's: its tag is cpython-3${minor}t"
 elif [[ "${abiflags}" == *t* ]]; then
@@ -179,10 +188,10 @@ jq -n --arg v "${VERSION}" --arg dv "${DEBIAN_VERSION}" --arg tag "${tag}" --arg
   --arg ext "memray/${ext}" --arg needed "${needed}" --arg glibc "$(glibc_requirement "${out}/memray/${ext}")" \
   --arg cython "${CYTHON_VERSION}" --arg flags "${CXXFLAGS_MEMRAY[*]}" --arg orig "${ORIG_NAME} sha256 ${ORIG_SHA256}" \
   --arg debian "${DEBIAN_NAME} sha256 ${DEBIAN_SHA256}" --arg cy "${CYTHON_NAME} sha256 ${CYTHON_SHA256}" \
-  --arg bundled "${BUNDLED[*]}" --arg key "$(recipe_key memray)" \
+  --arg bundled "${BUNDLED[*]}" --arg key "$(recipe_key memray)" --arg machine "${MEMRAY_MACHINE:-}" \
   '{backend: "memray", version: $v, source: "debian-source", debian_version: $dv, tag: $tag, arch: $arch,
     triplet: $triplet, extension: $ext, needed: ($needed | split(" ")), glibc_required: $glibc,
-    bundled: ($bundled | split(" ")), cython: $cython, build_flags: $flags,
+    bundled: ($bundled | split(" ")), cython: $cython, build_flags: $flags, built_with: $machine,
     sources: [$orig, $debian, $cy], patches: ["debian/patches/series", "lazy-rich.patch", "no-debuginfod.c"],
     recipe_key: $key}' > "${out}/build.json"
 echo "memray: ${out}/memray/${ext} (${arch}, needs ${needed})" >&2

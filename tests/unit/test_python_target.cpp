@@ -351,6 +351,12 @@ TEST_CASE("python_install: where pip puts a package, and the headers a source bu
   HostTree tree(s.path());
   auto debian = python_install(tree, "/usr/bin/python3.13", "/usr/bin/python3", {3, 13, ""});
   CHECK(debian.site_packages == "/usr/local/lib/python3.13/dist-packages");
+  // python3.11-minimal alone (no dist-packages yet): its /etc/python3.11
+  // says it is Debian's all the same.
+  testing::write_file(s / "usr/bin/python3.11", testing::ElfBuilder().build(), 0755);
+  testing::write_file(s / "etc/python3.11/sitecustomize.py", "", 0644);
+  auto minimal = python_install(tree, "/usr/bin/python3.11", "/usr/bin/python3.11", {3, 11, ""});
+  CHECK(minimal.site_packages == "/usr/local/lib/python3.11/dist-packages");
   CHECK(debian.include_dir == "/usr/include/python3.13");
   CHECK_FALSE(debian.headers);
   // A python: image's own build in /usr/local: its prefix's site-packages

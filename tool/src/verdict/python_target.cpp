@@ -209,19 +209,33 @@ PythonInstall python_install(const FileTree& tree, const std::string& interprete
   // The headers are the base installation's (sysconfig's installed_base).
   std::string prefix = dirname_of(dirname_of(base_interpreter(tree, interpreter, invoked, v)));
   if (prefix == "/") prefix = "";
+  const std::string mm = std::to_string(v.major) + "." + std::to_string(v.minor);
   std::string canonical;
   bool with_base = false;
+  auto exists = [&](const std::string& path) {
+    try {
+      auto r = resolve(tree, path);
+      return r && r->node.kind == FsNode::Kind::Regular;
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  // Debian's interpreters, and Ubuntu's, search /usr/local's dist-packages,
+  // never the prefix's site-packages: their python3.X-minimal ships
+  // /etc/python3.X/sitecustomize.py, present with the minimal package alone.
+  bool debian_layout = prefix == "/usr" && (exists("/etc/python" + mm + "/sitecustomize.py") ||
+                                            is_dir(tree, "/usr/lib/python3/dist-packages", &canonical));
   if (auto venv = venv_dirs(tree, invoked, v, &with_base); !venv.empty())
     in.site_packages = venv.front();
-  else if (prefix == "/usr" && is_dir(tree, "/usr/lib/python3/dist-packages", &canonical))
+  else if (debian_layout)
     in.site_packages = "/usr/local/lib/" + lib_dir_name(v) + "/dist-packages";
   else
     in.site_packages = prefix + "/lib/" + lib_dir_name(v) + "/site-packages";
-  in.include_dir = prefix + "/include/python" + std::to_string(v.major) + "." + std::to_string(v.minor) + v.abiflags;
-  try {
-    auto r = resolve(tree, in.include_dir + "/Python.h");
-    in.headers = r && r->node.kind == FsNode::Kind::Regular;
-  } catch (const Error&) {
+  // As the image resolves it (its links followed there, never here).
+  in.include_dir = prefix + "/include/python" + mm + v.abiflags;
+  if (is_dir(tree, in.include_dir, &canonical)) {
+    in.include_dir = canonical;
+    in.headers = exists(in.include_dir + "/Python.h");
   }
   return in;
 }
