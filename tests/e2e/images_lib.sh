@@ -229,23 +229,36 @@ app_image() {
   drop_at_exit "${name}" "${name}-memprofile"
 }
 
-# gunicorn_memray_round IMAGE ARCHIVE: IMAGE (built with BACKEND=memray from
-# leaky_wsgi_app's gunicorn app, judged as ARCHIVE) run as a container under
-# load from curl on loopback: the arbiter and its 2 workers serve status to a
-# second process in the container, each recording; snapshot reaches all 3
-# (memray's capture is continuous: each says so); after SIGTERM, report
-# names the handler's line in each worker, and --merge sums them. ROUND:
-# what it saw, for the test's pass line.
+# gunicorn_memray_round IMAGE ARCHIVE [dormant]: IMAGE (built with
+# BACKEND=memray from leaky_wsgi_app's gunicorn app, judged as ARCHIVE) run
+# as a container under load from curl on loopback, driven from a second
+# container of the same image that shares its profile volume (as kubectl
+# exec into a pod's other container would): the arbiter and its 2 workers
+# serve status, each recording; snapshot reaches all 3 (memray's capture is
+# continuous: each says so); after SIGTERM, report names the handler's line
+# in each worker, and --merge sums them. dormant (an image built
+# DORMANT=true): none records at first; `start` from the second container
+# starts all 3 without a restart, `stop` closes their captures, and the
+# workers' captures hold the requests between the two, not those before.
+# ROUND: what it saw, for the test's pass line.
 # shellcheck disable=SC2154 # app_line: set by leaky_wsgi_app
 gunicorn_memray_round() {
-  local image="$1" archive="$2" port out ctr service arbiter rc w capture total=0 merged
+  local image="$1" archive="$2" mode="${3:-active}" port out ctr service arbiter rc w capture total=0 merged
+  local before=0 during=80 how="each recording from the start"
   local -a workers
+  [[ "${mode}" != dormant ]] || { before=20 during=60 how="none recording until start from the second container"; }
   port="$(free_port)"
   out="${SCRATCH}/out"
   mkdir -p "${out}"
   chmod 1777 "${out}"
   ctr="$(buildah from --pull=never --quiet "${image}")"
   MOUNTED+=("${ctr}")
+  in_pod() { buildah run --isolation chroot -v "${out}:/var/memprofile" "${ctr}" -- /usr/bin/memprofile "$@"; }
+  requests() {
+    for _ in $(seq 1 "$1"); do
+      curl -fsS --max-time 30 "http://127.0.0.1:${port}/" > /dev/null || fail "gunicorn does not answer: $(tail -3 "${SCRATCH}/gunicorn.log")"
+    done
+  }
   buildah run --isolation chroot -v "${out}:/var/memprofile" "${ctr}" -- /usr/bin/memprofile exec --from-config -- \
     --chdir /app -w 2 --timeout 0 -b "127.0.0.1:${port}" leaky:app > "${SCRATCH}/gunicorn.log" 2>&1 &
   service=$!
@@ -253,26 +266,37 @@ gunicorn_memray_round() {
   arbiter="$(jq -r 'select(.parent == 0) | .pid' "${out}"/memprofile-proc.*.json)"
   [[ "${arbiter}" =~ ^[0-9]+$ ]] || fail "no arbiter among the records: $(cat "${out}"/memprofile-proc.*.json)"
   track "${arbiter}"
-  for _ in $(seq 1 80); do
-    curl -fsS --max-time 30 "http://127.0.0.1:${port}/" > /dev/null || fail "gunicorn does not answer: $(tail -3 "${SCRATCH}/gunicorn.log")"
-  done
-  buildah run --isolation chroot -v "${out}:/var/memprofile" "${ctr}" -- /usr/bin/memprofile status "${arbiter}" --json \
-    > "${SCRATCH}/status.json" 2> /dev/null || fail "status: $(cat "${SCRATCH}/status.json")"
+  mapfile -t workers < <(jq -r --argjson a "${arbiter}" 'select(.parent == $a) | .pid' "${out}"/memprofile-proc.*.json | sort -n)
+  ((${#workers[@]} == 2)) || fail "not 2 workers of ${arbiter}: ${workers[*]}"
+  requests "${before}"
+  if [[ "${mode}" == dormant ]]; then
+    in_pod status "${arbiter}" --json > "${SCRATCH}/status0.json" 2> /dev/null || fail "status: $(cat "${SCRATCH}/status0.json")"
+    jq -e '.tree.served == 3 and ([.processes[] | select(.backend == "memray" and (.recording | not))] | length) == 3' \
+      "${SCRATCH}/status0.json" > /dev/null || fail "dormant: status: $(jq -c '.processes' "${SCRATCH}/status0.json")"
+    in_pod start "${arbiter}" > "${SCRATCH}/start" 2>&1 || fail "start: $(cat "${SCRATCH}/start")"
+    [[ "$(grep -c ': memray, recording on$' "${SCRATCH}/start")" == 3 ]] || fail "start: $(cat "${SCRATCH}/start")"
+  fi
+  requests "${during}"
+  in_pod status "${arbiter}" --json > "${SCRATCH}/status.json" 2> /dev/null || fail "status: $(cat "${SCRATCH}/status.json")"
   jq -e '.tree.served == 3 and ([.processes[] | select(.backend == "memray" and .recording)] | length) == 3' \
     "${SCRATCH}/status.json" > /dev/null ||
     fail "status: $(jq -c '.tree, [.processes[] | {pid, parent, backend, recording}]' "${SCRATCH}/status.json")"
   rc=0
-  buildah run --isolation chroot -v "${out}:/var/memprofile" "${ctr}" -- /usr/bin/memprofile snapshot "${arbiter}" \
-    > "${SCRATCH}/snap" 2>&1 || rc=$?
+  in_pod snapshot "${arbiter}" > "${SCRATCH}/snap" 2>&1 || rc=$?
   if ((rc != 1)) || (($(grep -c 'memray writes one continuous file, not snapshots' "${SCRATCH}/snap") != 3)); then
     fail "the tree's snapshot: exit ${rc}: $(cat "${SCRATCH}/snap")"
   fi
-  mapfile -t workers < <(jq -r --argjson a "${arbiter}" 'select(.parent == $a) | .pid' "${out}"/memprofile-proc.*.json | sort -n)
-  ((${#workers[@]} == 2)) || fail "not 2 workers of ${arbiter}: ${workers[*]}"
+  if [[ "${mode}" == dormant ]]; then
+    in_pod stop "${arbiter}" > "${SCRATCH}/stop" 2>&1 || fail "stop: $(cat "${SCRATCH}/stop")"
+    [[ "$(grep -c ': memray, recording off$' "${SCRATCH}/stop")" == 3 ]] || fail "stop: $(cat "${SCRATCH}/stop")"
+  fi
   kill -TERM "${arbiter}"
   wait "${service}" || fail "gunicorn's exit code: $? $(tail -3 "${SCRATCH}/gunicorn.log")"
   for w in "${workers[@]}"; do
+    # Recording from the start, a forked worker's capture follows its
+    # arbiter's; started later, each process has one of its own.
     capture="${out}/memray.${arbiter}.bin.${w}"
+    [[ "${mode}" != dormant ]] || capture="${out}/memray.${w}.bin"
     [[ -s "${capture}" ]] || fail "no capture for worker ${w}: $(ls "${out}")"
     "${MEMPROFILE}" report --image "${archive}" --json "${capture}" > "${SCRATCH}/worker-${w}.json" ||
       fail "report of worker ${w}"
@@ -280,27 +304,35 @@ gunicorn_memray_round() {
       fail "worker ${w}'s top site: $(top_site "${SCRATCH}/worker-${w}.json")"
     total=$((total + $(jq '.in_use[0].bytes_in_use' "${SCRATCH}/worker-${w}.json")))
   done
-  ((total >= 80 * 256 * 1024)) || fail "the workers hold ${total} bytes at the handler, not the 20 MiB kept"
+  ((total >= during * 256 * 1024 && total < (before + during) * 256 * 1024 + 256 * 1024)) ||
+    fail "the workers hold ${total} bytes at the handler, not the $((during / 4)) MiB of the ${during} requests recorded"
   "${MEMPROFILE}" report --image "${archive}" --json --merge "${out}" > "${SCRATCH}/merged.json" || fail "report --merge"
   merged="$(jq '.in_use[0].bytes_in_use' "${SCRATCH}/merged.json")"
   if [[ "$(top_site "${SCRATCH}/merged.json")" != "app (/app/leaky.py:${app_line}) "* ]] || ((merged < total)); then
     fail "--merge: $(top_site "${SCRATCH}/merged.json") against ${total} in the workers"
   fi
   # shellcheck disable=SC2034 # read by the test
-  ROUND="the arbiter and its 2 workers served status (each recording) and snapshot; report names app (leaky.py:${app_line}) in each worker (${total} bytes together), --merge sums them (${merged})"
+  ROUND="the arbiter and its 2 workers served status (${how}) and snapshot; report names app (leaky.py:${app_line}) in each worker (${total} bytes together: the ${during} requests recorded), --merge sums them (${merged})"
 }
 
 # debian_packages_image BASE NAME ARCH SUITE PACKAGE...: localhost image
 # NAME, BASE with PACKAGE... of SUITE for ARCH and what they need that BASE
 # lacks, unpacked and recorded in its dpkg status as distroless images are
 # made (no maintainer script runs, so no qemu for a foreign ARCH); apt plans
-# against BASE's own status (scripts/debian-apt.sh). Dropped at exit.
+# against BASE's own status (scripts/debian-apt.sh). BASE scratch: an image
+# of those packages alone (name base-files among them for its os-release),
+# on a merged /usr. Dropped at exit.
 debian_packages_image() {
-  local base="$1" name="$2" work mnt
+  local base="$1" name="$2" work mnt d
   shift 2
   work="$(buildah from --pull=never --quiet "${base}")"
   MOUNTED+=("${work}")
   mnt="$(buildah mount "${work}")"
+  if [[ "${base}" == scratch ]]; then
+    buildah config --arch "$1" --os linux "${work}"
+    for d in bin sbin lib; do mkdir -p "${mnt}/usr/${d}" && ln -s "usr/${d}" "${mnt}/${d}"; done
+    mkdir -p "${mnt}/var/lib/dpkg" "${mnt}/tmp" && chmod 1777 "${mnt}/tmp" && touch "${mnt}/var/lib/dpkg/status"
+  fi
   (stage_debian_packages "${mnt}" "$@") || fail "cannot stage ${*:3} (${2}/${1}) onto ${base}"
   buildah commit --quiet "${work}" "${name}" > /dev/null
   drop_at_exit "${name}" "${name}-memprofile"
@@ -309,19 +341,22 @@ debian_packages_image() {
 # stage_debian_packages ROOT ARCH SUITE PACKAGE... (in a subshell of its
 # own: debian-apt.sh's settings and lock stay there).
 stage_debian_packages() {
-  local root="$1" arch="$2" suite="$3" deb pv
+  local root="$1" arch="$2" suite="$3" deb pv plan
   shift 3
   # shellcheck source=scripts/debian-apt.sh
   source "${E2E_ROOT}/scripts/debian-apt.sh"
   mkdir -p "${SCRATCH}/apt"
-  debian_apt "${suite}" "${arch}" "${root}/var/lib/dpkg/status" "${SCRATCH}/apt"
+  debian_apt "${suite}" "${arch}" "${root}/var/lib/dpkg/status" "${SCRATCH}/apt" || return 1
+  plan="$(apt-get "${apt_opts[@]}" -s install --no-install-recommends "$@")" || return 1
+  plan="$(sed -n 's/^Inst \([^ ]*\) (\([^ ]*\) .*/\1=\2/p' <<<"${plan}")"
+  [[ -n "${plan}" ]] || { echo "apt plans nothing to install for $*" >&2; return 1; }
   while read -r pv; do
-    deb="$(debian_deb "${pv}")"
+    deb="$(debian_deb "${pv}")" || return 1
     # Over a merged-/usr base, bookworm's /lib/... entries go through its
     # /lib link, as dpkg puts them, not over it.
-    dpkg-deb --fsys-tarfile "${deb}" | tar -x --keep-directory-symlink -C "${root}"
-    { echo "Status: install ok installed"; dpkg-deb -f "${deb}"; echo; } >> "${root}/var/lib/dpkg/status"
-  done < <(apt-get "${apt_opts[@]}" -s install --no-install-recommends "$@" | sed -n 's/^Inst \([^ ]*\) (\([^ ]*\) .*/\1=\2/p')
+    dpkg-deb --fsys-tarfile "${deb}" | tar -x --keep-directory-symlink -C "${root}" || return 1
+    { echo "Status: install ok installed"; dpkg-deb -f "${deb}"; echo; } >> "${root}/var/lib/dpkg/status" || return 1
+  done <<<"${plan}"
 }
 
 # fork_workers_app DIR: DIR/service.py, a script that forks two workers,

@@ -10,9 +10,11 @@
 #     build's own verify step has the image's python3.11 import it, and the
 #     manifest names the pinned sources and every file's SHA-256;
 #   - preflight of the result: READY;
-#   - in the container, as with Debian's package: the arbiter and its 2
-#     workers serve status and snapshot, report names the handler's line in
-#     each worker, --merge sums them;
+#   - built DORMANT=true and run as a container: the arbiter and its 2
+#     workers serve status, none recording; `start` from a second container
+#     of the image (sharing the profile volume) starts all 3 without a
+#     restart, `stop` closes them, report names the handler's line in each
+#     worker with the requests between the two alone, --merge sums them;
 #   - an app in a venv made without the system's packages gets memray in the
 #     venv, from the same build (reused: the cache's key), and each of its
 #     forked workers' captures names the keeping line;
@@ -38,7 +40,7 @@ app_image "${base}" "${app}" "${root}/app" '["/usr/bin/gunicorn"]' \
 buildah run --isolation chroot "${MOUNTED[-1]}" -- python3 -c 'import memray' 2> /dev/null &&
   fail "the app image imports memray already: the test would not show the build installing it"
 
-mk image-memprofile APP_IMAGE="${app}" BACKEND=memray ENGINE_BUILD_FLAGS=--no-cache > "${SCRATCH}/build.log" 2>&1 ||
+mk image-memprofile APP_IMAGE="${app}" BACKEND=memray DORMANT=true ENGINE_BUILD_FLAGS=--no-cache > "${SCRATCH}/build.log" 2>&1 ||
   { cat "${SCRATCH}/build.log" >&2; fail "make image-memprofile BACKEND=memray"; }
 grep -q "memray-debian: bookworm has no python3-memray" "${SCRATCH}/build.log" ||
   fail "the build did not say why Debian's package is not used: $(grep memray- "${SCRATCH}/build.log")"
@@ -67,8 +69,8 @@ grep -q "^READY: memray will track /usr/bin/python3.11$" "${SCRATCH}/preflight" 
   fail "preflight: $(head -3 "${SCRATCH}/preflight")"
 pass "bookworm has no python3-memray: memray ${label} built from Debian's source package against libpython3.11-dev into ${site}, imported by the image's python3.11 in the build ($(jq '.files | length' "${manifest}") files, each SHA-256 checked); preflight READY"
 
-gunicorn_memray_round "${app}-memprofile" "${SCRATCH}/image/image.tar"
-pass "in the container: ${ROUND}"
+gunicorn_memray_round "${app}-memprofile" "${SCRATCH}/image/image.tar" dormant
+pass "dormant, in the container: ${ROUND}"
 
 # An app in a venv made without the system's packages, the way most Python
 # services ship: memray goes into the venv, and the build for the same
