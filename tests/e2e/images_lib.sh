@@ -331,7 +331,11 @@ debian_packages_image() {
   if [[ "${base}" == scratch ]]; then
     buildah config --arch "$1" --os linux "${work}"
     for d in bin sbin lib; do mkdir -p "${mnt}/usr/${d}" && ln -s "usr/${d}" "${mnt}/${d}"; done
-    mkdir -p "${mnt}/var/lib/dpkg" "${mnt}/tmp" && chmod 1777 "${mnt}/tmp" && touch "${mnt}/var/lib/dpkg/status"
+    mkdir -p "${mnt}/var/lib/dpkg" "${mnt}/tmp" "${mnt}/etc" "${mnt}/root" && chmod 1777 "${mnt}/tmp" &&
+      touch "${mnt}/var/lib/dpkg/status"
+    # What distroless writes itself (base-passwd's script would): root and nobody.
+    printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n' > "${mnt}/etc/passwd"
+    printf 'root:x:0:\nnogroup:x:65534:\n' > "${mnt}/etc/group"
   fi
   (stage_debian_packages "${mnt}" "$@") || fail "cannot stage ${*:3} (${2}/${1}) onto ${base}"
   buildah commit --quiet "${work}" "${name}" > /dev/null
