@@ -208,7 +208,7 @@ for platform in "${platforms[@]}"; do
             headers+=":${headers}-multiarch"
           fi
           # A link in the copy would be followed on this machine.
-          links="$(find "${headers%%:*}" "${headers}-multiarch" -type l 2>/dev/null | head -n 3 | paste -sd' ')"
+          links="$(IFS=':'; read -ra dirs <<<"${headers}"; find "${dirs[@]}" -type l | awk "NR <= 3" | paste -sd' ')"
           [[ -z "${links}" ]] || die "${APP_IMAGE}: the headers in ${include_dir} hold symbolic links (${links}): memray is built against plain files"
         fi
       else
