@@ -24,6 +24,9 @@ die() {
   exit 1
 }
 say() { echo "== $*" >&2; }
+# A step that fails without a word of its own (errexit, pipefail) still
+# names itself: a build never ends silently.
+trap 'echo "memprofile: build-image.sh line ${LINENO}: \`${BASH_COMMAND}\` failed" >&2' ERR
 
 : "${ENGINE:?}" "${MEMPROFILE:?}" "${BACKEND:?}" "${IMAGE:?}" "${WORK_DIR:?}"
 PLATFORMS="${PLATFORMS:-}"
