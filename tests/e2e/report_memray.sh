@@ -81,13 +81,16 @@ mount -t proc proc "${ROOT}/proc"
 in_root() { chroot "${ROOT}" env -C /app "$@"; }
 in_root python3 -m memray run -q -o /app/plain/capture.bin service.py 100 0.005
 in_root python3 -m memray run -q --native -o /app/native/capture.bin service.py 100 0.005
-in_root python3 -m memray run -q --native -o /app/killed/capture.bin service.py 100000 0.005 &
+# chroot, env and python exec each other: $! is memray's own pid, killed by
+# that pid alone (a pattern would reach another run's memray too).
+chroot "${ROOT}" env -C /app python3 -m memray run -q --native -o /app/killed/capture.bin service.py 100000 0.005 &
+victim=$!
 for _ in $(seq 300); do
   (($(stat -c %s "${ROOT}/app/killed/capture.bin" 2> /dev/null || echo 0) > 262144)) && break
   sleep 0.1
 done
 sleep 1
-pkill -KILL -f 'memray run -q --native -o /app/killed' || true
+kill -KILL "${victim}" || true
 wait || true
 in_root python3 -m memray run -q --follow-fork -o /app/pool/capture.bin pool.py
 SH
