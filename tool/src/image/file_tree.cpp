@@ -70,6 +70,14 @@ std::string dirname_of(const std::string& path) {
   return path.substr(0, i);
 }
 
+std::optional<Resolved> try_resolve(const FileTree& tree, const std::string& path) {
+  try {
+    return resolve(tree, path);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 std::optional<Resolved> resolve(const FileTree& tree, const std::string& path, bool follow_last,
                                 const std::string& cwd) {
   std::vector<std::string> done;  // canonical components resolved so far

@@ -92,6 +92,10 @@ struct Resolved {
 // or when a non-directory is used as a directory.
 std::optional<Resolved> resolve(const FileTree& tree, const std::string& path, bool follow_last = true,
                                 const std::string& cwd = "/");
+// resolve(), with a link loop or a non-directory on the way taken as a path
+// that is not there: what a question about the image ("is this file
+// here?") needs, where the loader would fail the same way.
+std::optional<Resolved> try_resolve(const FileTree& tree, const std::string& path);
 
 // Lexically joins and normalises ("/a/./b/../c" -> "/a/c"), clamping at "/".
 std::string normalize_path(const std::string& path);

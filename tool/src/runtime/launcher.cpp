@@ -160,11 +160,7 @@ namespace {
 // A relative path is joined to `cwd` here, before resolving, so that its
 // ".." are taken after the links of `cwd` are followed, as the kernel does.
 std::optional<Resolved> try_resolve(const FileTree& tree, const std::string& path, const std::string& cwd) {
-  try {
-    return resolve(tree, path[0] == '/' ? path : (cwd.empty() ? "/" : cwd) + "/" + path);
-  } catch (const Error&) {
-    return std::nullopt;
-  }
+  return memprofile::try_resolve(tree, path[0] == '/' ? path : (cwd.empty() ? "/" : cwd) + "/" + path);
 }
 
 }  // namespace

@@ -120,12 +120,8 @@ const std::vector<LdCacheEntry>& Loader::ld_cache() const {
 
 std::vector<std::string> Loader::default_dirs(uint16_t machine, int elf_class, bool musl) const {
   auto is_dir = [&](const std::string& p) {
-    try {
-      auto r = resolve(tree_, p);
-      return r && r->node.kind == FsNode::Kind::Directory;
-    } catch (const Error&) {
-      return false;
-    }
+    auto r = try_resolve(tree_, p);
+    return r && r->node.kind == FsNode::Kind::Directory;
   };
   if (musl) {
     std::string arch = machine == EM_X86_64 ? "x86_64" : machine == EM_AARCH64 ? "aarch64" : machine_name(machine);

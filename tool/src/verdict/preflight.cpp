@@ -41,14 +41,6 @@ bool is_executable_file(const std::optional<Resolved>& r) {
   return r && r->node.kind == FsNode::Kind::Regular && (r->node.mode & 0111);
 }
 
-std::optional<Resolved> try_resolve(const FileTree& tree, const std::string& path) {
-  try {
-    return resolve(tree, path);
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-}
-
 // `memprofile exec ...` as the entrypoint: what the launcher will run and
 // with which settings, read by the launcher's own model (verdict/launcher.h)
 // over the image: its config file, the image's Env as the launcher's

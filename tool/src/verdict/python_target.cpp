@@ -64,14 +64,10 @@ std::optional<PythonVersion> from_libpython(const std::string& needed) {
 }
 
 bool is_dir(const FileTree& tree, const std::string& path, std::string* canonical) {
-  try {
-    auto r = resolve(tree, path);
-    if (!r || r->node.kind != FsNode::Kind::Directory) return false;
-    *canonical = r->path;
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
+  auto r = try_resolve(tree, path);
+  if (!r || r->node.kind != FsNode::Kind::Directory) return false;
+  *canonical = r->path;
+  return true;
 }
 
 std::string tags_of(const std::vector<std::string>& files) {
@@ -213,12 +209,8 @@ PythonInstall python_install(const FileTree& tree, const std::string& interprete
   std::string canonical;
   bool with_base = false;
   auto exists = [&](const std::string& path) {
-    try {
-      auto r = resolve(tree, path);
-      return r && r->node.kind == FsNode::Kind::Regular;
-    } catch (const Error&) {
-      return false;
-    }
+    auto r = try_resolve(tree, path);
+    return r && r->node.kind == FsNode::Kind::Regular;
   };
   // Debian's interpreters, and Ubuntu's, search /usr/local's dist-packages,
   // never the prefix's site-packages: their python3.X-minimal ships
