@@ -19,6 +19,8 @@
 set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=preload/lib.sh
+source "${root}/preload/lib.sh"  # arch_triplet
 die() {
   echo "memprofile: $*" >&2
   exit 1
@@ -203,7 +205,7 @@ for platform in "${platforms[@]}"; do
           rm -rf "${headers}" "${headers}-multiarch"
           copy_out "${APP_IMAGE}" "${platform}" "${include_dir}" "${headers}" ||
             die "cannot copy ${include_dir} out of ${APP_IMAGE} (${platform}) with ${ENGINE}"
-          triplet="$(case "${arch}" in amd64) echo x86_64-linux-gnu ;; arm64) echo aarch64-linux-gnu ;; esac)"
+          triplet="$(arch_triplet "${arch}")"
           if grep -q "include <${triplet}/${include_dir##*/}/pyconfig.h>" "${headers}/pyconfig.h" 2>/dev/null; then
             copy_out "${APP_IMAGE}" "${platform}" "${include_dir%/*}/${triplet}/${include_dir##*/}" \
               "${headers}-multiarch/${triplet}/${include_dir##*/}" ||
