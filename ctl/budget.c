@@ -123,7 +123,7 @@ static void allow_trace(const struct usage* u, int free_known, uint64_t scan_wri
       budget = 1;
     }
   }
-  stream_allow(0, limit, budget);
+  stream_allow(limit, budget);
 }
 
 // The free space, and what the trace had written when it was read. The

@@ -178,15 +178,15 @@ void files_guard(const char* dir);
 // looks up libc's write and close (stream_init). files.c hands over the
 // trace's fd once created in the output directory `dir` (stream_opened:
 // from the application's thread, often before the constructor); its writes
-// may then add `room` bytes past stream_written() as the control thread's
-// last look saw it (stream_allow; budget: 1 when the budget is the nearer
-// limit, 0 for the floor). stream_refused: 1, once, when the trace ended
+// may then go on until stream_written() reaches `limit`, which the control
+// thread's last look set (stream_allow; budget: 1 when the budget is the
+// nearer limit, 0 for the floor). stream_refused: 1, once, when the trace ended
 // before a write that would pass the room, with its size and which limit
 // ended it.
 void stream_init(void);
 void stream_opened(int fd, const char* dir);
 uint64_t stream_written(void);
-void stream_allow(uint64_t written_before, uint64_t room, int budget);
+void stream_allow(uint64_t limit, int budget);
 int stream_refused(uint64_t* bytes, int* budget);
 
 // spawn.c: the exec family's own calls, looked up once by the constructor

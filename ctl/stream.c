@@ -105,8 +105,7 @@ void stream_opened(int fd, const char* dir) {
 
 uint64_t stream_written(void) { return __atomic_load_n(&trace_written, __ATOMIC_ACQUIRE); }
 
-void stream_allow(uint64_t written_before, uint64_t room, int budget) {
-  uint64_t limit = room > UINT64_MAX - written_before ? UINT64_MAX : written_before + room;
+void stream_allow(uint64_t limit, int budget) {
   __atomic_store_n(&limit_is_budget, budget, __ATOMIC_RELEASE);
   __atomic_store_n(&trace_limit, limit, __ATOMIC_RELEASE);
 }
