@@ -22,7 +22,7 @@ stop_services() {
     kill -KILL "${p}" 2>/dev/null || true
   done
 }
-trap 'stop_services; rm -rf "${SCRATCH}"' EXIT
+trap 'stop_services; cleanup_scratch' EXIT
 track() { SERVICES+=("$1"); }
 
 # build_workloads: the example service (it leaks in leaky_function every tick)
