@@ -56,6 +56,10 @@ void gather(const std::string& arg, std::vector<std::string>& out) {
   std::vector<std::string> names;
   while (dirent* e = readdir(dir.get())) {
     std::string n = e->d_name;
+    // Only regular files (through a link too): a fifo or a device under a
+    // profile's name would block the read for ever.
+    struct stat entry;
+    if (fstatat(dirfd(dir.get()), e->d_name, &entry, 0) != 0 || !S_ISREG(entry.st_mode)) continue;
     if (ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || is_bytehound_name(n) ||
         (is_memray_name(n) && starts_like_memray(arg + "/" + n)) || is_process_record(n) || is_memory_record(n))
       names.push_back(n);
