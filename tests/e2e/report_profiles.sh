@@ -279,17 +279,23 @@ echo "MEMORY_PROFILER" > "${SCRATCH}/memory-profiling_app.dat"
 report_error "memory-profiling_app.dat: byte 0: a chunk of kind 77, not 1 \(LZ4\) or 2 \(stored\): not a bytehound profile" \
   --rootfs / "${SCRATCH}/memory-profiling_app.dat"
 report_error "holds no heap profile" --rootfs / "${src}"
-# A fifo under a profile's name in a directory is no profile: it is passed
-# over, never opened (the read would wait for a writer for ever).
+# A memray capture's marks file (memprofile snapshot) that is not one: the
+# marks file named, in a directory and beside a capture named alone.
 mkdir -p "${SCRATCH}/marked"
 cp "${E2E_ROOT}/tests/fixtures/memray/plain.bin" "${SCRATCH}/marked/memray.7.bin"
-mkfifo "${SCRATCH}/marked/x.1.1.m1.heap"
+printf '1796403545431 m\n1796403546434 x\n' > "${SCRATCH}/marked/memray-marks.7.bin"
+report_error "memray-marks.7.bin: line 2: not a mark" --rootfs / "${SCRATCH}/marked"
+report_error "memray-marks.7.bin: line 2: not a mark" --rootfs / "${SCRATCH}/marked/memray.7.bin"
+# A fifo under a profile's name in a directory is no profile: it is passed
+# over, never opened (the read would wait for a writer for ever).
+rm "${SCRATCH}/marked/memray-marks.7.bin"
+mkfifo "${SCRATCH}/marked/memray-marks.7.bin" "${SCRATCH}/marked/x.1.1.m1.heap"
 timeout 600 "${MEMPROFILE}" report --rootfs / "${SCRATCH}/marked" > "${SCRATCH}/fifo.txt" 2>&1 ||
-  fail "a directory with a fifo under a profile's name: $(cat "${SCRATCH}/fifo.txt")"
-grep -q "^memprofile report: memray capture memray.7.bin" "${SCRATCH}/fifo.txt" || fail "fifo: $(head -3 "${SCRATCH}/fifo.txt")"
+  fail "a directory with fifos under profiles' names: $(cat "${SCRATCH}/fifo.txt")"
+grep -q "^memprofile report: memray capture memray.7.bin" "${SCRATCH}/fifo.txt" || fail "fifos: $(head -3 "${SCRATCH}/fifo.txt")"
 report_error "corrupt.tar: entry 'jeprof.*': (sha256 differs from the manifest|size .*); the archive does not match its manifest" \
   --rootfs / "${SCRATCH}/corrupt.tar"
-pass "a truncated dump, a malformed one, old and interpreted heaptrack traces, a bad trace line, a damaged bytehound profile, a directory without profiles; a fifo under a profile's name passed over"
+pass "a truncated dump, a malformed one, old and interpreted heaptrack traces, a bad trace line, a damaged bytehound profile, a damaged memray marks file, a directory without profiles; fifos under profiles' names passed over"
 
 # Input that is no profile is known by its first bytes: refused there, not
 # read whole first (`yes` never ends; 537 MB of it were read before). The

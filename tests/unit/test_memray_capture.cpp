@@ -67,9 +67,9 @@ struct Capture {
   Capture& trailer() { return u8(0x10); }
 };
 
-std::vector<HeapSnapshot> read(const std::string& bytes) {
+std::vector<HeapSnapshot> read(const std::string& bytes, const std::vector<MemrayMark>& marks = {}) {
   MemReader in(bytes.data(), bytes.size());
-  return read_memray_capture(in, "cap.bin");
+  return read_memray_capture(in, "cap.bin", marks);
 }
 
 // The Python frames of a stack, innermost first, as function:line.
@@ -237,4 +237,68 @@ TEST_CASE("memray capture: real memray 1.17 captures (compressed, raw, native, k
     CHECK(frames[0] == "leaky:5");
     CHECK(top->bytes >= 64 * 1024 * 100);
   }
+}
+
+// Header's start time: 1000 ms since the epoch; marks are in epoch ms.
+TEST_CASE("memray capture: marks end the spans, each snapshot the state at its mark, the last at the end", "[profile]") {
+  Capture c;
+  c.header().memory(1 << 20, 0).frame_index(0, "main", "app.py", 1).thread(1).push(0);
+  c.alloc(0x1000, 100).memory(1 << 20, 500).alloc(0x2000, 50);
+  c.memory(1 << 20, 1500).alloc(0x3000, 25).free(0x1000).memory(1 << 20, 2500).trailer();
+  // One before the capture began and one past its records: neither ends a span.
+  auto snaps = read(c.s, {{500, 'm'}, {1000 + 600, 'm'}, {1000 + 2000, 'i'}, {1000 + 9000, 'm'}});
+  REQUIRE(snaps.size() == 3);
+  CHECK(snaps[0].time_ms == 600);
+  CHECK(snaps[0].trigger == "m");
+  CHECK(snaps[0].total_bytes == 150);
+  CHECK(snaps[1].time_ms == 2000);
+  CHECK(snaps[1].trigger == "i");
+  CHECK(snaps[1].total_bytes == 75);
+  CHECK(snaps[2].time_ms == 2500);  // nothing allocated after 1.5 s: the RSS records still reach the end
+  CHECK(snaps[2].trigger.empty());
+  CHECK(snaps[2].total_bytes == 75);
+  // Without them, the spans double from a second.
+  auto plain = read(c.s);
+  REQUIRE(plain.size() == 2);
+  CHECK(plain[0].time_ms == 1000);
+  CHECK(plain[0].trigger.empty());
+}
+
+TEST_CASE("memray capture: many marks are thinned evenly to 23, the last kept", "[profile]") {
+  Capture c;
+  c.header().memory(1 << 20, 0).frame_index(0, "main", "app.py", 1).thread(1).push(0);
+  std::vector<MemrayMark> marks;
+  for (uint64_t t = 1; t <= 100; ++t) {
+    c.memory(1 << 20, t * 10).alloc(0x1000 + t * 64, 10);
+    marks.push_back({1000 + t * 10, 'i'});
+  }
+  c.memory(1 << 20, 2000).trailer();
+  auto snaps = read(c.s, marks);
+  REQUIRE(snaps.size() == 24);
+  CHECK(snaps[22].time_ms == 1000);  // the last mark
+  CHECK(snaps[22].total_bytes == 1000);
+  CHECK(snaps[23].time_ms == 2000);
+  for (size_t i = 1; i < 23; ++i) CHECK(snaps[i].time_ms > snaps[i - 1].time_ms);
+}
+
+TEST_CASE("memray marks: one \"EPOCH_MS KIND\" a line; a damaged line refused in one line", "[profile]") {
+  auto marks = parse_memray_marks("1796403545431 i\n1796403546434 m\n17964", "memray-marks.1.bin");
+  REQUIRE(marks.size() == 2);  // the last line, without its newline, was still being written
+  CHECK(marks[0].epoch_ms == 1796403545431u);
+  CHECK(marks[0].kind == 'i');
+  CHECK(marks[1].kind == 'm');
+  CHECK(parse_memray_marks("", "m").empty());
+  auto error = [](const std::string& text) {
+    try {
+      parse_memray_marks(text, "memray-marks.1.bin");
+    } catch (const FileError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(error("1 i\n2 x\n"), Catch::Contains("memray-marks.1.bin: line 2: not a mark"));
+  CHECK_THAT(error(" i\n"), Catch::Contains("line 1: not a mark"));
+  CHECK_THAT(error("12345678901234567 i\n"), Catch::Contains("line 1: not a mark"));  // 17 digits: not a time
+  CHECK_THAT(error("1 i \n"), Catch::Contains("line 1: not a mark"));
+  CHECK_THAT(error(std::string(kMaxMemrayMarksFile + 1, '1')), Catch::Contains("larger than 4 MiB"));
 }

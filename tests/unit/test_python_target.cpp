@@ -238,6 +238,21 @@ TEST_CASE("python_ignores_pythonpath: -I, -E and -S before the script") {
   CHECK(python_ignores_pythonpath(V{"-Ic", "print(1)"}));
 }
 
+TEST_CASE("memray marks: memray-marks. and the capture's name after memray., sorting before it") {
+  for (const std::string capture : {"memray.42.bin", "memray.42.2.bin", "memray.42.bin.4711"}) {
+    INFO(capture);
+    const std::string marks = memray_marks_name(capture);
+    CHECK(marks == "memray-marks." + capture.substr(7));
+    CHECK(is_memray_marks(marks));
+    CHECK_FALSE(is_memray_marks(capture));
+    CHECK(marks < capture);  // read before the capture it marks, in a directory and in collect's archive
+    CHECK_FALSE(is_profile_file(Backend::Memray, marks));
+  }
+  CHECK(memray_marks_name("capture.bin").empty());
+  CHECK_FALSE(is_memray_marks("memray-marks.x.bin"));
+  CHECK_FALSE(is_memray_marks("memray-marks."));
+}
+
 TEST_CASE("read_python_options: the module -m runs") {
   using V = std::vector<std::string>;
   CHECK(read_python_options(V{"-u", "-m", "memray", "run", "app.py"}).module == "memray");

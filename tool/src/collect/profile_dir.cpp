@@ -35,7 +35,8 @@ std::string not_regular(int dirfd, const std::string& name, mode_t mode) {
 }
 
 bool collected(Backend b, const std::string& name) {
-  return is_profile_file(b, name) || is_process_record(name) || is_memory_record(name);
+  return is_profile_file(b, name) || (b == Backend::Memray && is_memray_marks(name)) || is_process_record(name) ||
+         is_memory_record(name);
 }
 
 void list_dir(Backend b, UniqueFd fd, const std::string& prefix, int depth, ProfileListing& out) {

@@ -147,11 +147,13 @@ bool allocator_kind(unsigned a, Kind& k) {
 
 class CaptureReader {
  public:
-  CaptureReader(Reader& in, const std::string& name) : in_(in, name), name_(name) {}
+  CaptureReader(Reader& in, const std::string& name, const std::vector<MemrayMark>& marks)
+      : in_(in, name), name_(name), marks_(marks) {}
 
   std::vector<HeapSnapshot> read() {
     in_.open();
     header();
+    use_marks();
     try {
       while (record()) {
       }
@@ -218,7 +220,7 @@ class CaptureReader {
                                "memprofile reads memray's default format");
       raw<uint64_t>();  // allocations (0 when the process was killed)
       raw<uint64_t>();  // frames
-      raw<int64_t>();   // start time: the MEMORY_RECORDs are relative to it
+      start_ms_ = raw<int64_t>();  // ms since the epoch: the MEMORY_RECORDs are relative to it
       raw<int64_t>();   // end time
       cstring();        // command line
       pid_ = static_cast<uint32_t>(raw<int32_t>());
@@ -229,6 +231,27 @@ class CaptureReader {
     } catch (const Cut&) {
       throw FileError(name_, "truncated: it ends inside memray's header");
     }
+  }
+
+  // The marks, as times since the start, are where the ledger's spans end:
+  // those within the capture, thinned evenly to fewer than its bound with
+  // the last kept.
+  void use_marks() {
+    std::vector<std::pair<uint64_t, char>> at;
+    for (const auto& m : marks_)
+      if (start_ms_ > 0 && m.epoch_ms > static_cast<uint64_t>(start_ms_))
+        at.emplace_back(m.epoch_ms - static_cast<uint64_t>(start_ms_), m.kind);
+    std::sort(at.begin(), at.end());
+    at.erase(std::unique(at.begin(), at.end(), [](const auto& a, const auto& b) { return a.first == b.first; }), at.end());
+    if (at.empty()) return;
+    const size_t keep = std::min(at.size(), SpanLedger::kMaxSpans - 1);
+    std::vector<uint64_t> ends;
+    for (size_t k = 0; k < keep; ++k) {
+      const auto& m = at[((k + 1) * at.size() + keep - 1) / keep - 1];  // the ceil((k+1) n / keep)-th: the last is kept
+      ends.push_back(m.first);
+      mark_kinds_.push_back(m.second);
+    }
+    ledger_ = SpanLedger(std::move(ends));
   }
 
   // One record; false at the end (the trailer, or the zero padding of a
@@ -275,6 +298,7 @@ class CaptureReader {
       case 11:
         varint();  // RSS
         now_ = varint();
+        ledger_.reach(now_);
         return true;
       case 12:
         tid_ = raw<uint64_t>();
@@ -476,12 +500,17 @@ class CaptureReader {
     proto.maps = segments_;
     proto.resolved = std::move(resolved_);
     std::vector<HeapSnapshot> out = ledger_.snapshots(proto, stacks_kept_, 1);  // ms
+    for (size_t i = 0; i < out.size(); ++i)
+      if (ledger_.marked(i)) out[i].trigger = std::string(1, mark_kinds_[i]);
     if (cut_ || in_.cut_frame_) out.back().trigger = "cut";
     return out;
   }
 
   ByteStream in_;
   const std::string& name_;
+  const std::vector<MemrayMark>& marks_;
+  std::vector<char> mark_kinds_;  // of the ledger's marks
+  int64_t start_ms_ = 0;
   bool native_ = false, cut_ = false;
   uint32_t pid_ = 0;
   uint64_t main_tid_ = 0, skipped_ = 0, tid_ = 0, now_ = 0, frames_ = 0;
@@ -516,8 +545,26 @@ bool is_memray_name(const std::string& name) {
   return ends_with(name.substr(0, dot), ".bin") && dot > 4;
 }
 
-std::vector<HeapSnapshot> read_memray_capture(Reader& in, const std::string& name) {
-  return CaptureReader(in, name).read();
+std::vector<HeapSnapshot> read_memray_capture(Reader& in, const std::string& name, const std::vector<MemrayMark>& marks) {
+  return CaptureReader(in, name, marks).read();
+}
+
+std::vector<MemrayMark> parse_memray_marks(const std::string& text, const std::string& name) {
+  if (text.size() > kMaxMemrayMarksFile)
+    throw FileError(name, "larger than " + std::to_string(kMaxMemrayMarksFile >> 20) + " MiB; not a marks file memprofile writes");
+  std::vector<MemrayMark> out;
+  size_t line = 0;
+  for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) {
+    ++line;
+    std::string l = text.substr(at, nl - at);
+    size_t sp = l.find(' ');
+    bool ok = sp != std::string::npos && sp > 0 && sp <= 16 && l.size() == sp + 2 && (l[sp + 1] == 'm' || l[sp + 1] == 'i') &&
+              l.find_first_not_of("0123456789") == sp;
+    if (!ok)
+      throw FileError(name, "line " + std::to_string(line) + ": not a mark (\"EPOCH_MS m\" or \"EPOCH_MS i\"): a damaged marks file");
+    out.push_back({std::stoull(l.substr(0, sp)), l[sp + 1]});
+  }
+  return out;
 }
 
 }  // namespace memprofile

@@ -36,15 +36,36 @@ constexpr size_t kMaxMemrayString = 64u << 10;
 // service is a few GiB of records; the reader streams them).
 constexpr uint64_t kMaxMemrayDecoded = 64ull << 30;
 
+// A moment memprofile's bootstrap marked in a capture: a `memprofile
+// snapshot` ('m') or a --snapshot-every tick ('i'), in ms since the epoch.
+// The bootstrap appends them to the capture's marks file (memray-marks.*,
+// runtime/backend.h), one line each: "EPOCH_MS KIND".
+struct MemrayMark {
+  uint64_t epoch_ms = 0;
+  char kind = 'm';
+};
+// Most bytes of one marks file read (a mark every second for a week is 2
+// MiB; the bootstrap stops marking well before).
+constexpr size_t kMaxMemrayMarksFile = 4u << 20;
+
+// The marks in a marks file's text, oldest first. Throws FileError naming
+// `name` and the line for one that is not a mark; a last line without its
+// newline (the process died while it wrote it) is left out.
+std::vector<MemrayMark> parse_memray_marks(const std::string& text, const std::string& name);
+
 // True when the file name is one memray writes: NAME.bin, and a forked
 // child's NAME.bin.PID (follow_fork).
 bool is_memray_name(const std::string& name);
 
 // Reads the capture from `in` into snapshots, oldest first; the last is the
 // state where the records end (trigger "cut" when they end without memray's
-// trailer: the process was killed, or the file copied while it ran). Throws
+// trailer: the process was killed, or the file copied while it ran). With
+// marks, the snapshots before it are the states at the marks (trigger 'm'
+// or 'i'; thinned evenly to SpanLedger's bound, the last kept); without,
+// at the ends of spans that double as the run goes on. Throws
 // FileError naming `name` and the byte offset for anything malformed, for
 // another format version, and for an aggregated capture.
-std::vector<HeapSnapshot> read_memray_capture(Reader& in, const std::string& name);
+std::vector<HeapSnapshot> read_memray_capture(Reader& in, const std::string& name,
+                                              const std::vector<MemrayMark>& marks = {});
 
 }  // namespace memprofile

@@ -61,7 +61,8 @@ void gather(const std::string& arg, std::vector<std::string>& out) {
     struct stat entry;
     if (fstatat(dirfd(dir.get()), e->d_name, &entry, 0) != 0 || !S_ISREG(entry.st_mode)) continue;
     if (ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || is_bytehound_name(n) ||
-        (is_memray_name(n) && starts_like_memray(arg + "/" + n)) || is_process_record(n) || is_memory_record(n))
+        (is_memray_name(n) && starts_like_memray(arg + "/" + n)) || is_memray_marks(n) || is_process_record(n) ||
+        is_memory_record(n))
       names.push_back(n);
     if (names.size() > kMaxProfiles)
       throw FileError(arg, "more than " + std::to_string(kMaxProfiles) + " profiles; name the ones to read");
@@ -186,11 +187,29 @@ struct Loaded {
   std::map<uint64_t, ProcessInfo> records;  // memprofile-proc.PID.json
   StackInterner stacks;                      // every dump's, once: the run's budget
   std::map<std::string, MemoryRecord> memory;  // by dump name: NAME.mem.json beside it
+  std::map<std::string, std::vector<MemrayMark>> marks;  // by the capture's name, as load_one gets it
 };
+
+// A small file's text, at most `cap` bytes and one more (which the parser
+// then refuses).
+std::string read_small(Reader& bytes, size_t cap) {
+  std::string text;
+  char buf[4096];
+  for (size_t r; text.size() <= cap && (r = bytes.read(buf, sizeof buf)) > 0;) text.append(buf, r);
+  return text;
+}
 
 // `name` in messages; `file` the file's own name (an archive entry's is
 // after the archive's).
 void load_one(const std::string& name, const std::string& file, Reader& bytes, Loaded& out) {
+  if (is_memray_marks(basename_of(file))) {
+    // Kept for the capture it marks, which sorts after it (in a directory
+    // and in what collect writes).
+    const std::string base = basename_of(file);
+    const std::string capture = name.substr(0, name.size() - base.size()) + "memray." + base.substr(std::strlen("memray-marks."));
+    out.marks[capture] = parse_memray_marks(read_small(bytes, kMaxMemrayMarksFile), name);
+    return;
+  }
   if (is_memory_record(basename_of(file))) {
     std::string text;
     char buf[4096];
@@ -218,7 +237,8 @@ void load_one(const std::string& name, const std::string& file, Reader& bytes, L
     return;
   }
   if (is_memray_name(basename_of(file))) {
-    out.traces.push_back(read_memray_capture(bytes, name));
+    auto marks = out.marks.find(name);
+    out.traces.push_back(read_memray_capture(bytes, name, marks == out.marks.end() ? std::vector<MemrayMark>{} : marks->second));
     out.trace_names.push_back(name);
     return;
   }
@@ -235,7 +255,8 @@ void load_archive(const std::string& path, Loaded& out) {
   CollectedArchive archive = read_collected(in, path, [&](const std::string& entry, Reader& bytes) {
     std::string base = basename_of(entry);
     if (unreadable || !(ends_with(base, ".heap") || is_heaptrack_file(base) || is_bytehound_name(base) ||
-                        is_memray_name(base) || is_process_record(base) || is_memory_record(base)))
+                        is_memray_name(base) || is_memray_marks(base) || is_process_record(base) ||
+                        is_memory_record(base)))
       return;
     try {
       load_one(path + ":" + entry, entry, bytes, out);
@@ -248,6 +269,21 @@ void load_archive(const std::string& path, Loaded& out) {
     if (!f.mismatch.empty())
       throw FileError(path, "entry '" + f.name + "': " + f.mismatch + "; the archive does not match its manifest");
   if (unreadable) std::rethrow_exception(unreadable);
+}
+
+// A memray capture named alone still has its marks beside it: read them
+// first, unless its directory's listing already did.
+void load_sibling_marks(const std::string& path, Loaded& out) {
+  const std::string base = basename_of(path);
+  if (!is_memray_name(base) || is_memray_marks(base) || out.marks.count(path)) return;
+  std::string marks = memray_marks_name(base);
+  if (marks.empty()) return;
+  marks = path.substr(0, path.size() - base.size()) + marks;
+  UniqueFd fd(::open(marks.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  struct stat st;
+  if (!fd || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return;  // none: the spans double as the run goes on
+  FdReader in(fd.get(), marks);
+  load_one(marks, marks, in, out);
 }
 
 // The profiles the arguments name, as processes, each oldest first, its
@@ -266,6 +302,7 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
       load_archive(f, loaded);
       continue;
     }
+    load_sibling_marks(f, loaded);
     UniqueFd fd(::open(f.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) throw FileError(f, std::string("cannot open: ") + std::strerror(errno));
     FdReader in(fd.get(), f);

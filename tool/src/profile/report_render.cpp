@@ -26,6 +26,22 @@ std::string site_label(const Frame& f) {
   return s;  // control characters: escaped at the stream (base/terminal.h)
 }
 
+// Where a whole-run file's snapshots were taken, when it was marked
+// (memray: memprofile snapshot, --snapshot-every): "" otherwise.
+std::string marks_said(const std::vector<HeapSnapshot>& snaps) {
+  size_t asked = 0, scheduled = 0;
+  for (const auto& s : snaps) {
+    asked += s.trigger == "m";
+    scheduled += s.trigger == "i";
+  }
+  if (!asked && !scheduled) return "";
+  std::string out = " (";
+  if (asked) out += std::to_string(asked) + " at memprofile snapshot";
+  if (asked && scheduled) out += ", ";
+  if (scheduled) out += std::to_string(scheduled) + " by --snapshot-every";
+  return out + ")";
+}
+
 nlohmann::json frame_json(const Frame& f) {
   nlohmann::json j = {{"function", f.function}, {"file", f.file}, {"line", f.line}, {"module", f.module},
                       {"module_offset", f.module_offset}};
@@ -96,10 +112,15 @@ nlohmann::json view_json(const Folded& f, const ReportRequest& o, const std::vec
   j["pids"] = nlohmann::json::array();
   for (const auto* m : f.view->members) j["pids"].push_back(m->info.pid);
   j["snapshots"] = nlohmann::json::array();
-  for (size_t i = 0; i < f.count(); ++i)
+  for (size_t i = 0; i < f.count(); ++i) {
     j["snapshots"].push_back({{"file", f.view->merged ? table.snapshots[i] : snaps[i].file},
                               {"bytes_in_use", table.totals[i]},
                               {"sample_period", snaps[std::min(i, snaps.size() - 1)].sample_period}});
+    // One process's: when (whole-run files: ms since the start) and why
+    // (jemalloc's dump kind; 'm', 'i' at a memray capture's marks).
+    if (!f.view->merged && i < snaps.size())
+      j["snapshots"].back().update({{"time_ms", snaps[i].time_ms}, {"trigger", snaps[i].trigger}});
+  }
   auto site_json = [&](const Site* s) {
     nlohmann::json sj = {{"site", frame_json(s->frame)}, {"bytes_in_use", s->bytes.back()},
                          {"objects_in_use", s->objects.back()}, {"growth", s->growth()},
@@ -170,7 +191,7 @@ void print_view(std::ostream& out, const Folded& f, const ReportRequest& o, cons
         << basename_of(snaps.back().file)
         << (bytehound || memray ? " (pid " + std::to_string(snaps.back().pid) + ")" : "") << ", " << snaps.size() << " snapshot" << (snaps.size() == 1 ? "" : "s")
         << (snaps.front().file != snaps.back().file ? " (the first is --base " + basename_of(snaps.front().file) + "'s last)" : "")
-        << " over " << secs << " s, every allocation recorded"
+        << marks_said(snaps) << " over " << secs << " s, every allocation recorded"
         << (bytehound ? " that bytehound kept (with MEMORY_PROFILER_CULL_TEMPORARY_ALLOCATIONS, as memprofile exec "
                         "sets it, not those freed within 10 s)"
                       : "")

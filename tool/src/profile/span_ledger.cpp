@@ -5,17 +5,38 @@
 
 namespace memprofile {
 
-void SpanLedger::account(uint32_t site, uint64_t at, int64_t bytes, int64_t objects) {
+SpanLedger::SpanLedger(std::vector<uint64_t> ends) : ends_(std::move(ends)) {
+  std::sort(ends_.begin(), ends_.end());
+  ends_.erase(std::unique(ends_.begin(), ends_.end()), ends_.end());
+  if (ends_.size() >= kMaxSpans) ends_.resize(kMaxSpans - 1);  // the caller thins them; this only keeps the bound
+}
+
+size_t SpanLedger::span_of(uint64_t at) {
   end_ = std::max(end_, at);
-  while (at / span_ >= kMaxSpans) widen();
-  size_t i = static_cast<size_t>(at / span_);
+  size_t i;
+  if (!ends_.empty()) {
+    i = static_cast<size_t>(std::lower_bound(ends_.begin(), ends_.end(), at) - ends_.begin());  // a mark ends its span
+  } else {
+    while (at / span_ >= kMaxSpans) widen();
+    i = static_cast<size_t>(at / span_);
+  }
   last_ = std::max(last_, i);
+  return i;
+}
+
+void SpanLedger::reach(uint64_t at) {
+  if (!ends_.empty()) span_of(at);
+}
+
+void SpanLedger::account(uint32_t site, uint64_t at, int64_t bytes, int64_t objects) {
+  size_t i = span_of(at);
   saturating_add(bytes_[site][i], bytes);
   saturating_add(objects_[site][i], objects);
 }
 
 uint64_t SpanLedger::span_end(size_t i) const {
   if (i >= last_) return end_;
+  if (!ends_.empty()) return ends_[i];
   uint64_t e = (i + 1 > UINT64_MAX / span_) ? UINT64_MAX : (i + 1) * span_;
   return std::min(end_, e);
 }

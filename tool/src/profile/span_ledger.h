@@ -4,7 +4,9 @@
 // width doubled) whenever a time falls past the last. Any run then costs
 // kMaxSpans changes per call path, and the bytes held at the end of each
 // span do not depend on the order the events came in (bytehound writes an
-// allocation it culls late).
+// allocation it culls late). Or, when the run was marked (memray's
+// captures: memprofile snapshot, --snapshot-every), the spans end at the
+// marks given, at most kMaxSpans - 1 of them, and the last at the end.
 #pragma once
 
 #include <array>
@@ -21,6 +23,9 @@ class SpanLedger {
   static constexpr size_t kMaxSpans = 24;
 
   explicit SpanLedger(uint64_t initial) : span_(initial ? initial : 1) {}
+  // Spans that end at `ends` (ascending, fewer than kMaxSpans), then one
+  // that ends where the records do.
+  explicit SpanLedger(std::vector<uint64_t> ends);
 
   // A new call path; its index is the number of call paths before it.
   void add_site() {
@@ -31,6 +36,11 @@ class SpanLedger {
 
   // What `site` gained (negative: gave back) at time `at` since the start.
   void account(uint32_t site, uint64_t at, int64_t bytes, int64_t objects);
+  // The records reach time `at` with nothing allocated or freed: with
+  // marks, the spans up to it exist even when nothing changed in them.
+  void reach(uint64_t at);
+  // The span that ends at the i-th mark (i < spans() - 1), or none.
+  bool marked(size_t i) const { return i < ends_.size() && i < last_; }
 
   // The spans that hold anything, and where each ends (the last: the
   // latest time accounted).
@@ -64,8 +74,10 @@ class SpanLedger {
 
  private:
   void widen();
+  size_t span_of(uint64_t at);
 
-  uint64_t span_, end_ = 0;
+  std::vector<uint64_t> ends_;  // the marks, when given
+  uint64_t span_ = 1, end_ = 0;
   size_t last_ = 0;
   std::vector<std::array<int64_t, kMaxSpans>> bytes_, objects_;  // per site, per span: the change
 };

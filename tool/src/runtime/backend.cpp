@@ -187,6 +187,16 @@ long memray_capture_pid(const std::string& name) {
   return name[bin + mid.size()] == '.' ? digits(bin + mid.size() + 1, name.size()) : -1;
 }
 
+std::string memray_marks_name(const std::string& capture) {
+  if (memray_capture_pid(capture) < 0) return "";
+  return "memray-marks." + capture.substr(std::char_traits<char>::length("memray."));
+}
+
+bool is_memray_marks(const std::string& name) {
+  const std::string head = "memray-marks.";
+  return name.rfind(head, 0) == 0 && memray_capture_pid("memray." + name.substr(head.size())) >= 0;
+}
+
 long profile_file_pid(Backend b, const std::string& name) {
   if (!is_profile_file(b, name)) return -1;
   auto field = [&](size_t from, size_t to) { return pid_field(name, from, to); };

@@ -61,6 +61,13 @@ std::string memray_capture_name(long pid);
 // The pid a memray capture's name carries: memray.PID.bin, or the child's
 // in memray.PID.bin.CHILD; -1 for another name.
 long memray_capture_pid(const std::string& name);
+// The marks file of the capture named `capture` (memprofile snapshot and
+// --snapshot-every under memray): memray-marks. and the rest of its name,
+// so that it sorts before the capture (report reads it first, also from a
+// collect archive); "" when `capture` is not a capture's name.
+std::string memray_marks_name(const std::string& capture);
+// True when `name` is a capture's marks file.
+bool is_memray_marks(const std::string& name);
 // Substrings that identify the backend's library in /proc/PID/maps.
 std::vector<std::string> library_markers(Backend b);
 
