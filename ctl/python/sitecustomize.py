@@ -67,6 +67,11 @@ def _mib(n):
     return "%.1f MiB" % (n / 1048576.0)
 
 
+# Most marks one capture takes (a mark a second for a day): each is a
+# line of at most 16 bytes, well within what report reads of a marks file.
+MAX_MARKS = 100000
+
+
 class _Control:
     """The tracker of one interpreter, and memprofile's control of it."""
 
@@ -92,10 +97,15 @@ class _Control:
         self.served = bool(env.get("MEMPROFILE_CTL_DIR"))
         self.max_bytes = self._number("MEMPROFILE_CTL_MAX_BYTES")
         self.min_free = self._number("MEMPROFILE_CTL_MIN_FREE_BYTES")
+        self.every_ms = self._number("MEMPROFILE_CTL_SNAPSHOT_EVERY_MS")  # --snapshot-every (0: none)
+        self.scheduled = 0  # the marks --snapshot-every made in this process
+        self.schedule_said = False
+        self.marks = 0  # in the current capture's marks file
         self.lock = threading.Lock()
         self.pid, self.parent = os.getpid(), 0
         self.started = time.time()
         self.tracker, self.capture, self.stem = None, "", ""
+        self.capture_started = 0.0
         self.recording, self.stopped_reason = False, ""
         self.listener, self.sock_path, self.sock_ino, self.listen_id = None, "", None, None
         self.conn = None  # the connection being answered (a forked child closes its copy)
@@ -185,6 +195,7 @@ class _Control:
                 pass
             return "cannot start the tracker into %s (%s)" % (path, failed[0])
         self.tracker, self.capture, self.stem = tracker, path, path
+        self.marks, self.capture_started = 0, self.time.time()
         self.recording, self.stopped_reason = True, ""
         self._tell_children()
         return ""
@@ -209,6 +220,37 @@ class _Control:
         if os.environ.get("MEMPROFILE_CTL_RECORDING") != value:
             os.environ["MEMPROFILE_CTL_RECORDING"] = value
 
+    # --- the marks ----------------------------------------------------------
+
+    def marks_path(self):
+        # memray-marks. and the rest of the capture's name: report reads
+        # it before the capture it marks (it sorts first, also in collect's
+        # archive) and ends a span of the run at each mark.
+        name = os.path.basename(self.capture)
+        return os.path.join(os.path.dirname(self.capture), "memray-marks." + name[len("memray."):])
+
+    def mark(self, kind):
+        # A snapshot of a continuous capture: the moment, appended to the
+        # capture's marks file in one write. Returns (seconds since the
+        # capture began, "") or (None, why not).
+        if not self.recording:
+            return None, "not recording: memprofile start first (a snapshot marks the capture being written)"
+        if self.marks >= MAX_MARKS:
+            return None, "%s holds %d marks, memprofile's limit for one capture" % (self.marks_path(), MAX_MARKS)
+        why = self._room()
+        if why:
+            return None, why
+        now = self.time.time()
+        line = ("%d %s\n" % (int(now * 1000), kind)).encode()
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(self.marks_path(), flags, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+        self.marks += 1
+        return now - self.capture_started, ""
+
     # --- the disk budget ---------------------------------------------------
 
     def _usage(self):
@@ -223,7 +265,8 @@ class _Control:
             return total, own  # the directory went away: nothing of it counts
         with entries:
             for e in entries:
-                if not e.name.startswith("memray.") or not e.name[7:8].isdigit():
+                marks = e.name.startswith("memray-marks.")  # counted in the directory's total, never a capture
+                if not (marks or e.name.startswith("memray.")) or not e.name[13 if marks else 7:][:1].isdigit():
                     continue
                 try:
                     st = e.stat(follow_symlinks=False)
@@ -233,7 +276,7 @@ class _Control:
                     continue
                 used = min(st.st_size, st.st_blocks * 512)
                 total += used
-                if _capture_owner(e.name) == self.pid and st.st_mtime >= self.started - 1:
+                if not marks and _capture_owner(e.name) == self.pid and st.st_mtime >= self.started - 1:
                     own.append((e.path, used))
         self.scan_cost = self.time.monotonic() - start
         own.sort(key=lambda pb: (_capture_number(os.path.basename(pb[0])), pb[0]))  # oldest first
@@ -453,7 +496,7 @@ class _Control:
         except OSError:
             exe = ""
         return {"ok": ok, "pid": self.pid, "parent": self.parent, "program": exe, "backend": "memray",
-                "forked_children": "recorded", "snapshot_every_ms": 0, "snapshots_scheduled": 0,
+                "forked_children": "recorded", "snapshot_every_ms": self.every_ms, "snapshots_scheduled": self.scheduled,
                 "recording": self.recording, "stopped_reason": self.stopped_reason, "error": error, "snapshot": "",
                 "output_dir": self.dir, "disk_bytes": total, "own_bytes": sum(b for _, b in own),
                 "own_files": len(own), "max_bytes": self.max_bytes, "free_bytes": free if free is not None else 0,
@@ -479,8 +522,14 @@ class _Control:
                 self.log("recording stopped on request; %s is closed" % self.capture)
             return self.reply(True)
         if request == "snapshot":
-            return self.reply(False, "memray writes one continuous file, not snapshots: copy it out with memprofile "
-                                     "collect (it holds the whole history); memprofile report reads it whole")
+            at, why = self.mark("m")
+            if why:
+                return self.reply(False, why)
+            self.log("snapshot marked in %s at %.1f s" % (self.capture, at))
+            answer = self.reply(True)
+            answer["snapshot"] = "%s at %.1f s (mark %d in %s; memprofile report ends a span there)" % (
+                self.capture, at, self.marks, self.marks_path())
+            return answer
         return self.reply(False, "unknown request '%s' (start, stop, snapshot or status)" % request[:40])
 
     def _answer(self, conn):
@@ -507,6 +556,21 @@ class _Control:
                 answer = {"ok": False, "pid": self.pid, "backend": "memray", "recording": self.recording,
                           "error": "the request failed in the bootstrap (%s: %s)" % (type(e).__name__, e)}
         conn.sendall((self.json.dumps(answer) + "\n").encode())
+
+    def _scheduled_mark(self):
+        # --snapshot-every: a mark while recording; a failure is said once.
+        if not self.recording:
+            return
+        try:
+            _, why = self.mark("i")
+        except OSError as e:
+            why = "cannot write %s (%s)" % (self.marks_path(), e.strerror or e)
+        if why:
+            if not self.schedule_said:
+                self.log("scheduled snapshot skipped: %s" % why)
+                self.schedule_said = True
+            return
+        self.scheduled += 1
 
     def _block_signals(self):
         # The app's signals are the app's: none lands on this thread. A
@@ -544,6 +608,7 @@ class _Control:
         poller = self.select.poll()
         poller.register(self.listener.fileno(), self.select.POLLIN)
         next_check = next_reap = self.time.monotonic()
+        next_mark = next_check + self.every_ms / 1000.0
         said_emfile = False
         while True:
             if self.exiting:
@@ -556,6 +621,8 @@ class _Control:
                 wake = min(wake, next_check)
             if not self.parent:
                 wake = min(wake, next_reap)
+            if self.every_ms:
+                wake = min(wake, next_mark)
             try:
                 ready = poller.poll(max(1, int((wake - now) * 1000)))
             except InterruptedError:
@@ -593,6 +660,9 @@ class _Control:
                     except OSError:
                         pass
                     next_check = self.time.monotonic() + self._interval()
+                if self.every_ms and now >= next_mark:
+                    self._scheduled_mark()
+                    next_mark = self.time.monotonic() + self.every_ms / 1000.0
                 if not self.parent and now >= next_reap:
                     try:
                         self._reap()
@@ -649,6 +719,8 @@ class _Control:
         self.parent, self.pid, self.started = self.pid, os.getpid(), self.time.time()
         if self.recording and self.stem:
             self.capture = "%s.%d" % (self.stem, self.pid)
+            self.marks, self.capture_started = 0, self.time.time()
+        self.scheduled, self.schedule_said = 0, False
         if self.served:
             try:
                 self.run_thread()

@@ -7,8 +7,12 @@
 #     kubectl exec would be), starts a capture in all three without a
 #     restart; requests then show up in each worker's capture at the
 #     handler's line, and the requests before it in none; `stop` closes
-#     them; a second `start` writes memray.PID.2.bin; `snapshot` says in one
-#     line a process that memray writes one continuous file;
+#     them; a second `start` writes memray.PID.2.bin; `snapshot` marks the
+#     moment in it (memray-marks.*), and report ends a span at each mark;
+#     the processes not recording say so;
+#   --snapshot-every: a process and its forked child each mark their own
+#     capture on schedule; status counts them; collect carries the marks,
+#     and the report of the archive ends its spans there as the directory's;
 #   the disk budget: a process and its forked child that allocate without
 #     end stop recording at --max-profile-mb, each says why (in status
 #     too), both keep running, and a `start` makes a new capture, which
@@ -101,31 +105,133 @@ pass "start on the arbiter's tree: 3 captures; the workers' name app (leaky.py:$
 
 ctl start "${workers[0]}" --only --output-dir /out-dormant > "${SCRATCH}/start2.txt" 2>&1 ||
   fail "second start: $(cat "${SCRATCH}/start2.txt")"
-answers || fail "gunicorn: a request failed"
 [[ -f "${out}/memray.${workers[0]}.2.bin" ]] || fail "second start: no memray.${workers[0]}.2.bin: $(ls "${out}")"
-rc=0
-ctl snapshot "${arbiter}" --output-dir /out-dormant > "${SCRATCH}/snapshot.txt" 2>&1 || rc=$?
-if ((rc != 1)) || [[ "$(grep -c 'memray writes one continuous file, not snapshots' "${SCRATCH}/snapshot.txt")" != 3 ]]; then
-  fail "snapshot: exit ${rc}: $(cat "${SCRATCH}/snapshot.txt")"
-fi
+# served_by_first N: requests until worker 0 (the one recording) has served
+# N of them (the body is the pid that served it), at most 400 in all.
+served_by_first() {
+  local n=0
+  for _ in $(seq 1 400); do
+    [[ "$(curl -fsS "http://127.0.0.1:${port}/")" == "${workers[0]}" ]] && n=$((n + 1))
+    ((n < $1)) || return 0
+  done
+  return 1
+}
+# snapshot: a mark in the capture being written; the two processes not
+# recording say so on stderr (exit 1). The pause on each side is memray's
+# clock: an allocation is dated by the RSS record before it, every 10 ms.
+mark() {
+  local rc=0
+  sleep 0.5
+  ctl snapshot "${arbiter}" --output-dir /out-dormant > "${SCRATCH}/snapshot$1.txt" 2> "${SCRATCH}/snapshot$1.err" || rc=$?
+  sleep 0.5
+  if ((rc != 1)) || [[ "$(grep -c 'not recording: memprofile start first' "${SCRATCH}/snapshot$1.err")" != 2 ]] ||
+    ! grep -q "^/out-dormant/memray\.${workers[0]}\.2\.bin at [0-9.]* s (mark $1 in /out-dormant/memray-marks\.${workers[0]}\.2\.bin; memprofile report ends a span there)$" \
+      "${SCRATCH}/snapshot$1.txt"; then
+    fail "snapshot $1: exit ${rc}: $(cat "${SCRATCH}/snapshot$1.txt" "${SCRATCH}/snapshot$1.err")"
+  fi
+}
+served_by_first 4 || fail "gunicorn: worker ${workers[0]} served no 4 requests of 400"
+mark 1
+served_by_first 6 || fail "gunicorn: worker ${workers[0]} served no 6 requests of 400"
+mark 2
 # status names the capture being written, the newest.
 ctl status "${workers[0]}" --only --output-dir /out-dormant > "${SCRATCH}/status2.txt" 2>&1 ||
   fail "second status: $(cat "${SCRATCH}/status2.txt")"
 grep -q "profile: memray writes one continuous file (/out-dormant/memray.${workers[0]}.2.bin)" "${SCRATCH}/status2.txt" ||
   fail "second status: not the newest capture: $(cat "${SCRATCH}/status2.txt")"
 ctl stop "${workers[0]}" --only --output-dir /out-dormant > /dev/null 2>&1 || fail "second stop"
+# The report ends a span at each mark: the handler's line holds the 4
+# requests' 1 MiB at the first, the 10's 2.5 MiB at the second and at the end.
+"${MEMPROFILE}" report --rootfs "${root}" --json "${out}/memray.${workers[0]}.2.bin" > "${SCRATCH}/marked.json" ||
+  fail "report of the marked capture: $(cat "${SCRATCH}/marked.json")"
+jq -e --argjson line "${app_line}" '
+  [.snapshots[].trigger] == ["m", "m", ""] and
+  (.in_use[0].site.line == $line) and
+  ([.in_use[0].bytes_per_snapshot[] / 262144 | floor] == [4, 10, 10])' "${SCRATCH}/marked.json" > /dev/null ||
+  fail "the marked capture's spans: $(jq -c '{snapshots, top: .in_use[0] | {site, bytes_per_snapshot}}' "${SCRATCH}/marked.json")"
+"${MEMPROFILE}" report --rootfs "${root}" "${out}/memray.${workers[0]}.2.bin" > "${SCRATCH}/marked.txt" 2>&1 ||
+  fail "report: $(cat "${SCRATCH}/marked.txt")"
+grep -q "memray capture memray.${workers[0]}.2.bin (pid ${workers[0]}), 3 snapshots (2 at memprofile snapshot) over" \
+  "${SCRATCH}/marked.txt" || fail "report: the marks are not said: $(head -3 "${SCRATCH}/marked.txt")"
 # The report's table: the worker recorded twice is two rows, each naming its capture.
 "${MEMPROFILE}" report --rootfs "${root}" "${out}" > "${SCRATCH}/report2.txt" 2>&1 || fail "report: $(cat "${SCRATCH}/report2.txt")"
 for c in "memray.${workers[0]}.bin" "memray.${workers[0]}.2.bin"; do
   grep -qE "^ +${workers[0]} .*/usr/bin/python3\.[0-9]+  \(${c//./\\.}\)$" "${SCRATCH}/report2.txt" ||
     fail "report: no row for ${c}: $(head -8 "${SCRATCH}/report2.txt")"
 done
-pass "a second start writes memray.${workers[0]}.2.bin, which status names; the report's table names each capture of the worker; snapshot says memray's file is continuous (exit 1)"
+pass "a second start writes memray.${workers[0]}.2.bin, which status names; two snapshots of the tree mark it (the 2 processes not recording say so, exit 1), and its report ends spans there: 4, 10, 10 requests' bytes at the handler; the report's table names each capture of the worker"
 
 kill -TERM "${arbiter}"
 wait_until 60 bash -c "! kill -0 ${arbiter} 2>/dev/null" || fail "gunicorn did not stop on SIGTERM"
 wait_until 30 sockets_are "${out}" 0 || fail "sockets left after the service ended: $(ls "${out}")"
 pass "gunicorn ended: its 3 sockets are gone"
+
+# 1b. --snapshot-every: each process marks its own capture on schedule.
+out="${root}/out-every"
+mkdir -p "${out}"
+cat > "${root}/app/every.py" <<'PY'
+import os
+import sys
+import time
+
+# 64 KiB kept every 100 ms, in this process and in one forked child, until
+# the file /app/every.stop appears (at most 60 s).
+child = os.fork()
+kept = []
+for _ in range(600):
+    kept.append(bytearray(64 << 10))
+    if os.path.exists("/app/every.stop"):
+        break
+    time.sleep(0.1)
+if child:
+    os.waitpid(child, 0)
+PY
+rm -f "${root}/app/every.stop"
+memray_exec --snapshot-every 1s --output-dir /out-every -- python3 every.py > "${SCRATCH}/every.log" 2>&1 &
+every_launcher=$!
+track "${every_launcher}"
+every="$(interpreter_of "${every_launcher}")" || fail "every: the launcher started nothing"
+track "${every}"
+wait_for_socket "${out}" "${every}"
+grep -q "a snapshot mark every 1 s while recording" "${SCRATCH}/every.log" ||
+  fail "every: the start line does not say the schedule: $(head -3 "${SCRATCH}/every.log")"
+# scheduled N: status answers for both processes, each with N marks made.
+scheduled() {
+  ctl status "${every}" --output-dir /out-every --json > "${SCRATCH}/every.json" 2>/dev/null &&
+    jq -e --argjson n "$1" '.tree.served == 2 and
+      ([.processes[] | select(.snapshot_every_ms == 1000 and .snapshots_scheduled >= $n)] | length) == 2' \
+      "${SCRATCH}/every.json" > /dev/null
+}
+wait_until 120 scheduled 3 || fail "every: not 3 marks in each process: $(jq -c '.processes' "${SCRATCH}/every.json")"
+touch "${root}/app/every.stop"
+wait "${every_launcher}" || fail "every: the app failed: $(cat "${SCRATCH}/every.log")"
+every_child="$(jq -r --argjson p "${every}" '.processes[] | select(.pid != $p) | .pid' "${SCRATCH}/every.json")"
+for c in "memray.${every}.bin" "memray.${every}.bin.${every_child}"; do
+  m="${out}/memray-marks.${c#memray.}"
+  (($(grep -c '^[0-9]* i$' "${m}") >= 3)) || fail "every: ${m}: $(cat "${m}" 2>&1)"
+  "${MEMPROFILE}" report --rootfs "${root}" --json "${out}/${c}" > "${SCRATCH}/every-${c}.json" ||
+    fail "every: report of ${c}: $(cat "${SCRATCH}/every-${c}.json")"
+  # Each span's end holds more at the kept line than the one before.
+  jq -e '([.snapshots[] | select(.trigger == "i")] | length) >= 3 and
+    (.in_use[0].bytes_per_snapshot as $b | [range(1; $b | length)] | all($b[.] > $b[. - 1]))' \
+    "${SCRATCH}/every-${c}.json" > /dev/null ||
+    fail "every: ${c}: $(jq -c '{snapshots, top: .in_use[0] | {site, bytes_per_snapshot}}' "${SCRATCH}/every-${c}.json")"
+done
+# collect carries the marks (they sort before their captures), and the
+# report of the archive ends its spans where the directory's does.
+"${MEMPROFILE}" collect --backend memray --output-dir "${out}" --settle 0.5 --out "${SCRATCH}/every.tar" \
+  > "${SCRATCH}/collect.log" 2>&1 || fail "every: collect: $(cat "${SCRATCH}/collect.log")"
+tar -tf "${SCRATCH}/every.tar" | grep -qx "memray-marks.${every}.bin" || fail "every: the archive: $(tar -tf "${SCRATCH}/every.tar")"
+"${MEMPROFILE}" report --rootfs "${root}" --json "${SCRATCH}/every.tar" > "${SCRATCH}/every-tar.json" ||
+  fail "every: report of the archive: $(cat "${SCRATCH}/every-tar.json")"
+"${MEMPROFILE}" report --rootfs "${root}" --json "${out}" > "${SCRATCH}/every-dir.json" ||
+  fail "every: report of the directory: $(cat "${SCRATCH}/every-dir.json")"
+spans() { jq -c '[.views[].snapshots[] | [.time_ms, .trigger, .bytes_in_use]]' "$1"; }
+if [[ "$(spans "${SCRATCH}/every-tar.json")" != "$(spans "${SCRATCH}/every-dir.json")" ]] ||
+  (($(spans "${SCRATCH}/every-tar.json" | grep -o '"i"' | wc -l) < 6)); then
+  fail "every: the archive's spans are not the directory's: $(spans "${SCRATCH}/every-tar.json") against $(spans "${SCRATCH}/every-dir.json")"
+fi
+pass "--snapshot-every 1s: the process and its forked child each marked their own capture (status counted them), each report's spans end there, the kept line growing at each; collect carried the marks"
 
 # 2. The disk budget, over a process and its forked child.
 out="${root}/out-budget"

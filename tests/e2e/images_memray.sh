@@ -10,8 +10,8 @@
 #   - preflight of the result: READY, memray will track python3.13;
 #   - run as a container, under load from curl on loopback: the arbiter and
 #     its 2 workers serve status to a second process in the container, each
-#     recording; snapshot reaches all 3 (memray's capture is continuous:
-#     each says so); after SIGTERM, report names the
+#     recording; snapshot marks all 3 captures (report ends a span of
+#     each there); after SIGTERM, report names the
 #     handler's line in each worker, and --merge sums them;
 #   - an app image that runs no Python is refused before anything is built,
 #     in one line.

@@ -554,7 +554,8 @@ void setup_control(CLI::App& app, ExitCode& exit_code) {
   for (const Action& a : {
            Action{"start", "Start recording in a running process (memprofile exec --dormant), without a restart"},
            Action{"stop", "Stop recording in a running process; the profiles so far stay"},
-           Action{"snapshot", "Write a heap profile of a running process now and print its path (jemalloc)"},
+           Action{"snapshot", "Write a heap profile of a running process now and print its path (jemalloc), or mark the "
+                              "moment in its capture (memray)"},
            Action{"status", "Say whether a process is recording, its snapshots and the disk they use"},
        }) {
     auto o = std::make_shared<ControlOptions>();

@@ -477,6 +477,9 @@ void log_start(Launch& l, const std::string& lib, bool with_ctl, uint64_t max_by
                                            : "; forked children are not recorded: " + children_note;
   if (snapshot_every_ms && backend == Backend::None)
     tree += "; a memory record every " + std::to_string(snapshot_every_ms / 1000) + " s in each process";
+  else if (snapshot_every_ms && backend == Backend::Memray)
+    tree += "; a snapshot mark every " + std::to_string(snapshot_every_ms / 1000) +
+            " s while recording (memray-marks.*: report ends a span of the capture at each)";
   else if (snapshot_every_ms) tree += "; a snapshot every " + std::to_string(snapshot_every_ms / 1000) + " s while recording";
   else if (cfg.snapshot_every_ms && !takes_snapshots(backend))
     tree += std::string("; --snapshot-every ignored: ") + to_string(backend) + " writes one continuous file, not snapshots";

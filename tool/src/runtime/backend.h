@@ -97,10 +97,10 @@ std::optional<uint64_t> parse_duration_ms(const std::string& text);
 // Whether the backend records a child forked without exec, and if not why,
 // in one line ("" when it does).
 std::string forked_children_unrecorded(Backend b);
-// Whether the control library takes snapshots for the backend (jemalloc's
-// dumps, none's memory records); bytehound and heaptrack write one
-// continuous file.
-inline bool takes_snapshots(Backend b) { return b == Backend::Jemalloc || b == Backend::None; }
+// Whether memprofile takes snapshots for the backend: jemalloc's dumps,
+// none's memory records, marks in memray's capture (where report ends a
+// span); bytehound and heaptrack write one continuous file.
+inline bool takes_snapshots(Backend b) { return b == Backend::Jemalloc || b == Backend::None || b == Backend::Memray; }
 // Reads `path` into `cfg` if it exists; throws FileError on a bad line.
 void load_launcher_config(const std::string& path, LauncherConfig& cfg);
 // MEMPROFILE_BACKEND, MEMPROFILE_PRELOAD, MEMPROFILE_OUTPUT_DIR,
