@@ -286,6 +286,14 @@ cp "${E2E_ROOT}/tests/fixtures/memray/plain.bin" "${SCRATCH}/marked/memray.7.bin
 printf '1796403545431 m\n1796403546434 x\n' > "${SCRATCH}/marked/memray-marks.7.bin"
 report_error "memray-marks.7.bin: line 2: not a mark" --rootfs / "${SCRATCH}/marked"
 report_error "memray-marks.7.bin: line 2: not a mark" --rootfs / "${SCRATCH}/marked/memray.7.bin"
+# memray's own name for `memray run -m marks` (memray-marks.PID.bin) is a
+# capture: what the file holds says so, in a directory and named alone.
+mkdir -p "${SCRATCH}/clash"
+cp "${E2E_ROOT}/tests/fixtures/memray/plain.bin" "${SCRATCH}/clash/memray-marks.9.bin"
+for arg in "${SCRATCH}/clash" "${SCRATCH}/clash/memray-marks.9.bin"; do
+  "${MEMPROFILE}" report --rootfs / "${arg}" > "${SCRATCH}/clash.txt" 2>&1 || fail "memray-marks.9.bin, a capture: $(cat "${SCRATCH}/clash.txt")"
+  grep -q "^memprofile report: memray capture memray-marks.9.bin" "${SCRATCH}/clash.txt" || fail "clash: $(head -3 "${SCRATCH}/clash.txt")"
+done
 # A fifo under a profile's name in a directory is no profile: it is passed
 # over, never opened (the read would wait for a writer for ever).
 rm "${SCRATCH}/marked/memray-marks.7.bin"
@@ -295,7 +303,7 @@ timeout 600 "${MEMPROFILE}" report --rootfs / "${SCRATCH}/marked" > "${SCRATCH}/
 grep -q "^memprofile report: memray capture memray.7.bin" "${SCRATCH}/fifo.txt" || fail "fifos: $(head -3 "${SCRATCH}/fifo.txt")"
 report_error "corrupt.tar: entry 'jeprof.*': (sha256 differs from the manifest|size .*); the archive does not match its manifest" \
   --rootfs / "${SCRATCH}/corrupt.tar"
-pass "a truncated dump, a malformed one, old and interpreted heaptrack traces, a bad trace line, a damaged bytehound profile, a damaged memray marks file, a directory without profiles; fifos under profiles' names passed over"
+pass "a truncated dump, a malformed one, old and interpreted heaptrack traces, a bad trace line, a damaged bytehound profile, a damaged memray marks file, a directory without profiles; fifos under profiles' names passed over; memray's own memray-marks.PID.bin read as the capture it is"
 
 # Input that is no profile is known by its first bytes: refused there, not
 # read whole first (`yes` never ends; 537 MB of it were read before). The

@@ -38,9 +38,12 @@ struct Capture {
     prev = v;
     return varint((static_cast<uint64_t>(d) << 1) ^ static_cast<uint64_t>(d >> 63));
   }
-  Capture& header(int32_t version = 11, bool native_traces = false, uint8_t format = 0, uint64_t skipped = 0) {
+  // Started at 1000 ms since the epoch; `end`: when it was closed (the
+  // start time when it never was).
+  Capture& header(int32_t version = 11, bool native_traces = false, uint8_t format = 0, uint64_t skipped = 0,
+                  int64_t end = 2000) {
     s.append("memray", 7);
-    raw(version).u8(native_traces).u8(format).raw<uint64_t>(0).raw<uint64_t>(0).raw<int64_t>(1000).raw<int64_t>(2000);
+    raw(version).u8(native_traces).u8(format).raw<uint64_t>(0).raw<uint64_t>(0).raw<int64_t>(1000).raw<int64_t>(end);
     return str("python3 app.py").raw<int32_t>(4242).raw<uint64_t>(1).raw<uint64_t>(skipped).u8(1).u8(0);
   }
   Capture& frame_index(uint64_t id, const std::string& fn, const std::string& file, uint64_t lineno, bool entry = true) {
@@ -242,7 +245,7 @@ TEST_CASE("memray capture: real memray 1.17 captures (compressed, raw, native, k
 // Header's start time: 1000 ms since the epoch; marks are in epoch ms.
 TEST_CASE("memray capture: marks end the spans, each snapshot the state at its mark, the last at the end", "[profile]") {
   Capture c;
-  c.header().memory(1 << 20, 0).frame_index(0, "main", "app.py", 1).thread(1).push(0);
+  c.header(11, false, 0, 0, 1000).memory(1 << 20, 0).frame_index(0, "main", "app.py", 1).thread(1).push(0);
   c.alloc(0x1000, 100).memory(1 << 20, 500).alloc(0x2000, 50);
   c.memory(1 << 20, 1500).alloc(0x3000, 25).free(0x1000).memory(1 << 20, 2500).trailer();
   // One before the capture began and one past its records: neither ends a span.
@@ -266,7 +269,7 @@ TEST_CASE("memray capture: marks end the spans, each snapshot the state at its m
 
 TEST_CASE("memray capture: many marks are thinned evenly to 23, the last kept", "[profile]") {
   Capture c;
-  c.header().memory(1 << 20, 0).frame_index(0, "main", "app.py", 1).thread(1).push(0);
+  c.header(11, false, 0, 0, 1000).memory(1 << 20, 0).frame_index(0, "main", "app.py", 1).thread(1).push(0);
   std::vector<MemrayMark> marks;
   for (uint64_t t = 1; t <= 100; ++t) {
     c.memory(1 << 20, t * 10).alloc(0x1000 + t * 64, 10);
@@ -301,4 +304,36 @@ TEST_CASE("memray marks: one \"EPOCH_MS KIND\" a line; a damaged line refused in
   CHECK_THAT(error("12345678901234567 i\n"), Catch::Contains("line 1: not a mark"));  // 17 digits: not a time
   CHECK_THAT(error("1 i \n"), Catch::Contains("line 1: not a mark"));
   CHECK_THAT(error(std::string(kMaxMemrayMarksFile + 1, '1')), Catch::Contains("larger than 4 MiB"));
+}
+
+TEST_CASE("memray capture: asked-for marks are kept before scheduled ones; a closed capture's end bounds them", "[profile]") {
+  Capture c;
+  c.header(11, false, 0, 0, 1000 + 3000).memory(1 << 20, 0).frame_index(0, "main", "app.py", 1).thread(1).push(0);
+  std::vector<MemrayMark> marks;
+  for (uint64_t t = 1; t <= 100; ++t) {
+    c.memory(1 << 20, t * 10).alloc(0x1000 + t * 64, 10);
+    marks.push_back({1000 + t * 10, 'i'});
+  }
+  marks.push_back({1000 + 555, 'm'});  // between two scheduled ones
+  marks.push_back({1000 + 500, 'm'});  // at the same moment as one: the asked-for one counts
+  for (uint64_t t = 1; t <= 50; ++t) marks.push_back({1000 + 3000 + t * 10, 'i'});  // past the closed capture's end
+  c.memory(1 << 20, 2000).trailer();
+  auto snaps = read(c.s, marks);
+  REQUIRE(snaps.size() == 24);
+  size_t asked = 0;
+  for (const auto& s : snaps) asked += s.trigger == "m";
+  CHECK(asked == 2);
+  CHECK(snaps[22].time_ms == 1000);  // the last scheduled mark within the records, not those past the end
+  CHECK(snaps[23].time_ms == 2000);
+}
+
+TEST_CASE("memray capture: a mark exactly where the records end is that snapshot's", "[profile]") {
+  Capture c;
+  c.header(11, false, 0, 0, 1000 + 3000).memory(1 << 20, 0).frame_index(0, "main", "app.py", 1).thread(1).push(0);
+  c.alloc(0x1000, 10).memory(1 << 20, 500).alloc(0x2000, 10).memory(1 << 20, 900).trailer();
+  auto snaps = read(c.s, {{1000 + 500, 'm'}, {1000 + 900, 'm'}});
+  REQUIRE(snaps.size() == 2);
+  CHECK(snaps[0].trigger == "m");
+  CHECK(snaps[1].trigger == "m");
+  CHECK(snaps[1].total_bytes == 20);
 }

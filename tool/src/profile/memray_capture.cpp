@@ -221,7 +221,7 @@ class CaptureReader {
       raw<uint64_t>();  // allocations (0 when the process was killed)
       raw<uint64_t>();  // frames
       start_ms_ = raw<int64_t>();  // ms since the epoch: the MEMORY_RECORDs are relative to it
-      raw<int64_t>();   // end time
+      end_ms_ = raw<int64_t>();  // written when the capture is closed (else the start time, or 0)
       cstring();        // command line
       pid_ = static_cast<uint32_t>(raw<int32_t>());
       main_tid_ = raw<uint64_t>();
@@ -234,20 +234,37 @@ class CaptureReader {
   }
 
   // The marks, as times since the start, are where the ledger's spans end:
-  // those within the capture, thinned evenly to fewer than its bound with
-  // the last kept.
+  // those within the capture (after its start, and before its end when the
+  // header has one: a closed capture's), at most kMaxSpans - 1. A mark
+  // someone asked for ('m') is kept before any scheduled one ('i'); each
+  // kind is thinned evenly, its last kept.
   void use_marks() {
-    std::vector<std::pair<uint64_t, char>> at;
-    for (const auto& m : marks_)
-      if (start_ms_ > 0 && m.epoch_ms > static_cast<uint64_t>(start_ms_))
-        at.emplace_back(m.epoch_ms - static_cast<uint64_t>(start_ms_), m.kind);
-    std::sort(at.begin(), at.end());
-    at.erase(std::unique(at.begin(), at.end(), [](const auto& a, const auto& b) { return a.first == b.first; }), at.end());
+    using Mark = std::pair<uint64_t, char>;
+    std::vector<Mark> asked, scheduled;
+    const bool closed = end_ms_ > start_ms_;
+    for (const auto& m : marks_) {
+      if (start_ms_ <= 0 || m.epoch_ms <= static_cast<uint64_t>(start_ms_)) continue;
+      if (closed && m.epoch_ms > static_cast<uint64_t>(end_ms_)) continue;
+      (m.kind == 'm' ? asked : scheduled).emplace_back(m.epoch_ms - static_cast<uint64_t>(start_ms_), m.kind);
+    }
+    auto thin = [](std::vector<Mark> v, size_t keep) {
+      std::sort(v.begin(), v.end());
+      v.erase(std::unique(v.begin(), v.end(), [](const Mark& a, const Mark& b) { return a.first == b.first; }), v.end());
+      if (v.size() <= keep) return v;
+      std::vector<Mark> out;
+      for (size_t k = 0; k < keep; ++k) out.push_back(v[((k + 1) * v.size() + keep - 1) / keep - 1]);  // ceil((k+1) n / keep)-th
+      return out;
+    };
+    asked = thin(std::move(asked), SpanLedger::kMaxSpans - 1);
+    scheduled = thin(std::move(scheduled), SpanLedger::kMaxSpans - 1 - asked.size());
+    std::vector<Mark> at = asked;
+    for (const auto& m : scheduled)  // one at the same moment as an asked one is that one
+      if (!std::binary_search(asked.begin(), asked.end(), m, [](const Mark& a, const Mark& b) { return a.first < b.first; }))
+        at.push_back(m);
     if (at.empty()) return;
-    const size_t keep = std::min(at.size(), SpanLedger::kMaxSpans - 1);
+    std::sort(at.begin(), at.end());
     std::vector<uint64_t> ends;
-    for (size_t k = 0; k < keep; ++k) {
-      const auto& m = at[((k + 1) * at.size() + keep - 1) / keep - 1];  // the ceil((k+1) n / keep)-th: the last is kept
+    for (const auto& m : at) {
       ends.push_back(m.first);
       mark_kinds_.push_back(m.second);
     }
@@ -510,7 +527,7 @@ class CaptureReader {
   const std::string& name_;
   const std::vector<MemrayMark>& marks_;
   std::vector<char> mark_kinds_;  // of the ledger's marks
-  int64_t start_ms_ = 0;
+  int64_t start_ms_ = 0, end_ms_ = 0;
   bool native_ = false, cut_ = false;
   uint32_t pid_ = 0;
   uint64_t main_tid_ = 0, skipped_ = 0, tid_ = 0, now_ = 0, frames_ = 0;

@@ -11,6 +11,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "base/error.h"
 #include "base/stream.h"
@@ -114,7 +115,11 @@ void drop_exit_snapshot(std::vector<HeapSnapshot>& snaps, std::vector<std::strin
     const uint64_t end_ms = last.time_ms;
     const double held = last.total_bytes;
     size_t dropped = 0;
-    while (snaps.size() >= 2 && snaps.back().total_bytes < peak / 2 && end_ms - snaps.back().time_ms <= 1000) {
+    // A snapshot someone asked for (a memray capture's mark) is kept: only
+    // the spans that end where the file does can be the teardown.
+    auto marked = [](const HeapSnapshot& s) { return s.trigger == "m" || s.trigger == "i"; };
+    while (snaps.size() >= 2 && !marked(snaps.back()) && snaps.back().total_bytes < peak / 2 &&
+           end_ms - snaps.back().time_ms <= 1000) {
       snaps.pop_back();
       ++dropped;
     }
@@ -188,7 +193,42 @@ struct Loaded {
   StackInterner stacks;                      // every dump's, once: the run's budget
   std::map<std::string, MemoryRecord> memory;  // by dump name: NAME.mem.json beside it
   std::map<std::string, std::vector<MemrayMark>> marks;  // by the capture's name, as load_one gets it
+  std::set<std::string> captures;  // the memray captures read, by that name
+  std::vector<std::string> notes;  // for the report's header
 };
+
+// `head`, then the rest of `rest`: a file's first bytes, looked at to see
+// what it is, given back.
+class PrefixedReader : public Reader {
+ public:
+  PrefixedReader(std::string head, Reader& rest) : head_(std::move(head)), rest_(rest) {}
+  size_t read(void* buf, size_t n) override {
+    if (at_ < head_.size()) {
+      size_t k = std::min(n, head_.size() - at_);
+      std::memcpy(buf, head_.data() + at_, k);
+      at_ += k;
+      return k;
+    }
+    return rest_.read(buf, n);
+  }
+
+ private:
+  std::string head_;
+  size_t at_ = 0;
+  Reader& rest_;
+};
+
+bool memray_magic(const std::string& head) {
+  return (head.size() >= 7 && std::memcmp(head.data(), "memray", 7) == 0) ||
+         (head.size() >= 4 && std::memcmp(head.data(), "\x04\x22\x4d\x18", 4) == 0);
+}
+
+void load_memray_capture(const std::string& name, Reader& bytes, Loaded& out) {
+  auto marks = out.marks.find(name);
+  out.traces.push_back(read_memray_capture(bytes, name, marks == out.marks.end() ? std::vector<MemrayMark>{} : marks->second));
+  out.trace_names.push_back(name);
+  out.captures.insert(name);
+}
 
 // A small file's text, at most `cap` bytes and one more (which the parser
 // then refuses).
@@ -203,11 +243,23 @@ std::string read_small(Reader& bytes, size_t cap) {
 // after the archive's).
 void load_one(const std::string& name, const std::string& file, Reader& bytes, Loaded& out) {
   if (is_memray_marks(basename_of(file))) {
+    // memray's own default name for `memray run -m marks` is a capture
+    // named so: what the file holds says which it is.
+    std::string head(8, '\0');
+    size_t got = 0;
+    for (size_t r; got < head.size() && (r = bytes.read(&head[got], head.size() - got)) > 0;) got += r;
+    head.resize(got);
+    PrefixedReader whole(head, bytes);
+    if (memray_magic(head)) return load_memray_capture(name, whole, out);
     // Kept for the capture it marks, which sorts after it (in a directory
     // and in what collect writes).
     const std::string base = basename_of(file);
     const std::string capture = name.substr(0, name.size() - base.size()) + "memray." + base.substr(std::strlen("memray-marks."));
-    out.marks[capture] = parse_memray_marks(read_small(bytes, kMaxMemrayMarksFile), name);
+    if (out.captures.count(capture)) {
+      out.notes.push_back(name + " comes after its capture: its marks are not used (collect writes them first)");
+      return;
+    }
+    out.marks[capture] = parse_memray_marks(read_small(whole, kMaxMemrayMarksFile), name);
     return;
   }
   if (is_memory_record(basename_of(file))) {
@@ -237,9 +289,7 @@ void load_one(const std::string& name, const std::string& file, Reader& bytes, L
     return;
   }
   if (is_memray_name(basename_of(file))) {
-    auto marks = out.marks.find(name);
-    out.traces.push_back(read_memray_capture(bytes, name, marks == out.marks.end() ? std::vector<MemrayMark>{} : marks->second));
-    out.trace_names.push_back(name);
+    load_memray_capture(name, bytes, out);
     return;
   }
   out.dumps.push_back(parse_jemalloc_heap(read_jemalloc_text(bytes, name), name, &out.stacks));
@@ -282,6 +332,7 @@ void load_sibling_marks(const std::string& path, Loaded& out) {
   UniqueFd fd(::open(marks.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   struct stat st;
   if (!fd || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return;  // none: the spans double as the run goes on
+  if (starts_like_memray(marks)) return;  // a capture of its own (memray's name for `memray run -m marks`)
   FdReader in(fd.get(), marks);
   load_one(marks, marks, in, out);
 }
@@ -320,6 +371,7 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
   memory = std::move(loaded.memory);
   records = loaded.records;
   for (const auto& c : cut) process_notes[0].push_back("left out, cut short: " + c);
+  for (const auto& n : loaded.notes) process_notes[0].push_back(n);
   std::vector<ProcessSeries> processes;
   // heaptrack: one trace holds a whole process's run, snapshots included;
   // several traces are several processes.

@@ -116,10 +116,13 @@ nlohmann::json view_json(const Folded& f, const ReportRequest& o, const std::vec
     j["snapshots"].push_back({{"file", f.view->merged ? table.snapshots[i] : snaps[i].file},
                               {"bytes_in_use", table.totals[i]},
                               {"sample_period", snaps[std::min(i, snaps.size() - 1)].sample_period}});
-    // One process's: when (whole-run files: ms since the start) and why
-    // (jemalloc's dump kind; 'm', 'i' at a memray capture's marks).
-    if (!f.view->merged && i < snaps.size())
-      j["snapshots"].back().update({{"time_ms", snaps[i].time_ms}, {"trigger", snaps[i].trigger}});
+    // One process's: why (jemalloc's dump kind; 'm', 'i' at a memray
+    // capture's marks; "cut"), and for a whole-run file when (ms since it
+    // began; not for a --base of another file).
+    if (!f.view->merged && i < snaps.size()) {
+      j["snapshots"].back()["trigger"] = snaps[i].trigger;
+      if (whole_run(snaps[i]) && snaps[i].file == snaps.back().file) j["snapshots"].back()["time_ms"] = snaps[i].time_ms;
+    }
   }
   auto site_json = [&](const Site* s) {
     nlohmann::json sj = {{"site", frame_json(s->frame)}, {"bytes_in_use", s->bytes.back()},

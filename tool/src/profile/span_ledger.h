@@ -39,8 +39,8 @@ class SpanLedger {
   // The records reach time `at` with nothing allocated or freed: with
   // marks, the spans up to it exist even when nothing changed in them.
   void reach(uint64_t at);
-  // The span that ends at the i-th mark (i < spans() - 1), or none.
-  bool marked(size_t i) const { return i < ends_.size() && i < last_; }
+  // Whether span i ends at the i-th mark (the records went on to it).
+  bool marked(size_t i) const { return i < ends_.size() && (i < last_ || ends_[i] == end_); }
 
   // The spans that hold anything, and where each ends (the last: the
   // latest time accounted).
