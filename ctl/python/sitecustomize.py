@@ -242,10 +242,19 @@ class _Control:
             return None, why
         now = self.time.time()
         line = ("%d %s\n" % (int(now * 1000), kind)).encode()
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+        # Never through a link, never blocking on a fifo (ENXIO without a
+        # reader); the first mark of a capture replaces what an earlier
+        # process of this name left.
+        flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) |
+                 (os.O_TRUNC if self.marks == 0 else 0))
         fd = os.open(self.marks_path(), flags, 0o644)
         try:
-            os.write(fd, line)
+            if not self.stat.S_ISREG(os.fstat(fd).st_mode):
+                return None, "%s is not a regular file" % self.marks_path()
+            size = os.lseek(fd, 0, os.SEEK_END)
+            if os.write(fd, line) != len(line):
+                os.ftruncate(fd, size)  # a line cut short (the disk filled) is taken back, not left to join the next
+                return None, "cannot write %s (a short write: the filesystem is full?)" % self.marks_path()
         finally:
             os.close(fd)
         self.marks += 1
@@ -522,13 +531,16 @@ class _Control:
                 self.log("recording stopped on request; %s is closed" % self.capture)
             return self.reply(True)
         if request == "snapshot":
-            at, why = self.mark("m")
+            try:
+                at, why = self.mark("m")
+            except OSError as e:
+                at, why = None, "cannot write %s (%s)" % (self.marks_path(), e.strerror or e)
             if why:
                 return self.reply(False, why)
             self.log("snapshot marked in %s at %.1f s" % (self.capture, at))
             answer = self.reply(True)
-            answer["snapshot"] = "%s at %.1f s (mark %d in %s; memprofile report ends a span there)" % (
-                self.capture, at, self.marks, self.marks_path())
+            answer.update({"snapshot": self.capture, "marks": self.marks_path(), "mark": self.marks,
+                           "mark_at_ms": int(at * 1000)})
             return answer
         return self.reply(False, "unknown request '%s' (start, stop, snapshot or status)" % request[:40])
 
@@ -571,6 +583,7 @@ class _Control:
                 self.schedule_said = True
             return
         self.scheduled += 1
+        self.schedule_said = False  # a later failure is said again
 
     def _block_signals(self):
         # The app's signals are the app's: none lands on this thread. A

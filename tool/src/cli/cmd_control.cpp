@@ -493,6 +493,12 @@ void print_members(const ControlOptions& o, const TreeAnswer& t) {
     const json& r = m.reply;
     if (!r.value("ok", false)) {
       std::cerr << "memprofile: " << o.action << " " << m.pid << ": " << m.why << "\n";
+    } else if (o.action == "snapshot" && r.contains("marks")) {
+      // memray: the moment marked in the capture being written.
+      char at[32];
+      std::snprintf(at, sizeof at, "%.1f", static_cast<double>(r.value("mark_at_ms", uint64_t{0})) / 1000);
+      std::cout << r.value("snapshot", std::string()) << " at " << at << " s (mark " << r.value("mark", 0u) << " in "
+                << r.value("marks", std::string()) << "; memprofile report ends a span there)\n";
     } else if (o.action == "snapshot") {
       std::cout << r.value("snapshot", std::string()) << "\n";
     } else if (o.action == "status") {
