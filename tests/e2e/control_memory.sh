@@ -20,12 +20,17 @@ cat > "${SCRATCH}/offheap.c" <<'C'
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-// argv[1]: a file to create once the memory outside the heap is in use.
+// argv[1]: a file to create once the memory outside the heap is in use;
+// argv[2]: a file whose appearance says to map it (after the test's first
+// look, however late a busy machine makes that: no sleep decides it).
 int main(int argc, char** argv) {
-  if (argc < 2) return 2;
+  if (argc < 3) return 2;
   char* heap = malloc(8 << 20);
   memset(heap, 1, 8 << 20);
-  sleep(3);
+  for (int i = 0; access(argv[2], F_OK) != 0; ++i) {
+    if (i == 60000) return 4;  // 10 minutes: the test is gone
+    usleep(10000);
+  }
   char* anon = mmap(NULL, 64 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   int fd = memfd_create("offheap", 0);
   if (anon == MAP_FAILED || fd < 0 || ftruncate(fd, 32 << 20) != 0) return 3;
@@ -34,7 +39,7 @@ int main(int argc, char** argv) {
   memset(anon, 1, 64 << 20);
   memset(shm, 1, 32 << 20);
   fclose(fopen(argv[1], "w"));
-  sleep(30);
+  sleep(600);  // until the test kills it
   free(heap);
   return 0;
 }
@@ -51,10 +56,11 @@ allocated() { jq '.processes[0].allocator | (.allocated // .in_use) / 1048576 | 
 # grew outside the allocator; the leaky example's say the heap grew.
 out="${SCRATCH}/records"
 start_service "${out}" "${SCRATCH}/records.log" --dormant --backend jemalloc --preload "${JEMALLOC}" -- \
-  "${SCRATCH}/offheap" "${SCRATCH}/ready-records"
+  "${SCRATCH}/offheap" "${SCRATCH}/ready-records" "${SCRATCH}/go-records"
 pid="${SERVICE_PID}"
 "${MEMPROFILE}" start "${pid}" --output-dir "${out}" > /dev/null || fail "records: start"
 first="$("${MEMPROFILE}" snapshot "${pid}" --output-dir "${out}")" || fail "records: the first snapshot"
+touch "${SCRATCH}/go-records"
 wait_until 60 test -e "${SCRATCH}/ready-records" || fail "records: the memory was not mapped"
 second="$("${MEMPROFILE}" snapshot "${pid}" --output-dir "${out}")" || fail "records: the second snapshot"
 for f in "${first}" "${second}"; do
@@ -112,9 +118,10 @@ for backend in jemalloc heaptrack; do
   [[ "${backend}" == heaptrack ]] && lib="${HEAPTRACK}"
   out="${SCRATCH}/out-${backend}"
   start_service "${out}" "${SCRATCH}/${backend}.log" --backend "${backend}" --preload "${lib}" -- \
-    "${SCRATCH}/offheap" "${SCRATCH}/ready-${backend}"
+    "${SCRATCH}/offheap" "${SCRATCH}/ready-${backend}" "${SCRATCH}/go-${backend}"
   pid="${SERVICE_PID}"
   "${MEMPROFILE}" status "${pid}" --output-dir "${out}" --json > "${SCRATCH}/before.json" || fail "${backend}: status"
+  touch "${SCRATCH}/go-${backend}"
   wait_until 60 test -e "${SCRATCH}/ready-${backend}" || fail "${backend}: the memory was not mapped"
   "${MEMPROFILE}" status "${pid}" --output-dir "${out}" --json > "${SCRATCH}/after.json" || fail "${backend}: status"
   "${MEMPROFILE}" status "${pid}" --output-dir "${out}" > "${SCRATCH}/after.txt" || fail "${backend}: status (text)"
