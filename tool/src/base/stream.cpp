@@ -228,29 +228,19 @@ const char* to_string(Compression c) {
   return "none";
 }
 
+size_t PrefixedReader::read(void* buf, size_t n) {
+  if (at_ < prefix_.size()) {
+    size_t k = std::min(n, prefix_.size() - at_);
+    std::memcpy(buf, prefix_.data() + at_, k);
+    at_ += k;
+    return k;
+  }
+  return rest_.read(buf, n);
+}
+
 namespace {
 
 constexpr size_t kInBuf = 256 << 10;
-
-// Bytes already read while sniffing, then the rest of the stream.
-class PeekedReader : public Reader {
- public:
-  PeekedReader(Reader& in, std::string head) : in_(in), head_(std::move(head)) {}
-  size_t read(void* buf, size_t n) override {
-    if (pos_ < head_.size()) {
-      n = std::min(n, head_.size() - pos_);
-      std::memcpy(buf, head_.data() + pos_, n);
-      pos_ += n;
-      return n;
-    }
-    return in_.read(buf, n);
-  }
-
- private:
-  Reader& in_;
-  std::string head_;
-  size_t pos_ = 0;
-};
 
 class Limited : public Reader {
  public:
@@ -505,7 +495,7 @@ std::unique_ptr<Reader> decompress(Reader& in, const std::string& name, uint64_t
     if (r == 0) break;
     got += r;
   }
-  auto peeked = std::make_unique<PeekedReader>(in, std::string(reinterpret_cast<char*>(magic), got));
+  auto peeked = std::make_unique<PrefixedReader>(std::string(reinterpret_cast<char*>(magic), got), in);
   Compression c = Compression::None;
   if (got >= 2 && magic[0] == 0x1f && magic[1] == 0x8b) c = Compression::Gzip;
   if (got >= 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd) c = Compression::Zstd;

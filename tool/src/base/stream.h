@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace memprofile {
@@ -70,6 +71,19 @@ bool read_small_file(const std::string& path, std::string& out, size_t cap, cons
 // Creates or replaces the file at `path` with `bytes` (mode 0644). Throws
 // FileError naming `path`.
 void write_whole_file(const std::string& path, const std::string& bytes);
+
+// Bytes already read from a stream (to see what it is), replayed, then the
+// rest of the stream.
+class PrefixedReader : public Reader {
+ public:
+  PrefixedReader(std::string prefix, Reader& rest) : prefix_(std::move(prefix)), rest_(rest) {}
+  size_t read(void* buf, size_t n) override;
+
+ private:
+  std::string prefix_;
+  size_t at_ = 0;
+  Reader& rest_;
+};
 
 // Passes bytes through, hashing them and counting.
 class HashingReader : public Reader {

@@ -197,27 +197,6 @@ struct Loaded {
   std::vector<std::string> notes;  // for the report's header
 };
 
-// `head`, then the rest of `rest`: a file's first bytes, looked at to see
-// what it is, given back.
-class PrefixedReader : public Reader {
- public:
-  PrefixedReader(std::string head, Reader& rest) : head_(std::move(head)), rest_(rest) {}
-  size_t read(void* buf, size_t n) override {
-    if (at_ < head_.size()) {
-      size_t k = std::min(n, head_.size() - at_);
-      std::memcpy(buf, head_.data() + at_, k);
-      at_ += k;
-      return k;
-    }
-    return rest_.read(buf, n);
-  }
-
- private:
-  std::string head_;
-  size_t at_ = 0;
-  Reader& rest_;
-};
-
 bool memray_magic(const std::string& head) {
   return (head.size() >= 7 && std::memcmp(head.data(), "memray", 7) == 0) ||
          (head.size() >= 4 && std::memcmp(head.data(), "\x04\x22\x4d\x18", 4) == 0);

@@ -30,26 +30,6 @@ class TarEntryReader : public Reader {
   TarReader& t_;
 };
 
-// Replays bytes already read from a stream, then goes on reading it.
-class PrefixedReader : public Reader {
- public:
-  PrefixedReader(std::string prefix, Reader& rest) : prefix_(std::move(prefix)), rest_(rest) {}
-  size_t read(void* buf, size_t n) override {
-    if (at_ < prefix_.size()) {
-      size_t k = std::min(n, prefix_.size() - at_);
-      std::memcpy(buf, prefix_.data() + at_, k);
-      at_ += k;
-      return k;
-    }
-    return rest_.read(buf, n);
-  }
-
- private:
-  std::string prefix_;
-  size_t at_ = 0;
-  Reader& rest_;
-};
-
 class StreamStore : public Store {
  public:
   StreamStore(Reader& in, std::string name, const LayerLimits& limits) : name_(std::move(name)) {
