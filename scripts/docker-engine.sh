@@ -247,8 +247,10 @@ stop_all() {
     echo "docker-engine: stopped" >&2
   fi
   if [[ -n "${ns}" ]]; then
+    # Killed by the kernel with their init, but one in uninterruptible I/O
+    # on a busy machine goes only when that I/O ends: a cap of 60 s.
     waited=0
-    while [[ -n "$(in_namespace "${ns}")" ]] && ((waited < 100)); do sleep 0.1; waited=$((waited + 1)); done
+    while [[ -n "$(in_namespace "${ns}")" ]] && ((waited < 600)); do sleep 0.1; waited=$((waited + 1)); done
     [[ -z "$(in_namespace "${ns}")" ]] || die "processes of the engine did not stop: $(in_namespace "${ns}" | paste -sd' ')"
   fi
   # The mounts were the namespace's and went with it; any on the host (an

@@ -17,21 +17,24 @@ cat > "${SCRATCH}/maps.c" <<'C'
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
-// argv[1]: a file to create once the regions are mapped; argv[2]: how many.
+// argv[1]: a file to create once the regions are mapped; argv[2]: how many;
+// argv[3]: a file whose creation says map them now (after the test's first
+// look, however long the test takes to get there). Runs until killed.
 int main(int argc, char** argv) {
-  if (argc < 3) return 2;
+  if (argc < 4) return 2;
   char* keep = malloc(1 << 20);
-  sleep(2);
+  struct stat st;
+  while (stat(argv[3], &st) != 0) usleep(50000);
   long n = atol(argv[2]), page = sysconf(_SC_PAGESIZE);
   char* base = mmap(NULL, (size_t)(n * page), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) return 3;
   // Every other page writable: the kernel cannot merge them into one map.
   for (long i = 0; i < n; i += 2) mprotect(base + i * page, (size_t)page, PROT_READ | PROT_WRITE);
   fclose(fopen(argv[1], "w"));
-  sleep(30);
+  for (;;) pause();
   free(keep);
-  return 0;
 }
 C
 gcc -O1 -g -o "${SCRATCH}/maps" "${SCRATCH}/maps.c"
@@ -55,10 +58,11 @@ run() {
   vols+=("${vol}")
   out="${vol}/out"
   start_service "${out}" "${SCRATCH}/$1.log" --dormant --backend jemalloc --preload "${JEMALLOC}" \
-    --min-free-mb "$2" --max-profile-mb 64 -- "${SCRATCH}/maps" "${SCRATCH}/mapped-$1" "$3"
+    --min-free-mb "$2" --max-profile-mb 64 -- "${SCRATCH}/maps" "${SCRATCH}/mapped-$1" "$3" "${SCRATCH}/go-$1"
   pid="${SERVICE_PID}"
   "${MEMPROFILE}" start "${pid}" --output-dir "${out}" > /dev/null || fail "$1: start"
   "${MEMPROFILE}" snapshot "${pid}" --output-dir "${out}" > "${SCRATCH}/first" || fail "$1: the first snapshot"
+  touch "${SCRATCH}/go-$1"
   wait_until 60 test -e "${SCRATCH}/mapped-$1" || fail "$1: the regions were not mapped"
   second_rc=0
   "${MEMPROFILE}" snapshot "${pid}" --output-dir "${out}" > "${SCRATCH}/second" 2>&1 || second_rc=$?

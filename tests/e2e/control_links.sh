@@ -42,21 +42,31 @@ for k, n in enumerate(names):
 PY
 }
 
-# jemalloc: the service starts after a pause, so its pid is known first.
+# after_go GO COMMAND...: COMMAND runs, in this pid, once the file GO exists:
+# its pid (the background job's: exec) is known before it starts, so the
+# names are planted first.
+after_go() {
+  # shellcheck disable=SC2016 # the inner shell expands them
+  exec sh -c 'go="$1"; shift; while [ ! -e "${go}" ]; do sleep 0.05; done; exec "$@"' sh "$@"
+}
+
+# jemalloc: the service runs until TERM, and exits 0 on it (its exit dump).
 out="${SCRATCH}/jemalloc"
 mkdir -p "${out}"
 chmod 1777 "${out}"
-sh -c 'sleep 2; exec "$@"' sh "${LAUNCHER}" exec --dormant --backend jemalloc --preload "${JEMALLOC}" \
-  --output-dir "${out}" --min-free-mb 1 -- "${SCRATCH}/leaky" 6 > "${SCRATCH}/jemalloc.log" 2>&1 &
+after_go "${SCRATCH}/go-jemalloc" "${LAUNCHER}" exec --dormant --backend jemalloc --preload "${JEMALLOC}" \
+  --output-dir "${out}" --min-free-mb 1 -- "${SCRATCH}/leaky" 0 > "${SCRATCH}/jemalloc.log" 2>&1 &
 pid=$!
 track "${pid}"
 plant "${out}" "${pid}"
 planted="$(find "${out}" -maxdepth 1 -name "jeprof.${pid}.*" | wc -l)"
+touch "${SCRATCH}/go-jemalloc"
 wait_for_socket "${out}" "${pid}"
 "${MEMPROFILE}" start "${pid}" --output-dir "${out}" > /dev/null || fail "start"
 rc=0
 "${MEMPROFILE}" snapshot "${pid}" --output-dir "${out}" > "${SCRATCH}/snap" 2>&1 || rc=$?
 ((rc != 0)) || fail "a snapshot went through a planted name: $(cat "${SCRATCH}/snap")"
+kill -TERM "${pid}"
 wait "${pid}" || fail "the service's exit code changed: $?"
 [[ "$(cat "${victim}")" == "root's own file" ]] || fail "the victim was written through a symlink: $(head -c 200 "${victim}")"
 [[ "$(find "${out}" -maxdepth 1 -name "jeprof.${pid}.*" | wc -l)" == "${planted}" ]] ||
@@ -88,11 +98,12 @@ pass "jemalloc without planted names: snapshots written, an own file of an earli
 out3="${SCRATCH}/heaptrack"
 mkdir -p "${out3}"
 chmod 1777 "${out3}"
-sh -c 'sleep 2; exec "$@"' sh "${LAUNCHER}" exec --backend heaptrack --preload "${HEAPTRACK}" \
+after_go "${SCRATCH}/go-heaptrack" "${LAUNCHER}" exec --backend heaptrack --preload "${HEAPTRACK}" \
   --output-dir "${out3}" --min-free-mb 1 -- "${SCRATCH}/leaky" 2 > "${SCRATCH}/heaptrack.log" 2>&1 &
 pid3=$!
 track "${pid3}"
 plant "${out3}" "${pid3}"
+touch "${SCRATCH}/go-heaptrack"
 wait "${pid3}" || fail "heaptrack: the service's exit code changed: $?"
 [[ "$(cat "${victim}")" == "root's own file" ]] || fail "heaptrack wrote through a symlink: $(head -c 200 "${victim}")"
 [[ -L "${out3}/heaptrack.${pid3}.raw" ]] || fail "the planted link was replaced"

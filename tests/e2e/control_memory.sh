@@ -22,11 +22,14 @@ cat > "${SCRATCH}/offheap.c" <<'C'
 #include <unistd.h>
 // argv[1]: a file to create once the memory outside the heap is in use;
 // argv[2]: a file whose appearance says to map it (after the test's first
-// look, however late a busy machine makes that: no sleep decides it).
+// look, however late a busy machine makes that: no sleep decides it);
+// argv[3]: a file created once the 8 MiB heap is in use (the control
+// socket is up before main, so the first look waits for this).
 int main(int argc, char** argv) {
-  if (argc < 3) return 2;
+  if (argc < 4) return 2;
   char* heap = malloc(8 << 20);
   memset(heap, 1, 8 << 20);
+  fclose(fopen(argv[3], "w"));
   for (int i = 0; access(argv[2], F_OK) != 0; ++i) {
     if (i == 60000) return 4;  // 10 minutes: the test is gone
     usleep(10000);
@@ -56,8 +59,9 @@ allocated() { jq '.processes[0].allocator | (.allocated // .in_use) / 1048576 | 
 # grew outside the allocator; the leaky example's say the heap grew.
 out="${SCRATCH}/records"
 start_service "${out}" "${SCRATCH}/records.log" --dormant --backend jemalloc --preload "${JEMALLOC}" -- \
-  "${SCRATCH}/offheap" "${SCRATCH}/ready-records" "${SCRATCH}/go-records"
+  "${SCRATCH}/offheap" "${SCRATCH}/ready-records" "${SCRATCH}/go-records" "${SCRATCH}/heap-records"
 pid="${SERVICE_PID}"
+wait_until 60 test -e "${SCRATCH}/heap-records" || fail "records: the heap was not allocated"
 "${MEMPROFILE}" start "${pid}" --output-dir "${out}" > /dev/null || fail "records: start"
 first="$("${MEMPROFILE}" snapshot "${pid}" --output-dir "${out}")" || fail "records: the first snapshot"
 touch "${SCRATCH}/go-records"
@@ -118,8 +122,9 @@ for backend in jemalloc heaptrack; do
   [[ "${backend}" == heaptrack ]] && lib="${HEAPTRACK}"
   out="${SCRATCH}/out-${backend}"
   start_service "${out}" "${SCRATCH}/${backend}.log" --backend "${backend}" --preload "${lib}" -- \
-    "${SCRATCH}/offheap" "${SCRATCH}/ready-${backend}" "${SCRATCH}/go-${backend}"
+    "${SCRATCH}/offheap" "${SCRATCH}/ready-${backend}" "${SCRATCH}/go-${backend}" "${SCRATCH}/heap-${backend}"
   pid="${SERVICE_PID}"
+  wait_until 60 test -e "${SCRATCH}/heap-${backend}" || fail "${backend}: the heap was not allocated"
   "${MEMPROFILE}" status "${pid}" --output-dir "${out}" --json > "${SCRATCH}/before.json" || fail "${backend}: status"
   touch "${SCRATCH}/go-${backend}"
   wait_until 60 test -e "${SCRATCH}/ready-${backend}" || fail "${backend}: the memory was not mapped"

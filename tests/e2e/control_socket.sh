@@ -65,7 +65,8 @@ else:
         s = socket.socket(socket.AF_UNIX)
         s.connect(sock)
         held.append(s)
-    time.sleep(30)
+    open(sys.argv[3], "w").close()  # all connected: the test may ask now
+    time.sleep(60)
 PY
 as_uid 65533 /usr/bin/python3 "${SCRATCH}/peers.py" "${sock}" refused > "${SCRATCH}/refused"
 [[ "$(head -1 "${SCRATCH}/refused")" == '{"ok":false,"error":"permission denied: uid 65533 is neither the process'"'"'s uid 65534 nor root"}' ]] ||
@@ -73,11 +74,16 @@ as_uid 65533 /usr/bin/python3 "${SCRATCH}/peers.py" "${sock}" refused > "${SCRAT
 [[ "$(tail -1 "${SCRATCH}/refused")" == 1 ]] || fail "the refusals differ: $(cat "${SCRATCH}/refused")"
 (($(grep -c "refused a request from uid 65533" "${SCRATCH}/run.log") <= 2)) ||
   fail "every refusal logged: $(grep -c "refused a request" "${SCRATCH}/run.log") lines"
-setpriv --reuid=65533 --regid=65533 --clear-groups timeout 60 /usr/bin/python3 "${SCRATCH}/peers.py" "${sock}" 17 &
+held="${SCRATCH}/held"
+mkdir -p "${held}"
+chmod 1777 "${held}"
+setpriv --reuid=65533 --regid=65533 --clear-groups timeout 120 /usr/bin/python3 "${SCRATCH}/peers.py" "${sock}" 17 \
+  "${held}/other" &
 silent_other=$!
-setpriv --reuid=65534 --regid=65534 --clear-groups timeout 60 /usr/bin/python3 "${SCRATCH}/peers.py" "${sock}" 8 &
+setpriv --reuid=65534 --regid=65534 --clear-groups timeout 120 /usr/bin/python3 "${SCRATCH}/peers.py" "${sock}" 8 \
+  "${held}/own" &
 silent_own=$!
-sleep 0.5
+wait_until 60 test -e "${held}/other" -a -e "${held}/own" || fail "the 25 silent connections were not made"
 as_uid 65534 "${MEMPROFILE}" status "${pid}" --output-dir "${out}" > "${SCRATCH}/busy-status" 2>&1 ||
   fail "status not answered beside 25 silent connections: $(cat "${SCRATCH}/busy-status")"
 kill "${silent_other}" "${silent_own}" 2>/dev/null || true

@@ -109,7 +109,13 @@ fds_after_children() {  # SHORT: the parent's open fds once its children ran, in
   start_service "${o}" "${SCRATCH}/fb-$1.log" --backend jemalloc --preload "${JEMALLOC}" -- \
     "${SCRATCH}/prefork" 1 1 4 wait "$1"
   local p="${SERVICE_PID}"
-  # The parent waits in wait() once the short children are done.
+  # The parent waits in wait() once the short children are done (it says
+  # so: the socket count alone may pass while a short child's socket is
+  # still there, and its TERM below would then kill a short child).
+  if (($1 > 0)); then
+    wait_until 120 grep -q "^prefork: $1 short children done$" "${SCRATCH}/fb-$1.log" ||
+      fail "the $1 short children did not end: $(tail -3 "${SCRATCH}/fb-$1.log")"
+  fi
   wait_until 120 sockets_are "${o}" 2 || fail "sockets after $1 children: $(find "${o}" | head)"
   find "/proc/${p}/fd" -mindepth 1 -maxdepth 1 | wc -l > "${o}.fds"
   # Every child: a short one the parent has not reaped yet is listed too.

@@ -233,7 +233,7 @@ gcc -O1 -g -o "${SCRATCH}/ticker" "${E2E_ROOT}/tests/fixtures/src/ticker.c"
 dormant="${SCRATCH}/dormant"
 mkdir -p "${dormant}"
 MEMPROFILE_CTL_LIBRARY="${BUILD_DIR}/ctl/libmemprofile_ctl.so" "${MEMPROFILE}" exec --dormant --backend bytehound \
-  --preload "${amd64}/libbytehound.so" --output-dir "${dormant}" --min-free-mb 1 -- "${SCRATCH}/ticker" 8 \
+  --preload "${amd64}/libbytehound.so" --output-dir "${dormant}" --min-free-mb 1 -- "${SCRATCH}/ticker" 600 "${SCRATCH}/ticker.stop" \
   > "${SCRATCH}/dormant.log" 2>&1 &
 service=$!
 for _ in $(seq 600); do
@@ -252,6 +252,8 @@ rc=0
   fail "snapshot: exit ${rc}: $(cat "${SCRATCH}/snap.err")"
 "${MEMPROFILE}" stop "${pid}" > /dev/null || fail "stop"
 "${MEMPROFILE}" start "${pid}" > /dev/null || fail "start again"
+sleep 1  # a second recorded after the second start (at least: more is as good)
+touch "${SCRATCH}/ticker.stop"
 wait "${service}" || fail "the service failed: $(cat "${SCRATCH}/dormant.log")"
 grep -q "ticker: interrupted 0 times" "${SCRATCH}/dormant.log" || fail "start/stop cut the service's sleeps short: $(grep ticker: "${SCRATCH}/dormant.log")"
 "${MEMPROFILE}" report --json --rootfs / "${dormant}" > "${SCRATCH}/dormant.json" || fail "report of the dormant run"

@@ -67,8 +67,14 @@ judge() {
     '[.in_use[] | select(.site.function == $fn and .site.line == $line and (.leak_suspect | not)
       and .bytes_in_use > 8000000)] | length == 1' "${out}" > /dev/null ||
     fail "${lang}: ${once} (8 MiB, steady) is not in the in-use view, or is a suspect"
-  jq -e --arg fn "${once}" '[.growth[] | select(.site.function == $fn)] | length == 0' "${out}" > /dev/null ||
-    fail "${lang}: ${once} is in the growth view"
+  # heaptrack's first snapshot is its timer's first tick, 10 ms after it
+  # starts: a busy machine may run main later than that, and then the 8 MiB
+  # is one step in the first interval, flat after it: growth, never a suspect.
+  jq -e --arg fn "${once}" --arg lang "${lang}" '[.growth[] | select(.site.function == $fn) |
+      select(.leak_suspect or $lang[0:3] != "ht-" or (.bytes_per_snapshot[1:] | unique | length) != 1)]
+    | length == 0' "${out}" > /dev/null ||
+    fail "${lang}: ${once} is in the growth view: $(jq -c --arg fn "${once}" '[.growth[] | select(.site.function == $fn)
+      | {growth, leak_suspect, b: .bytes_per_snapshot}]' "${out}")"
   # The churn's temporary block may be live at the last snapshot (heaptrack's
   # are exact): then it shows a few of its 32 KiB blocks gained, never as a
   # suspect.
