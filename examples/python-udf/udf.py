@@ -30,6 +30,10 @@ def tokenizer(vocab):
 
 class Udf:
     def __init__(self):
+        # The cache is warmed at start, as a worker loads its vocabularies:
+        # full before the first batch, it then only replaces entries.
+        for vocab in range(8):
+            tokenizer(vocab)
         self.seen = {}
         self.batches = []
         self.callbacks = []

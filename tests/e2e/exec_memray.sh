@@ -184,7 +184,7 @@ two_workers() { (($(workers_of "${arbiter}" | wc -l) == 2)); }
 wait_until 60 two_workers || fail "gunicorn: not 2 workers of ${arbiter}: $(workers_of "${arbiter}" | paste -sd' ')"
 mapfile -t workers < <(workers_of "${arbiter}")
 ((${#workers[@]} == 2)) || fail "gunicorn: not 2 workers of ${arbiter}: ${workers[*]}"
-for _ in $(seq 1 80); do answers || fail "gunicorn: a request failed"; done
+serve_each "${port}" 40 "${workers[@]}"  # 256 KiB kept a request: 10 MiB or more each
 "${MEMPROFILE}" attached "${workers[0]}" --output-dir "${root}/out-gunicorn" > "${SCRATCH}/attached.txt" ||
   fail "gunicorn: attached: $(cat "${SCRATCH}/attached.txt")"
 grep -q "memray library mapped: yes (.*/_memray.cpython-3" "${SCRATCH}/attached.txt" ||
@@ -210,7 +210,8 @@ for w in "${workers[@]}"; do
     fail "gunicorn: worker ${w}'s top site: $(top_site "${SCRATCH}/worker-${w}.json")"
   total=$((total + $(jq '.in_use[0].bytes_in_use' "${SCRATCH}/worker-${w}.json")))
 done
-((total >= 80 * 256 * 1024)) || fail "gunicorn: the workers hold ${total} bytes at the handler, not the 20 MiB kept"
+((total >= SERVED * 256 * 1024)) ||
+  fail "gunicorn: the workers hold ${total} bytes at the handler, not the $((SERVED / 4)) MiB kept by ${SERVED} requests"
 "${MEMPROFILE}" report --rootfs "${root}" --json --merge "${root}/out-gunicorn" > "${SCRATCH}/gunicorn-merged.json" ||
   fail "gunicorn: report --merge"
 merged="$(jq '.in_use[0].bytes_in_use' "${SCRATCH}/gunicorn-merged.json")"

@@ -363,6 +363,30 @@ memory_causes() {
   done
 }
 
+# serve_each PORT N PID...: GET / on 127.0.0.1:PORT, whose body is the pid
+# of the worker that served it, until each PID has served N requests (which
+# worker accepts is the scheduler's choice, skewed on a busy machine); at
+# most 400 + N x PIDs requests. Sets SERVED to how many were made; fails on
+# a failed request or when one PID never got its N.
+SERVED=0
+serve_each() {
+  local port="$1" n="$2" body pid i left
+  shift 2
+  local -A got=()
+  for pid in "$@"; do got["${pid}"]=0; done
+  SERVED=0
+  for ((i = 0; i < 400 + n * $#; i++)); do
+    body="$(curl -fsS "http://127.0.0.1:${port}/")" || fail "a request to port ${port} failed"
+    SERVED=$((SERVED + 1))
+    body="${body//[^0-9]/}"
+    [[ -n "${got[${body}]+set}" ]] && got["${body}"]=$((got["${body}"] + 1))
+    left=0
+    for pid in "$@"; do ((got["${pid}"] >= n)) || left=1; done
+    ((left)) || return 0
+  done
+  fail "not ${n} requests served by each of $* in ${SERVED}: $(for pid in "$@"; do printf '%s:%s ' "${pid}" "${got[${pid}]}"; done)"
+}
+
 # wait_sockets DIR N [PID LOG]: DIR holds N control sockets (memprofile-ctl.*.sock)
 # within 60 s (a cap: it returns as soon as they are there); fails naming
 # what is there, or LOG when PID, the service, ended first.
