@@ -276,7 +276,8 @@ gunicorn_memray_round() {
     in_pod start "${arbiter}" > "${SCRATCH}/start" 2>&1 || fail "start: $(cat "${SCRATCH}/start")"
     [[ "$(grep -c ': memray, recording on$' "${SCRATCH}/start")" == 3 ]] || fail "start: $(cat "${SCRATCH}/start")"
   fi
-  requests "${during}"
+  serve_each "${port}" $((during / 2)) "${workers[@]}"  # which worker accepts is the scheduler's choice
+  during="${SERVED}"
   in_pod status "${arbiter}" --json > "${SCRATCH}/status.json" 2> /dev/null || fail "status: $(cat "${SCRATCH}/status.json")"
   jq -e '.tree.served == 3 and ([.processes[] | select(.backend == "memray" and .recording)] | length) == 3' \
     "${SCRATCH}/status.json" > /dev/null ||

@@ -376,7 +376,7 @@ serve_each() {
   for pid in "$@"; do got["${pid}"]=0; done
   SERVED=0
   for ((i = 0; i < 400 + n * $#; i++)); do
-    body="$(curl -fsS "http://127.0.0.1:${port}/")" || fail "a request to port ${port} failed"
+    body="$(curl -fsS --max-time 30 "http://127.0.0.1:${port}/")" || fail "a request to port ${port} failed"
     SERVED=$((SERVED + 1))
     body="${body//[^0-9]/}"
     [[ -n "${got[${body}]+set}" ]] && got["${body}"]=$((got["${body}"] + 1))
