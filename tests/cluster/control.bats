@@ -15,12 +15,16 @@ setup_file() {
   local launcher="${MEMPROFILE_STATIC:-${BATS_TEST_DIRNAME}/../../build/tool/memprofile-static}"
   MEMPROFILE_CTL_LIBRARY="$(dirname "$(dirname "${launcher}")")/ctl/libmemprofile_ctl.so" \
     "${launcher}" exec --dormant --backend jemalloc --preload "${JEMALLOC_LIB}" --output-dir "${APP_DIR}/out" \
-    --min-free-mb 1 -- "${APP_DIR}/leaky" 120 65536 >/dev/null 2>&1 &
+    --min-free-mb 1 -- "${APP_DIR}/leaky" 0 65536 >/dev/null 2>&1 &
   echo $! > "${APP_DIR}/pid"
-  for _ in $(seq 100); do
-    compgen -G "${APP_DIR}/out/memprofile-ctl.*.sock" >/dev/null && break
+  # Until teardown_file ends it (leaky 0: until SIGTERM); up to 60 s to
+  # start on a busy machine.
+  for _ in $(seq 600); do
+    compgen -G "${APP_DIR}/out/memprofile-ctl.*.sock" >/dev/null && return 0
     sleep 0.1
   done
+  echo "the service wrote no ${APP_DIR}/out/memprofile-ctl.*.sock in 60 s" >&2
+  return 1
 }
 
 teardown_file() {

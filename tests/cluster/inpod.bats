@@ -13,14 +13,18 @@ setup_file() {
   gcc -O1 -g -o "${APP_DIR}/leaky" "${BATS_TEST_DIRNAME}/../../examples/leaky/leaky.c"
   local launcher="${MEMPROFILE_STATIC:-${BATS_TEST_DIRNAME}/../../build/tool/memprofile-static}"
   "${launcher}" exec --backend heaptrack --preload "${HEAPTRACK_LIB}" --output-dir "${APP_DIR}/out" \
-    -- "${APP_DIR}/leaky" 60 65536 >/dev/null 2>&1 &
+    -- "${APP_DIR}/leaky" 0 65536 >/dev/null 2>&1 &
   echo $! > "${APP_DIR}/pid"
-  sleep 30 &
+  sleep 600 &  # until teardown_file
   echo $! > "${APP_DIR}/idle-pid"
-  for _ in $(seq 100); do
-    compgen -G "${APP_DIR}/out/heaptrack.*.raw" >/dev/null && break
+  # Until teardown_file ends it (leaky 0: until SIGTERM); up to 60 s to
+  # start on a busy machine.
+  for _ in $(seq 600); do
+    compgen -G "${APP_DIR}/out/heaptrack.*.raw" >/dev/null && return 0
     sleep 0.1
   done
+  echo "the service wrote no ${APP_DIR}/out/heaptrack.*.raw in 60 s" >&2
+  return 1
 }
 
 teardown_file() {
