@@ -88,7 +88,10 @@ runuser -u postgres -- env MEMPROFILE_CTL_LIBRARY="${pg}/bin/libmemprofile_ctl.s
   --output-dir "${pg}/out" --min-free-mb 1 --backend jemalloc --preload "${pg}/bin/libjemalloc.so.2" -- "${PG_BIN}/postgres" -D "${pg}/data" -p "${port}" \
   -k "${pg}/sock" -c listen_addresses=127.0.0.1 > "${SCRATCH}/pg.log" 2>&1 &
 track $!
-wait_until 60 test -S "${pg}/sock/.s.PGSQL.${port}" || fail "PostgreSQL did not start: $(tail -20 "${SCRATCH}/pg.log")"
+# Its socket is there before it accepts sessions ("the database system is
+# starting up"): ready is when pg_isready says so.
+pg_ready() { as_pg "${PG_BIN}/pg_isready" -q -h "${pg}/sock" -p "${port}"; }
+wait_until 120 pg_ready || fail "PostgreSQL did not start: $(tail -20 "${SCRATCH}/pg.log")"
 postmaster="$(head -1 "${pg}/data/postmaster.pid")"
 grep -q "profiling ${PG_BIN}/postgres with jemalloc" "${SCRATCH}/pg.log" || fail "PostgreSQL is not profiled: $(head -3 "${SCRATCH}/pg.log")"
 track "${postmaster}"
@@ -98,9 +101,11 @@ chown postgres "${pg}/in"
 as_pg /usr/bin/psql -X -q -At -h "${pg}/sock" -p "${port}" -U postgres -o "${pg}/session.out" -f "${pg}/in" &
 session=$!
 track "${session}"
-exec 7> "${pg}/in"
+# Opened for reading too, so that the open never waits for psql: a psql
+# that ended at once fails the wait below, not hang the test.
+exec 7<> "${pg}/in"
 echo "SELECT pg_backend_pid();" >&7
-wait_until 60 test -s "${pg}/session.out" || fail "the session did not start"
+wait_until 60 test -s "${pg}/session.out" || fail "the session did not start: $(tail -3 "${SCRATCH}/pg.log")"
 backend="$(head -1 "${pg}/session.out")"
 [[ "$(ps -o ppid= -p "${backend}" | tr -d ' ')" == "${postmaster}" ]] || fail "backend ${backend} is not the postmaster's child"
 wait_until 60 test -S "${pg}/out/memprofile-ctl.${backend}.sock" || fail "the backend serves no socket"

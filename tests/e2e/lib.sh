@@ -67,12 +67,21 @@ preload_dist() {  # BACKEND ARCH -> directory with the built library
   echo "${dir}"
 }
 
-# free_port: a free TCP port on loopback.
+# free_port: a free TCP port on loopback, outside the kernel's ephemeral
+# range (ip_local_port_range): a port from inside it can be taken by any
+# outgoing connection on the machine before the server, slow to start on a
+# busy machine, binds it.
 free_port() {
   # A port handed out before is not free yet even if its server has not
   # bound it (python starting): remembered in a file, as this runs in $(...).
-  local p given="${SCRATCH}/.ports-given"
-  for p in $(shuf -i 20000-60000 -n 50); do
+  local p given="${SCRATCH}/.ports-given" lo=32768 hi=60999 range="20000-60000"
+  read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range || true
+  if ((lo > 11024)); then
+    range="10000-$((lo - 1))"
+  elif ((hi < 64000)); then
+    range="$((hi + 1))-65000"
+  fi
+  for p in $(shuf -i "${range}" -n 50); do
     grep -qx "${p}" "${given}" 2>/dev/null && continue
     if ! (exec 3<>"/dev/tcp/127.0.0.1/${p}") 2>/dev/null; then
       echo "${p}" >> "${given}"
