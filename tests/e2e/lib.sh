@@ -388,7 +388,7 @@ serve_each() {
     body="$(curl -fsS --max-time 30 "http://127.0.0.1:${port}/")" || fail "a request to port ${port} failed"
     SERVED=$((SERVED + 1))
     body="${body//[^0-9]/}"
-    [[ -n "${got[${body}]+set}" ]] && got["${body}"]=$((got["${body}"] + 1))
+    [[ -n "${body}" && -n "${got[${body}]+set}" ]] && got["${body}"]=$((got["${body}"] + 1))
     left=0
     for pid in "$@"; do ((got["${pid}"] >= n)) || left=1; done
     ((left)) || return 0
