@@ -87,7 +87,8 @@ in_root() {
     env MEMPROFILE_CTL_LIBRARY=/opt/memprofile/libmemprofile_ctl.so "$@"
 }
 
-# arbiter_of PATTERN: the process matching PATTERN whose parent does not
+# arbiter_of PATTERN: the process matching PATTERN (name the test's own
+# port in it: a test beside this one may run the same server) whose parent does not
 # (a prefork server's master), or exit 1 when there is none.
 arbiter_of() {
   local all p

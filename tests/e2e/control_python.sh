@@ -79,7 +79,7 @@ answers() { curl -fsS "http://127.0.0.1:${port}/" > /dev/null 2>&1; }
 wait_until 120 answers || fail "gunicorn did not answer: $(tail -20 "${SCRATCH}/gunicorn.log")"
 grep -q "profiling ${python} with jemalloc" "${SCRATCH}/gunicorn.log" || fail "gunicorn is not profiled: $(head -5 "${SCRATCH}/gunicorn.log")"
 # The arbiter: the one gunicorn process whose parent is not gunicorn.
-arbiter="$(arbiter_of "/usr/bin/gunicorn --chdir /app")" || fail "gunicorn: no arbiter: $(pgrep -af gunicorn)"
+arbiter="$(arbiter_of "/usr/bin/gunicorn --chdir /app .*-b 127\.0\.0\.1:${port} ")" || fail "gunicorn: no arbiter: $(pgrep -af gunicorn)"
 track "${arbiter}"
 wait_until 60 sockets_are "${root}/out" 3 || fail "gunicorn: not 3 sockets: $(ls "${root}/out")"
 mapfile -t workers < <(workers_of "${arbiter}")

@@ -177,7 +177,7 @@ answers() { curl -fsS "http://127.0.0.1:${port}/" > /dev/null 2>&1; }
 wait_until 120 answers || fail "gunicorn did not answer: $(tail -20 "${SCRATCH}/gunicorn.log")"
 grep -q "profiling /usr/bin/python3 with memray" "${SCRATCH}/gunicorn.log" ||
   fail "gunicorn: not judged by its interpreter: $(head -5 "${SCRATCH}/gunicorn.log")"
-arbiter="$(arbiter_of "/usr/bin/gunicorn --chdir /app")" || fail "gunicorn: no arbiter: $(pgrep -af gunicorn)"
+arbiter="$(arbiter_of "/usr/bin/gunicorn --chdir /app .*-b 127\.0\.0\.1:${port} ")" || fail "gunicorn: no arbiter: $(pgrep -af gunicorn)"
 track "${arbiter}"
 # The first worker can answer before the second has booted.
 two_workers() { (($(workers_of "${arbiter}" | wc -l) == 2)); }
