@@ -106,16 +106,6 @@ pass "start on the arbiter's tree: 3 captures; the workers' name app (leaky.py:$
 ctl start "${workers[0]}" --only --output-dir /out-dormant > "${SCRATCH}/start2.txt" 2>&1 ||
   fail "second start: $(cat "${SCRATCH}/start2.txt")"
 [[ -f "${out}/memray.${workers[0]}.2.bin" ]] || fail "second start: no memray.${workers[0]}.2.bin: $(ls "${out}")"
-# served_by_first N: requests until worker 0 (the one recording) has served
-# N of them (the body is the pid that served it), at most 400 in all.
-served_by_first() {
-  local n=0
-  for _ in $(seq 1 400); do
-    [[ "$(curl -fsS "http://127.0.0.1:${port}/")" == "${workers[0]}" ]] && n=$((n + 1))
-    ((n < $1)) || return 0
-  done
-  return 1
-}
 # snapshot: a mark in the capture being written; the two processes not
 # recording say so on stderr (exit 1). The pause on each side is memray's
 # clock: an allocation is dated by the RSS record before it, every 10 ms.
@@ -130,9 +120,9 @@ mark() {
     fail "snapshot $1: exit ${rc}: $(cat "${SCRATCH}/snapshot$1.txt" "${SCRATCH}/snapshot$1.err")"
   fi
 }
-served_by_first 4 || fail "gunicorn: worker ${workers[0]} served no 4 requests of 400"
+serve_each "${port}" 4 "${workers[0]}"  # worker 0 is the one recording
 mark 1
-served_by_first 6 || fail "gunicorn: worker ${workers[0]} served no 6 requests of 400"
+serve_each "${port}" 6 "${workers[0]}"
 mark 2
 # status names the capture being written, the newest.
 ctl status "${workers[0]}" --only --output-dir /out-dormant > "${SCRATCH}/status2.txt" 2>&1 ||
