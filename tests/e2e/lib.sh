@@ -103,7 +103,8 @@ verdicts() {
 # SOURCE (a registry, a daemon) as of ARCHIVE, for every platform. ARCHIVE's
 # verdicts are judged once per test and kept: a test compares many sources
 # (credentials, mirrors, redirects) with the same archive, and judging a
-# 126 MB image again for each is most of a registry test's time under ASan.
+# 126 MB image again for each was a third of a registry test's time under
+# ASan (35 of 93 s in registry_basic_tls).
 declare -A ARCHIVE_VERDICTS=()
 same_verdicts() {
   local archive="$1" ref="$2"
