@@ -108,7 +108,8 @@ names_keep() {
       and .in_use[0].site.line == $line and (.in_use[0].site.file | endswith("service.py"))' "${out}" > /dev/null ||
     fail "report ${dir}: $(jq -c '{top: .in_use[0].site, warnings}' "${out}")"
   jq -e '[.growth[] | select(.site.function == "lookup" and .leak_suspect)] | length == 0' "${out}" > /dev/null ||
-    fail "report ${dir} blames the bounded lru_cache"
+    fail "report ${dir} blames the bounded lru_cache: $(jq -c '[.growth[] | select(.site.function == "lookup")
+      | .bytes_per_snapshot]' "${out}")"
 }
 names_keep "${root}/app/plain"
 [[ "$(head -c 4 "${root}/app/plain/capture.bin" | od -An -tx1 | tr -d ' ')" == 04224d18 ]] ||

@@ -316,6 +316,12 @@ TEST_CASE("leak suspects: rose and never fell; flat intervals and a reallocation
   CHECK_FALSE(site({0, 0, 0, 0, 32768}));  // a temporary block live at the last snapshot
   CHECK(site({0, 0, 0, 100, 200}));        // a leak that began late, seen twice
   CHECK(site({100, 400}));                 // --base and one profile: one interval is all there is
+  // Two steps among many flat intervals: a bounded cache that filled across
+  // a snapshot, or an arena charged to whichever call needed one.
+  CHECK_FALSE(site({0, 30, 64, 64, 64, 64, 64, 64, 64}));
+  CHECK_FALSE(site({64, 64, 64, 1088, 1088, 1088, 1088, 1088, 2112, 2112, 2112, 2112}));
+  CHECK(site({0, 0, 0, 0, 0, 0, 0, 0, 100, 200, 300}));  // began late, and went on
+  CHECK(site({0, 100, 100, 200, 200, 300, 300}));      // dumps twice as often as it grows
 }
 
 TEST_CASE("one report's stacks: each distinct one kept once across dumps, a budget for the whole run", "[profile]") {

@@ -26,6 +26,15 @@ std::string site_label(const Frame& f) {
   return s;  // control characters: escaped at the stream (base/terminal.h)
 }
 
+// A suspect's shape in words: "rose at every dump, never fell", or, with
+// flat intervals, in how many of them it rose.
+std::string how_it_rose(const Site& s, const std::string& moment) {
+  Site::Rises r = s.rises();
+  size_t intervals = s.bytes.size() - 1;
+  if (r.rose == intervals) return "rose at every " + moment + ", never fell";
+  return "rose in " + std::to_string(r.rose) + " of " + std::to_string(intervals) + " intervals, never fell";
+}
+
 // Where a whole-run file's snapshots were taken, when it was marked
 // (memray: memprofile snapshot, --snapshot-every): "" otherwise.
 std::string marks_said(const std::vector<HeapSnapshot>& snaps) {
@@ -228,8 +237,7 @@ void print_view(std::ostream& out, const Folded& f, const ReportRequest& o, cons
       char line[64];
       std::snprintf(line, sizeof line, "%3zu  %11s  %11s  ", i + 1, ("+" + human_bytes(s->growth())).c_str(),
                     human_bytes(s->bytes.back()).c_str());
-      out << line << site_label(s->frame)
-                << (s->leak_suspect() ? std::string("  LEAK SUSPECT: rose at every ") + moment + ", never fell" : "") << "\n";
+      out << line << site_label(s->frame) << (s->leak_suspect() ? "  LEAK SUSPECT: " + how_it_rose(*s, moment) : "") << "\n";
     }
   }
   out << "\nIn use at the last " << moment << ", by bytes:\n";

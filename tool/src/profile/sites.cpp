@@ -52,21 +52,29 @@ std::string human_bytes(double bytes) {
   return buf;
 }
 
+Site::Rises Site::rises() const {
+  Rises r;
+  for (size_t i = 1; i < bytes.size(); ++i)
+    if (bytes[i] > bytes[i - 1] && r.rose++ == 0) r.since_first = bytes.size() - i;
+  return r;
+}
+
 bool Site::leak_suspect() const {
   if (bytes.size() < 2 || growth() <= 0) return false;
   // A fall of less than 1/16 of what the site held does not count: a
   // snapshot taken while a growing container reallocates holds the old
   // block and the new one, and the next holds only the new one. Memory
   // that is really given back (temporary work) falls by far more.
-  size_t rises = 0;
-  for (size_t i = 1; i < bytes.size(); ++i) {
+  for (size_t i = 1; i < bytes.size(); ++i)
     if (bytes[i] < bytes[i - 1] - bytes[i - 1] / 16) return false;
-    if (bytes[i] > bytes[i - 1]) ++rises;
-  }
   // One step up, at the last snapshot, is what a temporary block live at
   // that moment looks like (heaptrack's snapshots are exact): a suspect
-  // rose in two intervals at least, when there are two.
-  return rises >= std::min<size_t>(2, bytes.size() - 1);
+  // rose in two intervals at least, when there are two. And a leak, once
+  // begun, goes on: two steps among many flat intervals are a cache that
+  // filled across a snapshot, or an allocator's arena that one call
+  // happened to need (memray charges pymalloc's to the Python line).
+  Rises r = rises();
+  return r.rose >= std::min<size_t>(2, bytes.size() - 1) && 3 * r.rose >= r.since_first;
 }
 
 bool is_profiler_frame(const Frame& f) {

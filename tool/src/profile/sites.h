@@ -23,8 +23,17 @@ struct Site {
   // flat interval does not clear it: dumps can come at uneven times; nor
   // does a fall of less than 1/16, a reallocation caught mid-way), rising
   // in two intervals at least when there are two (one step at the end is
-  // a temporary block's shape too).
+  // a temporary block's shape too), and in a third at least of the
+  // intervals since its first rise (a bounded cache fills once and stays;
+  // an allocator's large block charged to whichever call needed it, such
+  // as pymalloc's 1 MiB arena under memray, is a rare step).
   bool leak_suspect() const;
+  // The intervals in which the bytes rose, and those from the first of
+  // them to the last snapshot.
+  struct Rises {
+    size_t rose = 0, since_first = 0;
+  };
+  Rises rises() const;
 };
 
 struct SiteTable {
