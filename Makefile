@@ -105,7 +105,7 @@ endif
 
 .PHONY: clean
 clean: ## Remove build directories and dist/ (caches under ~/.cache/memprofile stay).
-	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR) build-arm64 build-static-* $(DIST)
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR) build-arm64 build-static-* build-fixtures $(DIST)
 
 .PHONY: clean-cache
 clean-cache: ## Free the disk the caches take: the container stores (ALL=true: also root filesystems, sources, built libraries).

@@ -14,7 +14,7 @@ source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/docker_lib.sh
 source "$(dirname "$0")/docker_lib.sh"
 
-IMAGES="${IMAGES:-${BUILD_DIR}/images}"
+IMAGES="${IMAGES:-${E2E_ROOT}/build-fixtures/images}"
 [[ -e "${IMAGES}/multi.oci.tar" ]] || fail "no test images in ${IMAGES} (the fixtures.images test builds them)"
 
 # load ARCHIVE: docker load it; prints what to ask the daemon for (its tag,

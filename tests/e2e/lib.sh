@@ -7,7 +7,7 @@ E2E_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=scripts/lib.sh
 source "${E2E_ROOT}/scripts/lib.sh"
 BUILD_DIR="${BUILD_DIR:-${E2E_ROOT}/build}"
-FIXTURES="${FIXTURES:-${BUILD_DIR}/fixtures}"
+FIXTURES="${FIXTURES:-${E2E_ROOT}/build-fixtures/elf}"
 MEMPROFILE="${MEMPROFILE:-${BUILD_DIR}/tool/memprofile}"
 export MEMPROFILE
 SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/memprofile-e2e.XXXXXX")"

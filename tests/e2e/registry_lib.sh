@@ -5,7 +5,7 @@
 
 command -v docker-registry >/dev/null || fail "docker-registry missing (scripts/install-deps.sh installs it)"
 command -v skopeo >/dev/null || fail "skopeo missing (scripts/install-deps.sh installs it)"
-IMAGES="${IMAGES:-${BUILD_DIR}/images}"
+IMAGES="${IMAGES:-${E2E_ROOT}/build-fixtures/images}"
 [[ -e "${IMAGES}/multi.oci.tar" ]] || fail "no test images in ${IMAGES} (the fixtures.images test builds them)"
 SERVERS="$(dirname "${BASH_SOURCE[0]}")/registry_servers.py"
 # Every server this test starts, stopped at exit by its pid.
