@@ -45,7 +45,8 @@ in_pod() { buildah run --isolation chroot -v "${out}:/var/memprofile" "${exec_ct
 in_pod attached "${pid}" --window 0 --json > "${SCRATCH}/attached0.json" 2> /dev/null || true
 jq -e '.mapped and .backend == "bytehound" and .recording == false' "${SCRATCH}/attached0.json" > /dev/null ||
   fail "attached while dormant: $(cat "${SCRATCH}/attached0.json")"
-in_pod status > "${SCRATCH}/status0" 2>&1 || fail "status: $(cat "${SCRATCH}/status0")"
+in_pod status > "${SCRATCH}/status0" 2> "${SCRATCH}/status.err" ||
+  fail "status: $(cat "${SCRATCH}/status0" "${SCRATCH}/status.err")"
 grep -q "^pid ${pid}: bytehound, recording off" "${SCRATCH}/status0" || fail "status before start: $(cat "${SCRATCH}/status0")"
 [[ "$(in_pod start 2> /dev/null)" == *"recording on"* ]] || fail "start"
 in_pod attached "${pid}" --window 0 --json > "${SCRATCH}/attached1.json" 2> /dev/null || true
@@ -58,10 +59,12 @@ in_pod snapshot "${pid}" > /dev/null 2> "${SCRATCH}/snap.err" || rc=$?
 [[ "${rc}" == 1 && "$(grep -c '^memprofile: ' "${SCRATCH}/snap.err")" == 1 &&
    "$(cat "${SCRATCH}/snap.err")" == *"bytehound writes one continuous file, not snapshots"* ]] ||
   fail "snapshot: exit ${rc}: $(cat "${SCRATCH}/snap.err")"
-in_pod status > "${SCRATCH}/status1" 2>&1 || fail "status: $(cat "${SCRATCH}/status1")"
+in_pod status > "${SCRATCH}/status1" 2> "${SCRATCH}/status.err" ||
+  fail "status: $(cat "${SCRATCH}/status1" "${SCRATCH}/status.err")"
 grep -q "^pid ${pid}: bytehound, recording on" "${SCRATCH}/status1" || fail "status after start: $(cat "${SCRATCH}/status1")"
 [[ "$(in_pod stop 2> /dev/null)" == *"recording off"* ]] || fail "stop"
-in_pod status > "${SCRATCH}/status2" 2>&1 || fail "status: $(cat "${SCRATCH}/status2")"
+in_pod status > "${SCRATCH}/status2" 2> "${SCRATCH}/status.err" ||
+  fail "status: $(cat "${SCRATCH}/status2" "${SCRATCH}/status.err")"
 grep -q "^pid ${pid}: bytehound, recording off" "${SCRATCH}/status2" || fail "status after stop: $(cat "${SCRATCH}/status2")"
 # The service is still the same process, and ends with its own exit code.
 kill -0 "${service}" 2> /dev/null || fail "the service did not survive the control commands"

@@ -189,7 +189,8 @@ dormant_round() {
   MOUNTED+=("${exec_ctr}")
   # `kubectl exec POD -- memprofile ACTION`: no PID, the only socket there.
   in_pod() { buildah run --isolation chroot -v "${out}:/var/memprofile" "${exec_ctr}" -- /usr/bin/memprofile "$@"; }
-  in_pod status > "${SCRATCH}/status0-${arch}" 2>&1 || fail "status: $(cat "${SCRATCH}/status0-${arch}")"
+  in_pod status > "${SCRATCH}/status0-${arch}" 2> "${SCRATCH}/status.err" ||
+    fail "status: $(cat "${SCRATCH}/status0-${arch}" "${SCRATCH}/status.err")"
   grep -q "^pid ${pid}: jemalloc, recording off$" "${SCRATCH}/status0-${arch}" ||
     fail "status before start: $(cat "${SCRATCH}/status0-${arch}")"
   [[ "$(in_pod start 2>/dev/null)" == *"recording on"* ]] || fail "start"
