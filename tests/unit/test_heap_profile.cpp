@@ -14,6 +14,7 @@
 #include "profile/heap_profile.h"
 #include "profile/heaptrack_trace.h"
 #include "profile/pprof.h"
+#include "profile/profiles.h"
 #include "profile/sites.h"
 #include "profile/symbolizer.h"
 #include "support.h"
@@ -214,6 +215,32 @@ TEST_CASE("heaptrack raw traces: what comes after the last timestamp is in the l
                                  "t 555500001100 0\n+ 400 1 aa0\nc 10\n+ 100 1 bb0\nc 80\n");
   CHECK(read_heaptrack_trace(same).size() == 2);
   CHECK(read_heaptrack_trace(same).back().total_bytes == 0x500);
+}
+
+TEST_CASE("heaptrack at exit: a teardown that spans a timestamp is left out whole, the growth before it stays",
+          "[profile]") {
+  testing::Scratch dir;
+  // Four blocks from one call path, a snapshot each (50 ms apart); then
+  // the destructors free them, and the timer ticks when one of the four
+  // is gone (3/4 of the peak: not under half yet).
+  std::string trace =
+      "v 10400 3\nx 8 /app/bin\nm 1 -\nm 1 x 555500000000 0 7a8 1000 35d\nt 555500001100 0\n"
+      "+ 400 1 a00\nc 0\n+ 400 1 b00\nc 32\n+ 400 1 c00\nc 64\n+ 400 1 d00\nc 96\n"
+      "- a00\nc c8\n- b00\n- c00\n- d00\nc ca\n";
+  LoadedProfiles loaded = load_profiles({write_trace(dir, "heaptrack.7.raw", trace)}, "");
+  REQUIRE(loaded.processes.size() == 1);
+  const auto& snaps = loaded.processes[0].snaps;
+  REQUIRE(snaps.size() == 4);
+  CHECK(snaps.back().total_bytes == 0x1000);
+  REQUIRE(loaded.notes[7].size() == 1);
+  CHECK_THAT(loaded.notes[7][0], Catch::Contains("(2 snapshots)"));
+  // A program that ends full (a copy of a running one) keeps its end, and
+  // a fall that does not end under half the peak is not a teardown.
+  std::string full = trace.substr(0, trace.find("- a00")) + "- a00\nc c8\n";
+  loaded = load_profiles({write_trace(dir, "heaptrack.8.raw", full)}, "");
+  REQUIRE(loaded.processes.size() == 1);
+  CHECK(loaded.processes[0].snaps.size() == 5);
+  CHECK(loaded.notes[8].empty());
 }
 
 TEST_CASE("heaptrack traces refused: old format, interpreted, malformed, undefined traces", "[profile]") {

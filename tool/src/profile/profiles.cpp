@@ -104,8 +104,10 @@ std::string read_jemalloc_text(Reader& bytes, const std::string& name) {
 // out. heaptrack's last timestamp looks the same at exit and in a trace
 // copied while the process runs, so there the end is left out only when it
 // holds less than half the peak (a teardown), and the report says so. A
-// teardown can span a timestamp (one every 10 ms): the snapshots under half
-// the peak within its last second all go.
+// teardown can span a timestamp (one every 10 ms; a busy machine may stop
+// the program in the middle of its destructors): every snapshot of the
+// descent that ends there, within the file's last second, goes with it,
+// whether or not it is under half the peak yet.
 void drop_exit_snapshot(std::vector<HeapSnapshot>& snaps, std::vector<std::string>& notes) {
   if (snaps.size() < 2) return;
   const HeapSnapshot& last = snaps.back();
@@ -114,12 +116,16 @@ void drop_exit_snapshot(std::vector<HeapSnapshot>& snaps, std::vector<std::strin
     for (const auto& s : snaps) peak = std::max(peak, s.total_bytes);
     const uint64_t end_ms = last.time_ms;
     const double held = last.total_bytes;
+    if (held >= peak / 2) return;  // no teardown: a copy of a running process, or a program that ends full
     size_t dropped = 0;
     // A snapshot someone asked for (a memray capture's mark) is kept: only
     // the spans that end where the file does can be the teardown.
     auto marked = [](const HeapSnapshot& s) { return s.trigger == "m" || s.trigger == "i"; };
-    while (snaps.size() >= 2 && !marked(snaps.back()) && snaps.back().total_bytes < peak / 2 &&
-           end_ms - snaps.back().time_ms <= 1000) {
+    auto in_teardown = [&](size_t i) {
+      return snaps[i].total_bytes < peak / 2 || snaps[i].total_bytes < snaps[i - 1].total_bytes;
+    };
+    while (snaps.size() >= 2 && !marked(snaps.back()) && end_ms - snaps.back().time_ms <= 1000 &&
+           in_teardown(snaps.size() - 1)) {
       snaps.pop_back();
       ++dropped;
     }

@@ -21,12 +21,10 @@ struct LoadedProfiles {
   std::map<uint64_t, ProcessInfo> records;              // memprofile-proc.PID.json, by pid
 };
 
-// `args`: files, directories of them, collect archives. With no heap
+// `args`: files, directories of them, collect archives. `base`: an earlier
+// jemalloc dump put before its process's first (--base), or "". With no heap
 // profile among them but memory records (memprofile exec --backend none),
 // `processes` is empty and `memory` holds them.
-
-// `args`: files, directories of them, collect archives. `base`: an earlier
-// jemalloc dump put before its process's first (--base), or "".
 LoadedProfiles load_profiles(const std::vector<std::string>& args, const std::string& base);
 
 // The last path component.
