@@ -79,7 +79,7 @@ TEST_CASE("find_memray: a free-threaded extension (cpython-313t) is not one a 3.
 }
 
 TEST_CASE("site_dirs: PYTHONPATH first, then the prefix's site-packages, then Debian's") {
-  auto dirs = site_dirs("/usr/local/bin/python3.12", {3, 12}, "/app/lib::relative:/app/lib");
+  auto dirs = site_dirs("/usr/local/bin/python3.12", {3, 12, ""}, "/app/lib::relative:/app/lib");
   std::vector<std::string> want = {"/app/lib", "/usr/local/lib/python3.12/site-packages",
                                    "/usr/local/lib/python3.12/dist-packages", "/usr/lib/python3/dist-packages",
                                    "/usr/lib/python3.12/dist-packages"};
@@ -293,7 +293,7 @@ TEST_CASE("find_memray: a virtual environment's site-packages, and the base's on
   CHECK(find_memray(tree, "/venv/bin/python", "/usr/bin/python3.13", *elf, "", &found).empty());
   CHECK(found.package == "/venv/lib/python3.13/site-packages/memray");
   bool with_base = true;
-  CHECK(venv_dirs(tree, "/venv/bin/python", {3, 13}, &with_base) ==
+  CHECK(venv_dirs(tree, "/venv/bin/python", {3, 13, ""}, &with_base) ==
         std::vector<std::string>{"/venv/lib/python3.13/site-packages"});
   CHECK_FALSE(with_base);
   // The same interpreter outside the venv does not see it.
@@ -302,7 +302,7 @@ TEST_CASE("find_memray: a virtual environment's site-packages, and the base's on
   REQUIRE(f.size() == 1);
   CHECK(f[0].code == "MEMRAY_MISSING");
   testing::write_file(s / "venv/pyvenv.cfg", "Include-System-Site-Packages = True\r\n", 0644);
-  CHECK_FALSE(venv_dirs(tree, "/venv/bin/python", {3, 13}, &with_base).empty());
+  CHECK_FALSE(venv_dirs(tree, "/venv/bin/python", {3, 13, ""}, &with_base).empty());
   CHECK(with_base);
 }
 
@@ -326,7 +326,7 @@ TEST_CASE("find_memray: a venv made with --copies, its interpreter a copy named 
   testing::write_file(s / "venv/pyvenv.cfg", "home = /usr/bin\nversion_info = 3.12.8.final.0\n", 0644);  // virtualenv's
   CHECK(to_string(*venv_version(tree, "/venv/bin/python")) == "3.12");
   bool with_base = false;
-  venv_dirs(tree, "/venv/bin/python", {3, 12}, &with_base);
+  venv_dirs(tree, "/venv/bin/python", {3, 12, ""}, &with_base);
   CHECK(with_base);  // no include-system-site-packages line: site.py's default, true
 }
 
