@@ -310,11 +310,13 @@ NODE_BIN := devtools/node/node_modules/.bin
 DOCKERFILES := images/layer.Dockerfile images/rebuild.Dockerfile examples/leaky/Dockerfile tests/fixtures/src/Dockerfile
 
 .PHONY: lint
-lint: deps ## Lint: shellcheck on every script, Dockerfiles (syntax + checklist), actionlint on the workflow.
+lint: deps ## Lint: shellcheck on every script, no early-exit reader at a pipe's end, Dockerfiles (syntax + checklist), actionlint on the workflow.
 	@# One shellcheck a core, a few scripts each: -x reads every script's
 	@# sources again, and one process took minutes for all of them.
 	printf '%s\n' scripts/*.sh scripts/cluster/*.sh tests/fixtures/*.sh tests/e2e/*.sh tests/lint/*.sh bench/*.sh \
 	  fuzz/*.sh preload/*.sh preload/*/*.sh devtools/lint/*.sh tests/cluster/stub/* .ci/run | xargs -P $(JOBS) -n 6 shellcheck -x
+	devtools/lint/pipe-early-exit.sh scripts/*.sh scripts/cluster/*.sh tests/fixtures/*.sh tests/e2e/*.sh tests/lint/*.sh \
+	  bench/*.sh fuzz/*.sh preload/*.sh preload/*/*.sh devtools/lint/*.sh tests/cluster/*.bash .ci/run
 	shellcheck -s bash tests/cluster/*.bash
 	for f in $(DOCKERFILES); do $(NODE_BIN)/dockerfile-utils lint "$$f"; done
 	devtools/lint/dockerfile-checklist.sh $(DOCKERFILES)

@@ -19,13 +19,13 @@ if [[ "${1:-}" == --image-build ]]; then
   target="${2:-$(dpkg --print-architecture)}"
   if [[ "${target}" != "$(dpkg --print-architecture)" ]]; then
     [[ "${target}" == arm64 ]] || { echo "install-deps: no cross toolchain for ${target}" >&2; exit 2; }
-    dpkg --print-foreign-architectures | grep -qx arm64 || dpkg --add-architecture arm64
+    dpkg --print-foreign-architectures | grep -x arm64 > /dev/null || dpkg --add-architecture arm64
     image_build_packages+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
       libelf-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64 libssl-dev:arm64 libunwind-dev:arm64 liblz4-dev:arm64)
   fi
   missing=()
   for p in "${image_build_packages[@]}"; do
-    dpkg-query -W -f='${Status}' "${p}" 2>/dev/null | grep -q "install ok installed" || missing+=("${p}")
+    [[ "$(dpkg-query -W -f='${Status}' "${p}" 2>/dev/null)" == "install ok installed" ]] || missing+=("${p}")
   done
   if ((${#missing[@]})); then
     sudo=()
@@ -96,12 +96,12 @@ packages=(
 # for an arm64 image links arm64's liblz4 and libunwind.
 arm64_packages=(libelf-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64 libssl-dev:arm64 libunwind-dev:arm64 liblz4-dev:arm64)
 
-if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+if ! dpkg --print-foreign-architectures | grep -x arm64 > /dev/null; then
   dpkg --add-architecture arm64
 fi
 missing=()
 for p in "${packages[@]}" "${arm64_packages[@]}"; do
-  dpkg-query -W -f='${Status}' "${p}" 2>/dev/null | grep -q "install ok installed" || missing+=("${p}")
+  [[ "$(dpkg-query -W -f='${Status}' "${p}" 2>/dev/null)" == "install ok installed" ]] || missing+=("${p}")
 done
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}" >&2

@@ -29,7 +29,7 @@ fi
 # What is unpacked: the version and whether arm64's standard library is
 # there (dpkg may have gained arm64 since), kept in .version.
 arm64=no
-dpkg --print-foreign-architectures | grep -qx arm64 && arm64=yes
+dpkg --print-foreign-architectures | grep -x arm64 > /dev/null && arm64=yes
 if [[ -x "${dir}/usr/bin/cargo" && -f "${dir}/.version" ]] &&
    [[ -z "${version}" || "$(cat "${dir}/.version")" == "${version} arm64=${arm64}" ]]; then
   echo "${dir}"

@@ -153,9 +153,9 @@ case "${arch}" in
   amd64) [[ "${machine}" == *X86-64* ]] ;;
   arm64) [[ "${machine}" == *AArch64* ]] ;;
 esac || die "memray: ${ext} is ${machine}, not ${arch}: the cross toolchain was not used"
-readelf --dyn-syms --wide "${out}/memray/${ext}" | awk '$7 != "UND" && $5 == "GLOBAL"' | grep -qw PyInit__memray ||
+readelf --dyn-syms --wide "${out}/memray/${ext}" | awk '$7 != "UND" && $5 == "GLOBAL"' | grep -w PyInit__memray > /dev/null ||
   die "memray: ${ext} exports no PyInit__memray"
-! readelf --dyn-syms --wide "${out}/memray/${ext}" | grep -q 'debuginfod_' ||
+! readelf --dyn-syms --wide "${out}/memray/${ext}" | grep 'debuginfod_' > /dev/null ||
   die "memray: ${ext} still needs libdebuginfod"
 needed="$(readelf -d "${out}/memray/${ext}" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | paste -sd' ')"
 

@@ -214,7 +214,7 @@ done
 # report of the archive ends its spans where the directory's does.
 "${MEMPROFILE}" collect --backend memray --output-dir "${out}" --settle 0.5 --out "${SCRATCH}/every.tar" \
   > "${SCRATCH}/collect.log" 2>&1 || fail "every: collect: $(cat "${SCRATCH}/collect.log")"
-tar -tf "${SCRATCH}/every.tar" | grep -qx "memray-marks.${every}.bin" || fail "every: the archive: $(tar -tf "${SCRATCH}/every.tar")"
+tar -tf "${SCRATCH}/every.tar" | grep -x "memray-marks.${every}.bin" > /dev/null || fail "every: the archive: $(tar -tf "${SCRATCH}/every.tar")"
 "${MEMPROFILE}" report --rootfs "${root}" --json "${SCRATCH}/every.tar" > "${SCRATCH}/every-tar.json" ||
   fail "every: report of the archive: $(cat "${SCRATCH}/every-tar.json")"
 "${MEMPROFILE}" report --rootfs "${root}" --json "${out}" > "${SCRATCH}/every-dir.json" ||

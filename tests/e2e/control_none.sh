@@ -32,7 +32,7 @@ for mode in frag threads heap; do
     "${SCRATCH}/membuckets" "${mode}" "${SCRATCH}/go-${mode}" "${SCRATCH}/ready-${mode}"
   pid="${SERVICE_PID}"
   # Only the control library is preloaded, and the start line says what it does.
-  tr '\0' '\n' < "/proc/${pid}/environ" | grep -qx "LD_PRELOAD=${CTL_LIBRARY}" ||
+  tr '\0' '\n' < "/proc/${pid}/environ" | grep -x "LD_PRELOAD=${CTL_LIBRARY}" > /dev/null ||
     fail "${mode}: LD_PRELOAD: $(tr '\0' '\n' < "/proc/${pid}/environ" | grep LD_PRELOAD)"
   grep -q "watching the memory of .*membuckets with the control library alone" "${SCRATCH}/${mode}.log" ||
     fail "${mode}: start line: $(cat "${SCRATCH}/${mode}.log")"

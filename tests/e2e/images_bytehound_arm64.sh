@@ -45,7 +45,7 @@ buildah run --isolation chroot -v "${out}:/var/memprofile" "${ctr}" -- /usr/bin/
   > "${SCRATCH}/profile.tar" 2> "${SCRATCH}/collect.log" || { cat "${SCRATCH}/collect.log" >&2; fail "memprofile collect (arm64)"; }
 "${MEMPROFILE}" collect --verify "${SCRATCH}/profile.tar" > "${SCRATCH}/verify.log" 2>&1 ||
   { cat "${SCRATCH}/verify.log" >&2; fail "the collected tar does not verify"; }
-tar -tf "${SCRATCH}/profile.tar" | grep -q "$(basename "${dat}")$" || fail "the .dat is not in the collected tar: $(tar -tf "${SCRATCH}/profile.tar")"
+tar -tf "${SCRATCH}/profile.tar" | grep "$(basename "${dat}")$" > /dev/null || fail "the .dat is not in the collected tar: $(tar -tf "${SCRATCH}/profile.tar")"
 "${MEMPROFILE}" report --json --image "${SCRATCH}/image/image.tar" "${SCRATCH}/profile.tar" > "${SCRATCH}/report.json" ||
   fail "report: $(cat "${SCRATCH}/report.json")"
 jq -e '.in_use[0].site.function == "leaky_function" and (.in_use[0].site.file | endswith("leaky.c"))' "${SCRATCH}/report.json" > /dev/null ||

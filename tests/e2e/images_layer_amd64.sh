@@ -29,7 +29,7 @@ pass "built, verified in the build and READY when exported"
 config="$(buildah inspect --type image "${image}" | jq -c .OCIv1.config)"
 [[ "$(jq -c .Entrypoint <<<"${config}")" == '["/usr/bin/memprofile","exec","--from-config","--"]' ]] || fail "entrypoint: ${config}"
 [[ "$(jq -r .User <<<"${config}")" == nobody ]] || fail "the app's USER was not kept: ${config}"
-if jq -r '.Env[]' <<<"${config}" | grep -q '^LD_PRELOAD='; then fail "LD_PRELOAD is in the image ENV"; fi
+if jq -r '.Env[]' <<<"${config}" | grep '^LD_PRELOAD=' > /dev/null; then fail "LD_PRELOAD is in the image ENV"; fi
 [[ "$(jq -r '.Labels["org.opencontainers.image.base.name"]' <<<"${config}")" == localhost/leaky:amd64 ]] || fail "base.name label"
 [[ "$(jq -r '.Labels["io.memprofile.backend"]' <<<"${config}")" == jemalloc ]] || fail "backend label"
 [[ "$(jq -r '.Labels["io.memprofile.backend.version"]' <<<"${config}")" == 5.3.0 ]] || fail "backend version label"

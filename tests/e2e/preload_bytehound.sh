@@ -149,7 +149,7 @@ for mode in exit _exit; do
     fail "a prefork server (workers end with ${mode}) fails under bytehound: exit $?: $(tail -3 "${SCRATCH}/prefork-${mode}.log")"
 done
 for mode in exit _exit; do
-  find "${SCRATCH}/prefork-${mode}" -name 'p_*.dat' -size +1k | grep -q . || fail "the prefork server's parent wrote no .dat (${mode})"
+  find "${SCRATCH}/prefork-${mode}" -name 'p_*.dat' -size +1k | grep . > /dev/null || fail "the prefork server's parent wrote no .dat (${mode})"
 done
 pass "a prefork server under bytehound ends as it does without it (workers ending with exit and _exit, 20 short-lived children)"
 
@@ -161,7 +161,7 @@ MEMPROFILE_CTL_LIBRARY="${BUILD_DIR}/ctl/libmemprofile_ctl.so" "${MEMPROFILE}" e
 record="$(find "${out}" -name 'memprofile-proc.*.json' -print -quit)"
 pid="${record##*memprofile-proc.}"
 pid="${pid%.json}"
-find "${out}" -name "memory-profiling_*_${pid}.dat" -size +1k | grep -q . || fail "exec wrote no .dat for process ${pid}: $(ls "${out}")"
+find "${out}" -name "memory-profiling_*_${pid}.dat" -size +1k | grep . > /dev/null || fail "exec wrote no .dat for process ${pid}: $(ls "${out}")"
 pass "it records: LD_PRELOAD and exec --backend bytehound each wrote a .dat ($(stat -c %s "${dat}") bytes)"
 
 # Through a dispatcher (a copy of the test program that execs the real
@@ -174,7 +174,7 @@ LD_PRELOAD="${amd64}/libbytehound.so" MEMORY_PROFILER_OUTPUT="${SCRATCH}/lost/me
   "${SCRATCH}/dispatcher" exec "${FIXTURES}/leak" leak 4 > /dev/null || fail "the dispatcher fails under bytehound"
 # (The dispatcher's own .dat may never be opened: bytehound opens it from
 # its event thread, and the dispatcher may exec first.)
-! find "${SCRATCH}/lost" -name 'memory-profiling_leak_*.dat' | grep -q . ||
+! find "${SCRATCH}/lost" -name 'memory-profiling_leak_*.dat' | grep . > /dev/null ||
   fail "the target recorded without TRACK_CHILD_PROCESSES: the premise of the launcher's setting is gone"
 MEMPROFILE_CTL_LIBRARY="${BUILD_DIR}/ctl/libmemprofile_ctl.so" "${MEMPROFILE}" exec --backend bytehound \
   --preload "${amd64}/libbytehound.so" --output-dir "${SCRATCH}/dispatched" --min-free-mb 1 --target "${FIXTURES}/leak" \
@@ -221,7 +221,7 @@ early="$(find "${SCRATCH}/early" -name 'p_*.dat' -print -quit)"
 jq -e --arg early "${early}" '.growth[0].site.function == "leaky_function" and .growth[0].growth == 6291456
     and .snapshots[0].file == $early' "${SCRATCH}/base.json" > /dev/null ||
   fail "report --base: $(jq -c '{g: .growth[0], s: [.snapshots[].file]}' "${SCRATCH}/base.json")"
-"${MEMPROFILE}" report --rootfs / --base "${early}" "${dat}" | head -1 | grep -q "the first is --base $(basename "${early}")'s last" ||
+[[ "$("${MEMPROFILE}" report --rootfs / --base "${early}" "${dat}" | sed -n 1p)" == *"the first is --base $(basename "${early}")'s last"* ]] ||
   fail "the header does not name the base"
 pass "report --base EARLIER.dat LATER.dat: leaky_function gained 6 MiB (2 MiB kept, then 8)"
 
@@ -238,14 +238,14 @@ MEMPROFILE_CTL_LIBRARY="${BUILD_DIR}/ctl/libmemprofile_ctl.so" "${MEMPROFILE}" e
 service=$!
 for _ in $(seq 600); do
   record="$(find "${dormant}" -name 'memprofile-proc.*.json' -print -quit)"
-  [[ -n "${record}" ]] && find "${dormant}" -name 'memprofile-ctl.*.sock' | grep -q . && break
+  [[ -n "${record}" ]] && find "${dormant}" -name 'memprofile-ctl.*.sock' | grep . > /dev/null && break
   kill -0 "${service}" 2> /dev/null || fail "the dormant service ended: $(cat "${SCRATCH}/dormant.log")"
   sleep 0.1
 done
 pid="$(jq -r .pid "${record}")"
-"${MEMPROFILE}" status "${pid}" | grep -q "^pid ${pid}: bytehound, recording off" || fail "dormant status: $("${MEMPROFILE}" status "${pid}")"
+"${MEMPROFILE}" status "${pid}" | grep "^pid ${pid}: bytehound, recording off" > /dev/null || fail "dormant status: $("${MEMPROFILE}" status "${pid}")"
 "${MEMPROFILE}" start "${pid}" > /dev/null || fail "start"
-"${MEMPROFILE}" status "${pid}" | grep -q "^pid ${pid}: bytehound, recording on" || fail "status after start"
+"${MEMPROFILE}" status "${pid}" | grep "^pid ${pid}: bytehound, recording on" > /dev/null || fail "status after start"
 rc=0
 "${MEMPROFILE}" snapshot "${pid}" > /dev/null 2> "${SCRATCH}/snap.err" || rc=$?
 [[ "${rc}" == 1 && "$(cat "${SCRATCH}/snap.err")" == *"bytehound writes one continuous file, not snapshots"* ]] ||

@@ -119,7 +119,7 @@ names_keep "${root}/app/native"
 grep -q "^  1 .* keep (service.py:${keep_line})" "${SCRATCH}/native.txt" ||
   fail "the native report's first site: $(sed -n '1,12p' "${SCRATCH}/native.txt")"
 names_keep "${root}/app/killed"
-"${MEMPROFILE}" report --rootfs "${root}" "${root}/app/killed" | head -1 | grep -q "the file is cut short" ||
+[[ "$("${MEMPROFILE}" report --rootfs "${root}" "${root}/app/killed" | sed -n 1p)" == *"the file is cut short"* ]] ||
   fail "the killed run's capture is not said to be cut short"
 jq -e '.growth[0].site.function == "keep" and .growth[0].leak_suspect' "${SCRATCH}/killed.json" > /dev/null ||
   fail "the killed run's growth: $(jq -c '.growth[0]' "${SCRATCH}/killed.json")"

