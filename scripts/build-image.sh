@@ -253,9 +253,9 @@ case "${ENGINE}" in
     if [[ -n "${list}" ]]; then
       "${ENGINE}" manifest rm "${IMAGE}" >/dev/null 2>&1 || true
       "${ENGINE}" rmi "${IMAGE}" >/dev/null 2>&1 || true
-      "${bud[@]}" "${platform_args[@]}" -f "${dockerfile}" "${build_args[@]}" --manifest "${IMAGE}" "${ctx}" >&2
+      engine_build "${bud[@]}" "${platform_args[@]}" -f "${dockerfile}" "${build_args[@]}" --manifest "${IMAGE}" "${ctx}" >&2
     else
-      "${bud[@]}" "${platform_args[@]}" -f "${dockerfile}" "${build_args[@]}" -t "${IMAGE}" "${ctx}" >&2
+      engine_build "${bud[@]}" "${platform_args[@]}" -f "${dockerfile}" "${build_args[@]}" -t "${IMAGE}" "${ctx}" >&2
     fi ;;
   *) die "unknown CONTAINER_ENGINE '${ENGINE}' (docker, podman, buildah)" ;;
 esac

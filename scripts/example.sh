@@ -60,9 +60,9 @@ app=localhost/leaky:example
 case "${engine}" in
   docker) docker buildx build --quiet --load --platform "linux/${arch}" -t "${app}" \
             --build-arg "BUILDER_IMAGE=${builder}" --build-arg "BASE_IMAGE=${slim}" "${root}/examples/leaky" >/dev/null ;;
-  podman) podman build --isolation chroot --pull=never --quiet -t "${app}" \
+  podman) engine_build podman build --isolation chroot --pull=never --quiet -t "${app}" \
             --build-arg "BUILDER_IMAGE=${builder}" --build-arg "BASE_IMAGE=${slim}" "${root}/examples/leaky" >/dev/null ;;
-  buildah) buildah bud --isolation chroot --pull=never --quiet -t "${app}" \
+  buildah) engine_build buildah bud --isolation chroot --pull=never --quiet -t "${app}" \
              --build-arg "BUILDER_IMAGE=${builder}" --build-arg "BASE_IMAGE=${slim}" "${root}/examples/leaky" >/dev/null ;;
 esac
 echo "${app}"

@@ -118,3 +118,23 @@ best_seconds() {
   done
   printf '%.3f' "${best}"
 }
+
+# engine_build CMD...: runs a buildah or podman build (its stderr shown as it
+# comes), and runs it again, at most 3 times in all, when it failed only
+# because the engine could not re-exec itself for a RUN step: it copies its
+# own binary into a memfd and seals it, and the kernel refuses the seal
+# (EBUSY) while pages of the copy are still briefly pinned, which a busy
+# machine makes likelier. Any other failure is returned at once.
+engine_build() {
+  local log try rc=0
+  log="$(mktemp)"
+  for try in 1 2 3; do
+    # stdout as it is; stderr shown and kept in the log.
+    { "$@" 2>&1 >&3 3>&- | tee "${log}" >&2 3>&-; } 3>&1 && rc=0 || rc="${PIPESTATUS[0]}"
+    ((rc != 0)) || break
+    grep -q "sealing memfd copy: Device or resource busy" "${log}" || break
+    ((try == 3)) || echo "memprofile: ${1} could not seal the copy of itself it re-executes (EBUSY, a busy machine): building again (${try} of 3 tries failed)" >&2
+  done
+  rm -f "${log}"
+  return "${rc}"
+}
