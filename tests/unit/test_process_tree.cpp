@@ -2,7 +2,10 @@
 // process's files and records, and fold several processes into one report.
 #include <catch2/catch.hpp>
 
+#include <ostream>
+#include <streambuf>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "base/json_text.h"
@@ -188,4 +191,38 @@ TEST_CASE("text outputs: control characters from files never reach the terminal 
   CHECK(terminal_safe("naïve ünïcode\tand\n") == "naïve ünïcode\tand\n");
   CHECK(terminal_safe("csi\xc2\x9b" "2J and \xc2\xa9") == "csi\\xc2\\x9b" "2J and \xc2\xa9");
   CHECK(terminal_safe("cr\roverwritten") == "cr\\x0doverwritten");
+}
+
+// Counts the calls it gets: each is one write(2) when stdio's unbuffered
+// stderr is behind it.
+class CallsBuf : public std::streambuf {
+ public:
+  std::vector<std::string> calls;
+
+ protected:
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    calls.emplace_back(s, static_cast<size_t>(n));
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (!traits_type::eq_int_type(c, traits_type::eof())) calls.emplace_back(1, traits_type::to_char_type(c));
+    return traits_type::not_eof(c);
+  }
+};
+
+TEST_CASE("text outputs: an error line reaches stderr in one write, whole") {
+  CallsBuf dest;
+  auto buf = escaping_buffer(&dest, true);
+  std::ostream err(buf.get());
+  err << "memprofile: " << "snapshot 7: " << "no \x1b socket" << "\n" << "next: ";
+  REQUIRE(dest.calls.size() == 1);
+  CHECK(dest.calls[0] == "memprofile: snapshot 7: no \\x1b socket\n");
+  err << "two\nthree\n";  // both lines, in one call
+  REQUIRE(dest.calls.size() == 2);
+  CHECK(dest.calls[1] == "next: two\nthree\n");
+  err << "held until a flush";
+  CHECK(dest.calls.size() == 2);
+  err.flush();
+  REQUIRE(dest.calls.size() == 3);
+  CHECK(dest.calls[2] == "held until a flush");
 }

@@ -41,10 +41,13 @@ void escape_into(std::string& out, const char* p, size_t n, bool& pending) {
   }
 }
 
-// A stream buffer in front of another that applies the rule.
+// A stream buffer in front of another that applies the rule; with
+// whole_lines, what it escapes waits in line_ until a newline or a flush.
 class EscapingBuf : public std::streambuf {
+  static constexpr size_t kMaxHeld = 64 * 1024;
+
  public:
-  explicit EscapingBuf(std::streambuf* dest) : dest_(dest) {}
+  EscapingBuf(std::streambuf* dest, bool whole_lines) : dest_(dest), whole_lines_(whole_lines) {}
 
  protected:
   int_type overflow(int_type c) override {
@@ -53,22 +56,45 @@ class EscapingBuf : public std::streambuf {
     return xsputn(&ch, 1) == 1 ? c : traits_type::eof();
   }
   std::streamsize xsputn(const char* s, std::streamsize n) override {
-    scratch_.clear();
-    escape_into(scratch_, s, static_cast<size_t>(n), pending_);
-    auto len = static_cast<std::streamsize>(scratch_.size());
-    return dest_->sputn(scratch_.data(), len) == len ? n : 0;
+    if (!whole_lines_) {
+      scratch_.clear();
+      escape_into(scratch_, s, static_cast<size_t>(n), pending_);
+      return put(scratch_) ? n : 0;
+    }
+    escape_into(line_, s, static_cast<size_t>(n), pending_);
+    size_t end = line_.rfind('\n');
+    if (end == std::string::npos) {
+      // A line longer than a pipe's atomic write gains nothing by waiting.
+      if (line_.size() < kMaxHeld) return n;
+      end = line_.size() - 1;
+    }
+    bool ok = put(line_.substr(0, end + 1));
+    line_.erase(0, end + 1);
+    return ok ? n : 0;
   }
   int sync() override {
     if (pending_) {
       pending_ = false;
-      dest_->sputc(static_cast<char>(0xc2));
+      line_ += static_cast<char>(0xc2);
     }
-    return dest_->pubsync();
+    bool ok = put(line_);  // what whole_lines kept, and the held 0xC2
+    line_.clear();
+    return ok ? dest_->pubsync() : -1;
   }
 
  private:
+  // One call to dest_ for all of `text`: with stdio's unbuffered stderr
+  // behind it, one write(2).
+  bool put(const std::string& text) {
+    if (text.empty()) return true;
+    auto len = static_cast<std::streamsize>(text.size());
+    return dest_->sputn(text.data(), len) == len;
+  }
+
   std::streambuf* dest_;
+  bool whole_lines_;
   std::string scratch_;
+  std::string line_;  // whole_lines: escaped text after the last newline written
   bool pending_ = false;
 };
 
@@ -83,12 +109,18 @@ std::string terminal_safe(const std::string& s) {
   return out;
 }
 
+std::unique_ptr<std::streambuf> escaping_buffer(std::streambuf* dest, bool whole_lines) {
+  return std::make_unique<EscapingBuf>(dest, whole_lines);
+}
+
 void escape_terminal_output() {
   // Never destroyed: the streams flush through them at exit.
-  static auto* out = new EscapingBuf(std::cout.rdbuf());
-  static auto* err = new EscapingBuf(std::cerr.rdbuf());
+  static auto* out = escaping_buffer(std::cout.rdbuf(), false).release();
+  static auto* err = escaping_buffer(std::cerr.rdbuf(), true).release();
   if (std::cout.rdbuf() != out) std::cout.rdbuf(out);
   if (std::cerr.rdbuf() != err) std::cerr.rdbuf(err);
+  // unitbuf would flush std::cerr after every `<<`, a line in pieces.
+  std::cerr.unsetf(std::ios_base::unitbuf);
 }
 
 }  // namespace memprofile
