@@ -44,7 +44,14 @@ build: deps ## Configure and build memprofile into $(BUILD_DIR).
 
 HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null || uname -m | sed 's/x86_64/amd64/; s/aarch64/arm64/')
 ARCH ?= $(HOST_ARCH)
-STATIC_BUILD_DIR = build-static-$(ARCH)
+# The main build (`make build`, `make test`) makes the host's static binary
+# too, from the objects the dynamic one uses: when BUILD_DIR is such a build,
+# `make static` takes the binary from there and compiles nothing again. A
+# builder stage, a fresh clone and the other arch get a static-only build.
+MAIN_BUILD_HAS_STATIC := $(shell grep -qsx 'MEMPROFILE_STATIC:BOOL=ON' $(BUILD_DIR)/CMakeCache.txt && \
+  ! grep -qsx 'MEMPROFILE_SANITIZE:BOOL=ON' $(BUILD_DIR)/CMakeCache.txt && echo yes)
+REUSE_MAIN_BUILD = $(and $(filter $(HOST_ARCH),$(ARCH)),$(MAIN_BUILD_HAS_STATIC))
+STATIC_BUILD_DIR = $(if $(REUSE_MAIN_BUILD),$(BUILD_DIR),build-static-$(ARCH))
 # Two image builds at once (the buildah and the docker tests, or a user's two
 # terminals) share one build directory per ARCH: one cmake in it at a time.
 STATIC_LOCKED = mkdir -p $(STATIC_BUILD_DIR) && flock $(STATIC_BUILD_DIR)/.lock
@@ -53,7 +60,8 @@ STATIC_LOCKED = mkdir -p $(STATIC_BUILD_DIR) && flock $(STATIC_BUILD_DIR)/.lock
 static: deps ## Build the static memprofile binary and the control library for ARCH (amd64, arm64) into $(DIST)/memprofile/ARCH/.
 	$(if $(filter $(ARCH),amd64 arm64),,$(error ARCH must be amd64 or arm64, not '$(ARCH)'))
 ifeq ($(ARCH),$(HOST_ARCH))
-	$(STATIC_LOCKED) cmake -S . -B $(STATIC_BUILD_DIR) -DMEMPROFILE_STATIC_ONLY=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+	$(if $(REUSE_MAIN_BUILD),,$(STATIC_LOCKED) cmake -S . -B $(STATIC_BUILD_DIR) -DMEMPROFILE_STATIC_ONLY=ON \
+	  -DCMAKE_BUILD_TYPE=Release >/dev/null)
 else ifeq ($(ARCH)-$(HOST_ARCH),arm64-amd64)
 	$(STATIC_LOCKED) cmake -S . -B $(STATIC_BUILD_DIR) -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DMEMPROFILE_STATIC_ONLY=ON \
 	  -DCMAKE_BUILD_TYPE=Release >/dev/null
