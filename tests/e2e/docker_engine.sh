@@ -70,7 +70,9 @@ init="$(cat "${state}/engine.pid")"
 dockerd="$(cut -d' ' -f1 < "/proc/${init}/task/${init}/children")"
 [[ "$(cat "/proc/${dockerd}/comm")" == dockerd ]] || fail "the init's child is not dockerd"
 kill -KILL "${dockerd}"
-for _ in $(seq 50); do [[ -n "$(in_engine)" ]] || break; sleep 0.1; done
+# A cap, not a measure: the namespace's processes go as soon as the kernel
+# has reaped them, later on a busy machine.
+for _ in $(seq 600); do [[ -n "$(in_engine)" ]] || break; sleep 0.1; done
 [[ -z "$(in_engine)" ]] || fail "processes outlived a killed dockerd: $(in_engine | paste -sd' ')"
 if "${ENGINE_SCRIPT}" status; then fail "status: answers with dockerd killed"; fi
 "${ENGINE_SCRIPT}" stop 2> "${SCRATCH}/stop.log" || fail "stop after a killed dockerd: $(cat "${SCRATCH}/stop.log")"

@@ -36,7 +36,7 @@ wait_sockets "${out}" 1 "${service}" "${SCRATCH}/service.log"
 sock="$(find "${out}" -name 'memprofile-ctl.*.sock' -print -quit)"
 pid="${sock##*memprofile-ctl.}"
 pid="${pid%.sock}"
-grep -q "loaded dormant (recording off until memprofile start): /usr/local/bin/leaky with bytehound" "${SCRATCH}/service.log" ||
+log_says "${SCRATCH}/service.log" "loaded dormant (recording off until memprofile start): /usr/local/bin/leaky with bytehound" ||
   fail "not dormant: $(cat "${SCRATCH}/service.log")"
 
 exec_ctr="$(buildah from --pull=never --quiet "${image}")"

@@ -181,8 +181,8 @@ dormant_round() {
   [[ -n "${sock}" ]] || fail "no control socket after 60 s: $(cat "${SCRATCH}/service-${arch}.log")"
   pid="${sock##*memprofile-ctl.}"
   pid="${pid%.sock}"
-  grep -q "loaded dormant (recording off until memprofile start): /usr/local/bin/leaky with jemalloc" \
-    "${SCRATCH}/service-${arch}.log" || fail "not dormant: $(cat "${SCRATCH}/service-${arch}.log")"
+  log_says "${SCRATCH}/service-${arch}.log" \
+    "loaded dormant (recording off until memprofile start): /usr/local/bin/leaky with jemalloc" || fail "not dormant: $(cat "${SCRATCH}/service-${arch}.log")"
 
   local exec_ctr
   exec_ctr="$(buildah from --pull=never --quiet "${image}")"

@@ -40,7 +40,7 @@ for _ in $(seq 1 600); do
   [[ -n "$(find "${dir}" -maxdepth 1 -name 'memprofile-ctl.*.sock' -print -quit)" ]] && break
   sleep 0.1
 done
-grep -q "watching the memory of /usr/local/bin/app with the control library alone" "${dir}.log" ||
+log_says "${dir}.log" "watching the memory of /usr/local/bin/app with the control library alone" ||
   fail "none: start line: $(cat "${dir}.log")"
 causes_ctl "${dir}" snapshot > /dev/null || fail "none: the first snapshot"
 touch "${dir}/go"
