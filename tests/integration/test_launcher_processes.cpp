@@ -304,6 +304,23 @@ TEST_CASE("attached: with no flags or config, the backend and output dir come fr
   CHECK(k["attached"] == false);
 }
 
+TEST_CASE("attached: a control socket that gives no answer is said, not left out") {
+  // A socket file nothing listens on any more: connect is refused at once.
+  // (In a short directory: a socket's path has room for 107 bytes.)
+  std::string run = "d=$(mktemp -d /tmp/mp-attached.XXXXXX); sleep 20 & pid=$!; "
+                    "python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "
+                    "$d/memprofile-ctl.$pid.sock && " + launcher() +
+                    " attached $pid --window 0 --backend jemalloc --output-dir $d";
+  RunResult text = testing::run(run + "; rc=$?; kill %1; rm -rf $d; exit $rc");
+  INFO(text.err);
+  CHECK(text.exit_code == 1);  // nothing mapped: NOT ATTACHED
+  CHECK_THAT(text.out, Catch::Contains("  recording: unknown (the control socket did not answer: "));
+  RunResult j = testing::run(run + " --json; rc=$?; kill %1; rm -rf $d; exit $rc");
+  json a = json::parse(j.out);
+  CHECK(a["recording"].is_null());
+  CHECK_FALSE(a["control_error"].get<std::string>().empty());
+}
+
 TEST_CASE("profile: jemalloc records a heap profile that names the leaking function") {
   Scratch s;
   testing::make_dirs(s / "out");

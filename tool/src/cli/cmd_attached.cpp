@@ -33,6 +33,7 @@ json to_json(const Attachment& a) {
           {"growing", a.growing},
           {"recording", a.recording ? json(*a.recording) : json(nullptr)},
           {"stopped_reason", a.stopped_reason},
+          {"control_error", a.control_error.empty() ? json(nullptr) : json(a.control_error)},
           {"window_seconds", a.window},
           {"attached", a.attached}};
 }
@@ -55,6 +56,8 @@ void print_attachment(std::ostream& out, const Attachment& a) {
             : a.stopped_reason.empty() ? std::string("off (dormant or stopped: memprofile start turns it on)")
                                        : "off (stopped: " + a.stopped_reason + ")")
         << "\n";
+  else if (!a.control_error.empty())
+    out << "  recording: unknown (the control socket did not answer: " << a.control_error << ")\n";
   if (a.backend == Backend::Bytehound && a.attached && !a.growing)
     out << "  note: bytehound flushes about every 30 s; a quiet window is normal\n";
   out << (a.attached ? "ATTACHED" : "NOT ATTACHED") << "\n";

@@ -200,11 +200,13 @@ void ask_recording(Attachment& a) {
   std::string sock = a.output_dir + "/" + ctl_socket_name(a.pid);
   struct stat st;
   if (stat(sock.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return;
+  // A cap, not a wait: the answer takes milliseconds, later on a busy node.
   try {
-    json r = ask_control(sock, "status", 2.0);
+    json r = ask_control(sock, "status", 10.0);
     a.recording = r.value("recording", false);
     a.stopped_reason = r.value("stopped_reason", std::string());
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    a.control_error = e.what();
   }
 }
 

@@ -37,6 +37,7 @@ struct Attachment {
   bool growing = false;
   std::optional<bool> recording;         // the control library's word, when it answers
   std::string stopped_reason;
+  std::string control_error;             // why its socket, there, gave no answer
   double window = 0;
   bool attached = false;                 // mapped, into a dynamically linked program
 };
