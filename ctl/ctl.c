@@ -416,7 +416,8 @@ static void answer(int fd, char* req) {
 
 // A peer that may not ask gets a refusal and nothing else: no state, no
 // paths. Nothing is read from it. The log says so at most once in 10 s,
-// with how many were refused meanwhile.
+// with how many were refused meanwhile, and before the reply: whoever has
+// seen the refusal finds it in the log.
 static void refuse(int fd, uid_t uid) {
   static int64_t last_said;
   static unsigned long unsaid;
@@ -424,18 +425,18 @@ static void refuse(int fd, uid_t uid) {
   int n = snprintf(reply, sizeof reply,
                    "{\"ok\":false,\"error\":\"permission denied: uid %u is neither the process's uid %u nor root\"}\n",
                    (unsigned)uid, (unsigned)geteuid());
-  send_all(fd, reply, (size_t)n);
   int64_t now = now_ms();
   if (last_said && now - last_said < 10000) {
     ++unsaid;
-    return;
+  } else {
+    if (unsaid)
+      ctl_log("refused a request from uid %u (and %lu more refused in the last 10 s)", (unsigned)uid, unsaid);
+    else
+      ctl_log("refused a request from uid %u", (unsigned)uid);
+    last_said = now;
+    unsaid = 0;
   }
-  if (unsaid)
-    ctl_log("refused a request from uid %u (and %lu more refused in the last 10 s)", (unsigned)uid, unsaid);
-  else
-    ctl_log("refused a request from uid %u", (unsigned)uid);
-  last_said = now;
-  unsaid = 0;
+  send_all(fd, reply, (size_t)n);
 }
 
 // Connections being read: the thread never blocks on a peer. Each has

@@ -122,12 +122,17 @@ with open(out + "/exec-env", "w") as w:
     subprocess.run(["/usr/bin/env"], stdout=w, check=True)
 with open(out + "/parent", "w") as w:
     w.write("%d %d\n" % (len(os.listdir("/proc/self/task")), "libmemprofile_ctl" in open("/proc/self/maps").read()))
-time.sleep(1.5)
+# Served until the test has asked (a cap of 60 s, not a measure).
+for _ in range(600):
+    if os.path.exists(out + "/asked"):
+        break
+    time.sleep(0.1)
 PY
 kids="${SCRATCH}/kids"
 start_service "${kids}" "${SCRATCH}/forker.log" --backend jemalloc --preload "${JEMALLOC}" -- \
   /usr/bin/python3 "${SCRATCH}/forker.py" "${kids}"
 "${MEMPROFILE}" status "${SERVICE_PID}" --output-dir "${kids}" > /dev/null || fail "the python service is not served"
+touch "${kids}/asked"
 wait "${SERVICE_PID}" || fail "the python service failed: $(cat "${SCRATCH}/forker.log")"
 [[ "$(cat "${kids}/parent")" == "2 1" ]] || fail "the service itself: threads and library: $(cat "${kids}/parent")"
 # A forked child is a process of the service: its own control thread and socket.
