@@ -259,9 +259,13 @@ ProfileInUse profile_in_use(const json& reply, const std::string& dir) {
   const std::string backend = reply.value("backend", std::string());
   if (backend == "none") return p;
   json snaps = reply.value("snapshots", json::array());
-  const json* newest = nullptr;
+  std::vector<const json*> by_age;  // newest first
   for (const auto& s : snaps)
-    if (s.is_object() && (!newest || s.value("seq", uint64_t{0}) >= newest->value("seq", uint64_t{0}))) newest = &s;
+    if (s.is_object()) by_age.push_back(&s);
+  std::stable_sort(by_age.begin(), by_age.end(), [](const json* a, const json* b) {
+    return a->value("seq", uint64_t{0}) > b->value("seq", uint64_t{0});
+  });
+  const json* newest = by_age.empty() ? nullptr : by_age.front();
   if (backend != "jemalloc") {
     p.why = backend + " writes one continuous file" +
             (newest ? " (" + newest->value("path", std::string()) + ")" : std::string()) +
@@ -272,13 +276,24 @@ ProfileInUse profile_in_use(const json& reply, const std::string& dir) {
     p.why = "no snapshot yet (memprofile snapshot, or --snapshot-every)";
     return p;
   }
-  std::string path = newest->value("path", std::string());
-  p.snapshot = dir + "/" + path.substr(path.rfind('/') + 1);
-  try {
-    p.bytes = parse_jemalloc_heap(read_dump(p.snapshot), p.snapshot).total_bytes;
-    p.known = true;
-  } catch (const Error& e) {
-    p.why = e.what();
+  // The newest dump jemalloc has finished: one it is still writing (an
+  // interval dump, at a fast leak's pace) does not parse yet, and the one
+  // before it is the last whole snapshot, which the line then names. One
+  // step back only; when neither parses, the newest's error says why.
+  for (size_t i = 0; i < std::min<size_t>(by_age.size(), 2); ++i) {
+    std::string path = by_age[i]->value("path", std::string());
+    std::string file = dir + "/" + path.substr(path.rfind('/') + 1);
+    try {
+      p.bytes = parse_jemalloc_heap(read_dump(file), file).total_bytes;
+      p.snapshot = file;
+      p.known = true;
+      p.why.clear();
+      return p;
+    } catch (const Error& e) {
+      if (i > 0) continue;
+      p.snapshot = file;
+      p.why = e.what();
+    }
   }
   return p;
 }
