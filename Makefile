@@ -39,17 +39,20 @@ endif
 
 .PHONY: build
 build: deps ## Configure and build memprofile into $(BUILD_DIR).
-	cmake -S . -B $(BUILD_DIR) $(CMAKE_FLAGS) >/dev/null
-	cmake --build $(BUILD_DIR) -j $(JOBS)
+	@# Under the lock `make static` takes there too (it builds in BUILD_DIR).
+	mkdir -p $(BUILD_DIR) && flock $(BUILD_DIR)/.lock cmake -S . -B $(BUILD_DIR) $(CMAKE_FLAGS) >/dev/null
+	flock $(BUILD_DIR)/.lock cmake --build $(BUILD_DIR) -j $(JOBS)
 
 HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null || uname -m | sed 's/x86_64/amd64/; s/aarch64/arm64/')
 ARCH ?= $(HOST_ARCH)
 # The main build (`make build`, `make test`) makes the host's static binary
-# too, from the objects the dynamic one uses: when BUILD_DIR is such a build,
-# `make static` takes the binary from there and compiles nothing again. A
-# builder stage, a fresh clone and the other arch get a static-only build.
-MAIN_BUILD_HAS_STATIC := $(shell grep -qsx 'MEMPROFILE_STATIC:BOOL=ON' $(BUILD_DIR)/CMakeCache.txt && \
-  ! grep -qsx 'MEMPROFILE_SANITIZE:BOOL=ON' $(BUILD_DIR)/CMakeCache.txt && echo yes)
+# too, from the objects the dynamic one uses: when BUILD_DIR is such a build
+# (optimized, not instrumented, not a cross or static-only one), `make
+# static` takes the binary from there and compiles nothing again. A builder
+# stage, a fresh clone and the other arch get a static-only Release build.
+MAIN_BUILD_HAS_STATIC := $(shell c=$(BUILD_DIR)/CMakeCache.txt; grep -qsx 'MEMPROFILE_STATIC:BOOL=ON' "$$c" && \
+  grep -qsx 'MEMPROFILE_SANITIZE:BOOL=OFF' "$$c" && grep -qsx 'MEMPROFILE_STATIC_ONLY:BOOL=OFF' "$$c" && \
+  grep -qsxE 'CMAKE_BUILD_TYPE:STRING=(|Release|RelWithDebInfo|MinSizeRel)' "$$c" && echo yes)
 REUSE_MAIN_BUILD = $(and $(filter $(HOST_ARCH),$(ARCH)),$(MAIN_BUILD_HAS_STATIC))
 STATIC_BUILD_DIR = $(if $(REUSE_MAIN_BUILD),$(BUILD_DIR),build-static-$(ARCH))
 # Two image builds at once (the buildah and the docker tests, or a user's two
