@@ -57,18 +57,6 @@ wait_for_socket() {
   fail "no control socket $1/memprofile-ctl.$2.sock after 60 s"
 }
 
-# wait_until SECONDS CMD...: CMD succeeds within SECONDS (polled every 0.1 s;
-# a cap, not a measure: it returns as soon as CMD does).
-wait_until() {
-  local i limit=$(( $1 * 10 ))
-  shift
-  for ((i = 0; i < limit; i++)); do
-    "$@" && return 0
-    sleep 0.1
-  done
-  return 1
-}
-
 # The control sockets in DIR; sockets_are DIR N for wait_until, which runs
 # its command again each time (a "$(...)" in its arguments is counted once).
 # workers_of PID: its children's pids, ascending.

@@ -28,8 +28,7 @@ for _ in $(seq 1 600); do
 done
 [[ -S "${out}/memprofile-ctl.1.sock" ]] || fail "no control socket for PID 1: $(docker logs "${ctr}" 2>&1)"
 dormant_line() { [[ "$(docker logs "${ctr}" 2>&1)" == *"loaded dormant (recording off until memprofile start): /usr/local/bin/leaky"* ]]; }
-for _ in $(seq 1 600); do dormant_line && break; sleep 0.1; done
-dormant_line || fail "not dormant: $(docker logs "${ctr}" 2>&1)"
+wait_until 60 dormant_line || fail "not dormant: $(docker logs "${ctr}" 2>&1)"
 
 in_pod() { docker exec "${ctr}" /usr/bin/memprofile "$@"; }
 [[ "$(in_pod status | head -1)" == "pid 1: jemalloc, recording off" ]] || fail "status: $(in_pod status 2>&1)"

@@ -408,18 +408,23 @@ serve_each() {
   fail "not ${n} requests served by each of $* in ${SERVED}: $(for pid in "$@"; do printf '%s:%s ' "${pid}" "${got[${pid}]}"; done)"
 }
 
-# log_says FILE TEXT: FILE holds the fixed TEXT within 60 s (polled; a cap,
-# not a measure). A service's log reaches its file through the engine's
-# relay (buildah run, docker logs), which can lag behind the control socket
-# the service made on the volume itself.
-log_says() {
-  local i
-  for ((i = 0; i < 600; i++)); do
-    grep -qF -- "$2" "$1" 2> /dev/null && return 0
+# wait_until SECONDS CMD...: CMD succeeds within SECONDS (polled every 0.1 s;
+# a cap, not a measure: it returns as soon as CMD does).
+wait_until() {
+  local i limit=$(( $1 * 10 ))
+  shift
+  for ((i = 0; i < limit; i++)); do
+    "$@" && return 0
     sleep 0.1
   done
   return 1
 }
+
+# log_says FILE TEXT: FILE holds the fixed TEXT within 60 s. A service's log
+# reaches its file through the engine's relay (buildah run, docker logs),
+# which can lag behind the control socket the service made on the volume
+# itself.
+log_says() { wait_until 60 grep -qF -- "$2" "$1" 2> /dev/null; }
 
 # wait_sockets DIR N [PID LOG]: DIR holds N control sockets (memprofile-ctl.*.sock)
 # within 60 s (a cap: it returns as soon as they are there); fails naming

@@ -42,7 +42,7 @@ void escape_into(std::string& out, const char* p, size_t n, bool& pending) {
 }
 
 // A stream buffer in front of another that applies the rule; with
-// whole_lines, what it escapes waits in line_ until a newline or a flush.
+// whole_lines, what it escapes waits in held_ until a newline or a flush.
 class EscapingBuf : public std::streambuf {
   static constexpr size_t kMaxHeld = 64 * 1024;
 
@@ -56,29 +56,26 @@ class EscapingBuf : public std::streambuf {
     return xsputn(&ch, 1) == 1 ? c : traits_type::eof();
   }
   std::streamsize xsputn(const char* s, std::streamsize n) override {
-    if (!whole_lines_) {
-      scratch_.clear();
-      escape_into(scratch_, s, static_cast<size_t>(n), pending_);
-      return put(scratch_) ? n : 0;
+    escape_into(held_, s, static_cast<size_t>(n), pending_);
+    // Up to the last newline with whole_lines, unless the text has grown
+    // past a pipe's atomic write (waiting gains nothing then); all of it
+    // without.
+    size_t cut = held_.size();
+    if (whole_lines_ && cut < kMaxHeld) {
+      size_t nl = held_.rfind('\n');
+      cut = nl == std::string::npos ? 0 : nl + 1;
     }
-    escape_into(line_, s, static_cast<size_t>(n), pending_);
-    size_t end = line_.rfind('\n');
-    if (end == std::string::npos) {
-      // A line longer than a pipe's atomic write gains nothing by waiting.
-      if (line_.size() < kMaxHeld) return n;
-      end = line_.size() - 1;
-    }
-    bool ok = put(line_.substr(0, end + 1));
-    line_.erase(0, end + 1);
+    bool ok = put(held_.substr(0, cut));
+    held_.erase(0, cut);
     return ok ? n : 0;
   }
   int sync() override {
     if (pending_) {
       pending_ = false;
-      line_ += static_cast<char>(0xc2);
+      held_ += static_cast<char>(0xc2);
     }
-    bool ok = put(line_);  // what whole_lines kept, and the held 0xC2
-    line_.clear();
+    bool ok = put(held_);  // what whole_lines kept, and the held 0xC2
+    held_.clear();
     return ok ? dest_->pubsync() : -1;
   }
 
@@ -93,8 +90,7 @@ class EscapingBuf : public std::streambuf {
 
   std::streambuf* dest_;
   bool whole_lines_;
-  std::string scratch_;
-  std::string line_;  // whole_lines: escaped text after the last newline written
+  std::string held_;  // escaped, not yet handed on (whole_lines: after the last newline)
   bool pending_ = false;
 };
 
