@@ -5,7 +5,6 @@
 #include "cli/commands.h"
 
 #include <limits.h>
-#include <spdlog/spdlog.h>
 #include <stdlib.h>
 #include <unistd.h>
 

@@ -39,7 +39,7 @@ using nlohmann::json;
 
 namespace {
 
-std::string current_dir() {
+std::string current_dir_or_root() {
   char cwd[4096];
   return getcwd(cwd, sizeof cwd) ? cwd : "/";
 }
@@ -531,7 +531,7 @@ ExitCode run_exec(const ExecArgs& o) {
   Launch l(o, plan_launch(o, read_config(o.config), o.config, process_env));
   // The output directory as an absolute path: the application may chdir,
   // and the profiler and the control library resolve it after it does.
-  l.cwd = current_dir();
+  l.cwd = current_dir_or_root();
   l.plan.cfg.output_dir = absolute(l.plan.cfg.output_dir, l.cwd);
   if (auto refused = refuse_plan(l)) return *refused;
   const char* path_var = getenv("PATH");

@@ -1,3 +1,4 @@
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -9,6 +10,14 @@
 #include "cli/logger.h"
 
 namespace memprofile {
+
+void start_text_log() {
+  auto logger = spdlog::stderr_color_st("memprofile");
+  logger->set_pattern("memprofile: %^%l%$: %v");
+  spdlog::set_default_logger(logger);
+}
+
+void set_log_verbose(bool verbose) { spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info); }
 
 Logger::Logger(const std::string& format) : json_(format == "json") {}
 

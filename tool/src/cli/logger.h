@@ -6,6 +6,12 @@
 
 namespace memprofile {
 
+// The process's text log on stderr ("memprofile: LEVEL: ..."), debug lines
+// only when verbose. spdlog is compiled in logger.cpp alone: its headers
+// (with fmt's) cost each file that includes them seconds to compile.
+void start_text_log();
+void set_log_verbose(bool verbose);
+
 // One structured line per event on stderr: text ("memprofile: info: ...")
 // or JSON ({"level":...,"event":...,"msg":...,<fields>}).
 class Logger {

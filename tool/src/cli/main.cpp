@@ -1,9 +1,6 @@
 // memprofile: make container images profilable with LD_PRELOAD heap profilers.
 // One subcommand per file (cmd_*.cpp); errors travel as exceptions to the one
 // catch here, which prints "memprofile: <message>" and exits 2.
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
@@ -12,6 +9,7 @@
 #include "base/error.h"
 #include "base/terminal.h"
 #include "cli/commands.h"
+#include "cli/logger.h"
 
 #ifndef MEMPROFILE_VERSION
 #define MEMPROFILE_VERSION "0.0.0-dev"
@@ -37,10 +35,8 @@ int main(int argc, char** argv) {
   setup_control(app, exit_code);
   setup_report(app, exit_code);
 
-  auto logger = spdlog::stderr_color_st("memprofile");
-  logger->set_pattern("memprofile: %^%l%$: %v");
-  spdlog::set_default_logger(logger);
-  app.parse_complete_callback([&] { spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info); });
+  start_text_log();
+  app.parse_complete_callback([&] { set_log_verbose(verbose); });
 
   try {
     std::vector<std::string> args(argv, argv + argc);
