@@ -93,6 +93,10 @@ example_app() {
 
 image_id() { buildah inspect --type image --format '{{.FromImageID}}' "$1"; }
 
+# verify_step LOG: the build's verify step (layer.Dockerfile's preflight RUN)
+# as LOG has it, to its next STEP line: what a failed check on it shows.
+verify_step() { sed -n '\%STEP [0-9/]*: RUN \["/usr/bin/memprofile", "preflight"%,\%STEP [0-9/]*: ENTRYPOINT%p' "$1"; }
+
 # run_entrypoint IMAGE OUTDIR [ARGS...]: runs the image as a container would
 # (its Entrypoint, then ARGS or its Cmd, as its User), with OUTDIR mounted
 # at the profile directory.

@@ -41,7 +41,7 @@ mk image-memprofile APP_IMAGE="${app}" BACKEND=memray ENGINE_BUILD_FLAGS=--no-ca
 grep -q "memray-debian: python3-memray 1\.17\.[^ ]* for /usr/bin/python3.13 (trixie/amd64)" "${SCRATCH}/build.log" ||
   fail "the build did not install Debian's memray: $(grep memray-debian "${SCRATCH}/build.log")"
 grep -q "MEMRAY_IMPORTED: the image's /usr/bin/python3[.0-9]* imports /usr/lib/python3/dist-packages/memray/_memray.cpython-313-x86_64-linux-gnu.so" \
-  "${SCRATCH}/build.log" || fail "the build's verify step did not import memray: $(grep -i memray "${SCRATCH}/build.log" | tail -5)"
+  "${SCRATCH}/build.log" || fail "the build's verify step did not import memray: $(verify_step "${SCRATCH}/build.log")"
 label="$(buildah inspect --type image "${app}-memprofile" | jq -r '.OCIv1.config.Labels["io.memprofile.backend.version"]')"
 [[ "${label}" == 1.17.* ]] || fail "the image's backend version label: ${label}"
 "${MEMPROFILE}" preflight "${SCRATCH}/image/image.tar" > "${SCRATCH}/preflight" ||

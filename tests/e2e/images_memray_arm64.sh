@@ -46,7 +46,7 @@ image="${app}-memprofile"
 grep -q "memray-debian: python3-memray 1\.17\.[^ ]* for /usr/bin/python3.13 (trixie/arm64)" "${SCRATCH}/build.log" ||
   fail "the build did not stage Debian's arm64 memray: $(grep memray-debian "${SCRATCH}/build.log")"
 grep -q "MEMRAY_IMPORTED: the image's /usr/bin/python3.13 imports /usr/lib/python3/dist-packages/memray/_memray.cpython-313-aarch64-linux-gnu.so" \
-  "${SCRATCH}/build.log" || fail "the verify step did not import the arm64 memray: $(grep -i memray "${SCRATCH}/build.log" | tail -5)"
+  "${SCRATCH}/build.log" || fail "the verify step did not import the arm64 memray: $(verify_step "${SCRATCH}/build.log")"
 "${MEMPROFILE}" preflight "${SCRATCH}/image/image.tar" > "${SCRATCH}/preflight" ||
   fail "the arm64 memray image is not READY: $(cat "${SCRATCH}/preflight")"
 pass "arm64: Debian's arm64 python3-memray staged, imported by the image's python3.13 under qemu in the build; READY"

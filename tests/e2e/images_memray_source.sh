@@ -50,7 +50,7 @@ site=/usr/local/lib/python3.11/dist-packages
 grep -q "memray-source: memray 1\.17\.0 for /usr/bin/python3.11 in ${site} (amd64; built against Debian's libpython3.11-dev 3\.11\.[^ ]* (bookworm/amd64))" \
   "${SCRATCH}/build.log" || fail "the build did not build memray from source: $(grep memray- "${SCRATCH}/build.log")"
 grep -q "MEMRAY_IMPORTED: the image's /usr/bin/python3[.0-9]* imports ${site}/memray/_memray.cpython-311-x86_64-linux-gnu.so" \
-  "${SCRATCH}/build.log" || fail "the build's verify step did not import memray: $(grep -i memray "${SCRATCH}/build.log" | tail -5)"
+  "${SCRATCH}/build.log" || fail "the build's verify step did not import memray: $(verify_step "${SCRATCH}/build.log")"
 img="$(image_root "${app}-memprofile")"
 manifest="${img}/usr/share/memprofile/backend-memray.json"
 jq -e --arg site "${site}" '.source == "debian-source" and .version == "1.17.0" and .tag == "cpython-311"

@@ -29,7 +29,7 @@ site=/usr/local/lib/python3.11/dist-packages
 grep -q "memray-source: memray 1\.17\.0 for /usr/bin/python3.11 in ${site} (arm64; built against Debian's libpython3.11-dev 3\.11\.[^ ]* (bookworm/arm64))" \
   "${SCRATCH}/build.log" || fail "the build did not cross-build memray for arm64: $(grep memray- "${SCRATCH}/build.log")"
 grep -q "MEMRAY_IMPORTED: the image's /usr/bin/python3.11 imports ${site}/memray/_memray.cpython-311-aarch64-linux-gnu.so" \
-  "${SCRATCH}/build.log" || fail "the verify step did not import the arm64 memray: $(grep -i memray "${SCRATCH}/build.log" | tail -5)"
+  "${SCRATCH}/build.log" || fail "the verify step did not import the arm64 memray: $(verify_step "${SCRATCH}/build.log")"
 "${MEMPROFILE}" preflight "${SCRATCH}/image/image.tar" > "${SCRATCH}/preflight" ||
   fail "the arm64 memray image is not READY: $(cat "${SCRATCH}/preflight")"
 pass "arm64: memray cross-built from Debian's source package for bookworm's python3.11, imported by the image's interpreter under qemu in the build; READY"

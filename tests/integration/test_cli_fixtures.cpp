@@ -2,7 +2,10 @@
 // tests/unit/test_cli.cpp.
 // The memprofile binary as users run it: exit codes, JSON, directory scans,
 // and bad input that must give one clear line, exit 2, and never a crash.
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -153,4 +156,37 @@ TEST_CASE("cli: control characters in a name never reach the terminal raw, in te
   // JSON escapes them itself, unchanged by the filter.
   RunResult json = run_memprofile({"check", "--json", evil});
   CHECK_THAT(json.out, Catch::Contains("app\\u001b]0;owned\\u0007"));
+}
+
+TEST_CASE("cli: a report on a pipe goes out in one write, whole") {
+  // buildah's RUN step stops relaying when the process ends: a report in
+  // 4 KiB pieces could reach the build log cut. On a SOCK_SEQPACKET
+  // standard output each write(2) is one message.
+  int sv[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) == 0);
+  std::vector<std::string> args = {testing::memprofile_bin(), "check"};
+  for (int i = 0; i < 40; ++i) args.push_back(fixture("dynamic"));
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    dup2(sv[1], STDOUT_FILENO);
+    close(sv[0]);
+    close(sv[1]);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(sv[1]);
+  std::vector<size_t> writes;
+  std::vector<char> buf(1 << 20);
+  for (ssize_t n; (n = recv(sv[0], buf.data(), buf.size(), 0)) > 0;) writes.push_back(static_cast<size_t>(n));
+  close(sv[0]);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  REQUIRE(writes.size() == 1);
+  CHECK(writes[0] > 4096);  // more than stdio's buffer on a pipe would hold
 }

@@ -1,5 +1,8 @@
 #include "base/terminal.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <iostream>
 #include <streambuf>
 
@@ -110,6 +113,13 @@ std::unique_ptr<std::streambuf> escaping_buffer(std::streambuf* dest, bool whole
 }
 
 void escape_terminal_output() {
+  // Not to a terminal, standard output goes out in one write(2) of up to
+  // 64 KiB when flushed or at exit, not in 4 KiB pieces: a relay that stops
+  // reading when the process ends (buildah's RUN step) has a whole report
+  // or none of it, never its start alone. Before any output, as setvbuf
+  // must be.
+  static char out_buffer[64 << 10];
+  if (!isatty(STDOUT_FILENO)) std::setvbuf(stdout, out_buffer, _IOFBF, sizeof out_buffer);
   // Never destroyed: the streams flush through them at exit.
   static auto* out = escaping_buffer(std::cout.rdbuf(), false).release();
   static auto* err = escaping_buffer(std::cerr.rdbuf(), true).release();

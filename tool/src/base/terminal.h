@@ -27,8 +27,9 @@ std::unique_ptr<std::streambuf> escaping_buffer(std::streambuf* dest, bool whole
 
 // From now on std::cout and std::cerr write through terminal_safe's rule,
 // and std::cerr writes whole lines (flushed at each newline, not after each
-// `<<`). Binary output (collect's tar on standard output) goes to the fd,
-// not to these streams, and is not touched.
+// `<<`). Standard output, when not a terminal, is written in one write(2)
+// of up to 64 KiB at a flush or at exit. Binary output (collect's tar on
+// standard output) goes to the fd, not to these streams, and is not touched.
 void escape_terminal_output();
 
 }  // namespace memprofile

@@ -71,7 +71,9 @@ int try_exec(const std::string& path, const std::vector<std::string>& argv, cons
   a.push_back(nullptr);
   for (const auto& s : env) e.push_back(const_cast<char*>(s.c_str()));
   e.push_back(nullptr);
-  std::cerr.flush();  // a line's start still held would be lost with the image
+  // Text still held in either stream would be lost with the image.
+  std::cout.flush();
+  std::cerr.flush();
   execve(path.c_str(), a.data(), e.data());
   return errno;
 }
