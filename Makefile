@@ -230,9 +230,10 @@ BUILDER_PACKAGES ?= gcc,libc6-dev,cargo
 CROSS_ARCH = $(if $(filter amd64,$(ARCH)),arm64,amd64)
 CROSS_GNU = $(if $(filter amd64,$(ARCH)),aarch64,x86-64)
 CROSS_PACKAGES ?= gcc,libc6-dev,cargo,gcc-$(CROSS_GNU)-linux-gnu,libc6-dev-$(CROSS_ARCH)-cross,libstd-rust-dev:$(CROSS_ARCH)
-# What memprofile's own build needs, for ARTIFACTS=source builder stages.
-TOOLCHAIN_PACKAGES ?= build-essential,cmake,pkg-config,libelf-dev,libcli11-dev,libspdlog-dev,libfmt-dev
-TOOLCHAIN_PACKAGES := $(TOOLCHAIN_PACKAGES),nlohmann-json3-dev,libzstd-dev,zlib1g-dev,libssl-dev,libunwind-dev,curl,ca-certificates,xz-utils,bzip2,jq,file
+# What memprofile's own build needs, for ARTIFACTS=source builder stages:
+# the list their install step checks (install-deps.sh --image-build), so a
+# toolchain builder installs nothing there.
+TOOLCHAIN_PACKAGES ?= $(shell scripts/install-deps.sh --list-image-build)
 
 .PHONY: base-image
 base-image: deps ## Import a Debian SUITE base for ARCH (mmdebstrap), or reuse one made from the same inputs; BASE_VARIANT=slim, builder (gcc, cargo), cross (cargo for the other arch too) or toolchain.

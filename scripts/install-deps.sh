@@ -3,10 +3,12 @@
 # Debian 12 machine, from Debian's archive and the npm registry only.
 # Idempotent: a second run installs nothing and only re-checks binfmt.
 #
-# usage: scripts/install-deps.sh [--image-build [TARGET_ARCH]]
+# usage: scripts/install-deps.sh [--image-build [TARGET_ARCH] | --list-image-build]
 #   --image-build: only what `make image-memprofile` needs on a build host (a
 #   CI runner with docker, a Dockerfile builder stage): the static memprofile
 #   and preload builds, plus the cross toolchain when TARGET_ARCH differs.
+#   --list-image-build: those packages for this machine's arch, comma-separated
+#   (`make base-image BASE_VARIANT=toolchain` makes a builder that has them).
 set -o errexit -o nounset -o pipefail
 
 image_build_packages=(
@@ -15,6 +17,10 @@ image_build_packages=(
   # BACKEND=memray built from source: liblz4, and python3 to run Cython
   liblz4-dev python3
 )
+if [[ "${1:-}" == --list-image-build ]]; then
+  (IFS=,; echo "${image_build_packages[*]}")
+  exit 0
+fi
 if [[ "${1:-}" == --image-build ]]; then
   target="${2:-$(dpkg --print-architecture)}"
   if [[ "${target}" != "$(dpkg --print-architecture)" ]]; then
@@ -28,6 +34,8 @@ if [[ "${1:-}" == --image-build ]]; then
     [[ "$(dpkg-query -W -f='${Status}' "${p}" 2>/dev/null)" == "install ok installed" ]] || missing+=("${p}")
   done
   if ((${#missing[@]})); then
+    # Said: a builder made with `make base-image BASE_VARIANT=toolchain` needs none.
+    echo "install-deps: installing what this builder lacks: ${missing[*]}" >&2
     sudo=()
     ((EUID == 0)) || sudo=(sudo)
     "${sudo[@]}" apt-get update -qq

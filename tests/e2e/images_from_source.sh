@@ -15,6 +15,8 @@ mk image-memprofile APP_IMAGE=localhost/leaky:amd64 BACKEND=heaptrack ARTIFACTS=
   BUILDER_IMAGE="localhost/memprofile-base:${SUITE}-toolchain-amd64" > "${SCRATCH}/build.log" 2>&1 ||
   { tail -40 "${SCRATCH}/build.log" >&2; fail "make image-memprofile ARTIFACTS=source"; }
 grep -q "artifacts-source" "${SCRATCH}/build.log" || fail "the builder stage did not run"
+grep -q "install-deps: ok (image build)" "${SCRATCH}/build.log" || fail "the builder stage did not check its packages"
+! grep "install-deps: installing" "${SCRATCH}/build.log" || fail "the toolchain builder lacks packages its build needs"
 if grep -q "host-built" "${SCRATCH}/build.log"; then fail "host-built artifacts were used"; fi
 grep -q "preload: building heaptrack" "${SCRATCH}/build.log" || fail "heaptrack was not built in the builder stage"
 "${MEMPROFILE}" preflight "${SCRATCH}/image/image.tar" > "${SCRATCH}/preflight" || fail "not READY"
