@@ -11,6 +11,17 @@
 #   (`make base-image BASE_VARIANT=toolchain` makes a builder that has them).
 set -o errexit -o nounset -o pipefail
 
+# installed PACKAGE[:ARCH]: whether it is installed. A bare name is this
+# machine's arch, or arch all: with its arm64 twin installed too, dpkg-query
+# on the bare name prints a status for each, which is no single match.
+native_arch="$(dpkg --print-architecture)"
+installed() {
+  local p="$1"
+  [[ "${p}" == *:* ]] || p="${p}:${native_arch}"
+  [[ "$(dpkg-query -W -f='${Status}' "${p}" 2>/dev/null)" == "install ok installed" ]] && return 0
+  [[ "$1" != *:* && "$(dpkg-query -W -f='${Architecture} ${Status}' "$1" 2>/dev/null)" == "all install ok installed" ]]
+}
+
 image_build_packages=(
   build-essential cmake pkg-config libelf-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libzstd-dev zlib1g-dev libssl-dev libunwind-dev curl ca-certificates xz-utils bzip2 jq file
@@ -22,8 +33,8 @@ if [[ "${1:-}" == --list-image-build ]]; then
   exit 0
 fi
 if [[ "${1:-}" == --image-build ]]; then
-  target="${2:-$(dpkg --print-architecture)}"
-  if [[ "${target}" != "$(dpkg --print-architecture)" ]]; then
+  target="${2:-${native_arch}}"
+  if [[ "${target}" != "${native_arch}" ]]; then
     [[ "${target}" == arm64 ]] || { echo "install-deps: no cross toolchain for ${target}" >&2; exit 2; }
     dpkg --print-foreign-architectures | grep -x arm64 > /dev/null || dpkg --add-architecture arm64
     image_build_packages+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
@@ -31,7 +42,7 @@ if [[ "${1:-}" == --image-build ]]; then
   fi
   missing=()
   for p in "${image_build_packages[@]}"; do
-    [[ "$(dpkg-query -W -f='${Status}' "${p}" 2>/dev/null)" == "install ok installed" ]] || missing+=("${p}")
+    installed "${p}" || missing+=("${p}")
   done
   if ((${#missing[@]})); then
     # Said: a builder made with `make base-image BASE_VARIANT=toolchain` needs none.
@@ -109,7 +120,7 @@ if ! dpkg --print-foreign-architectures | grep -x arm64 > /dev/null; then
 fi
 missing=()
 for p in "${packages[@]}" "${arm64_packages[@]}"; do
-  [[ "$(dpkg-query -W -f='${Status}' "${p}" 2>/dev/null)" == "install ok installed" ]] || missing+=("${p}")
+  installed "${p}" || missing+=("${p}")
 done
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}" >&2
