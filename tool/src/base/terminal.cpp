@@ -10,6 +10,10 @@ namespace memprofile {
 
 namespace {
 
+// The most text held back to go out in one write(2): a pipe's capacity.
+// Held longer, a line or a report gains nothing by waiting.
+constexpr size_t kOneWrite = 64 * 1024;
+
 bool is_c0(unsigned char c) { return (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f; }
 bool is_c1_second(unsigned char c) { return c >= 0x80 && c <= 0x9f; }  // after 0xC2
 
@@ -47,8 +51,6 @@ void escape_into(std::string& out, const char* p, size_t n, bool& pending) {
 // A stream buffer in front of another that applies the rule; with
 // whole_lines, what it escapes waits in held_ until a newline or a flush.
 class EscapingBuf : public std::streambuf {
-  static constexpr size_t kMaxHeld = 64 * 1024;
-
  public:
   EscapingBuf(std::streambuf* dest, bool whole_lines) : dest_(dest), whole_lines_(whole_lines) {}
 
@@ -61,10 +63,9 @@ class EscapingBuf : public std::streambuf {
   std::streamsize xsputn(const char* s, std::streamsize n) override {
     escape_into(held_, s, static_cast<size_t>(n), pending_);
     // Up to the last newline with whole_lines, unless the text has grown
-    // past a pipe's atomic write (waiting gains nothing then); all of it
-    // without.
+    // past kOneWrite (waiting gains nothing then); all of it without.
     size_t cut = held_.size();
-    if (whole_lines_ && cut < kMaxHeld) {
+    if (whole_lines_ && cut < kOneWrite) {
       size_t nl = held_.rfind('\n');
       cut = nl == std::string::npos ? 0 : nl + 1;
     }
@@ -118,7 +119,7 @@ void escape_terminal_output() {
   // reading when the process ends (buildah's RUN step) has a whole report
   // or none of it, never its start alone. Before any output, as setvbuf
   // must be.
-  static char out_buffer[64 << 10];
+  static char out_buffer[kOneWrite];
   if (!isatty(STDOUT_FILENO)) std::setvbuf(stdout, out_buffer, _IOFBF, sizeof out_buffer);
   // Never destroyed: the streams flush through them at exit.
   static auto* out = escaping_buffer(std::cout.rdbuf(), false).release();
