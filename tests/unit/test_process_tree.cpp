@@ -68,6 +68,20 @@ TEST_CASE("process tree: descendants of a pid, parents first, from /proc") {
   CHECK_THROWS_AS(read_process_table(s / "missing"), FileError);
 }
 
+TEST_CASE("process tree: a process gone or a zombie has ended; a live one of any state has not") {
+  Scratch s;
+  fake_process(s, 10, 1, "running (x) Z");  // a comm that ends like a state
+  testing::make_dirs(s / "11");
+  testing::write_file(s / "11/stat", "11 (worker) Z 10 1 1 0 -1\n");
+  testing::make_dirs(s / "12");
+  testing::write_file(s / "12/stat", "12 (stopped) T 10 1 1 0 -1\n");
+  CHECK_FALSE(process_ended(10, s.path()));
+  CHECK(process_ended(11, s.path()));
+  CHECK_FALSE(process_ended(12, s.path()));
+  CHECK(process_ended(13, s.path()));
+  CHECK(read_process_table(s.path()).at(12).state == 'T');
+}
+
 TEST_CASE("process tree: each profile file's pid, and the control library's records") {
   CHECK(profile_file_pid(Backend::Jemalloc, "jeprof.812.3.m2.heap") == 812);
   CHECK(profile_file_pid(Backend::Jemalloc, "jeprof.host.812.3.f.heap") == 812);

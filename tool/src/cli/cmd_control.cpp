@@ -308,6 +308,8 @@ struct Member {
   ProfileInUse profile;  // the profile's (status)
   std::string why;     // why it is not reached, or the request's failure
   std::string error;   // the connection's own error ("" when it answered, or has no socket)
+  bool unanswered = false;  // a live socket that gave no answer (stopped, busy, refused us)
+  bool local = false;       // in this pid namespace's /proc (its end can be seen)
 };
 
 // Why a process of the tree serves no socket, in words: it runs another
@@ -315,6 +317,7 @@ struct Member {
 // forked children, or nothing is known.
 std::string unserved_reason(long pid, const std::string& served_program, const std::string& backend) {
   std::string exe = process_exe(pid);
+  if (exe.empty() && process_ended(pid)) return "not reachable: it ended while the command ran";
   if (exe.empty()) return "not reachable: no control socket, and its program cannot be read (another user's?)";
   if (!served_program.empty() && exe != served_program)
     return "not profiled: it runs " + exe + ", not the profiled program (children that exec another program never "
@@ -361,8 +364,10 @@ std::vector<long> tree_roots(const ControlOptions& o, const std::string& dir, co
 // Listed: the processes that serve, the root, and the children of a
 // process that serves (a worker the profiler does not record, a child that
 // exec'd another program): not the rest of a machine under a PID that is
-// not memprofile's.
-std::vector<Member> members(const ControlOptions& o, const std::string& dir) {
+// not memprofile's. The descendants left out (what a child that exec'd
+// another program started in turn) go to `beyond`: no profiler reaches
+// them, but they are the tree's, and its memory counts them.
+std::vector<Member> members(const ControlOptions& o, const std::string& dir, std::vector<long>& beyond) {
   if (o.only) return single(o, dir);
   auto socket_for = [&](long pid) {
     std::string path = dir + "/" + ctl_socket_name(pid);
@@ -382,6 +387,7 @@ std::vector<Member> members(const ControlOptions& o, const std::string& dir) {
       if (auto it = table.find(pid); it != table.end()) {
         m.parent = it->second.ppid;
         m.comm = it->second.comm;
+        m.local = true;
       }
       m.socket = socket_for(pid);
       if (!m.socket.empty()) serving.insert(pid);
@@ -392,8 +398,12 @@ std::vector<Member> members(const ControlOptions& o, const std::string& dir) {
   // said as it was for one process.
   if (serving.empty()) return single(o, dir);
   std::vector<Member> out;
-  for (auto& m : all)
-    if (!m.socket.empty() || m.pid == all.front().pid || serving.count(m.parent)) out.push_back(std::move(m));
+  for (auto& m : all) {
+    if (!m.socket.empty() || m.pid == all.front().pid || serving.count(m.parent))
+      out.push_back(std::move(m));
+    else
+      beyond.push_back(m.pid);
+  }
   return out;
 }
 
@@ -407,12 +417,25 @@ void ask_all(std::vector<Member>& ms, const std::string& request, double timeout
       if (program.empty()) program = m.reply.value("program", std::string());
       if (backend.empty()) backend = m.reply.value("backend", std::string());
       if (!m.reply.value("ok", false)) m.why = m.reply.value("error", std::string("failed"));
-    } catch (const FileError& e) {
+    } catch (const StaleSocket& e) {
       // A child that exec'd another program or ended leaves its socket
       // until the first process clears it: not an error of the tree.
       m.why = std::string("not reachable: ") + e.what();
       m.error = e.what();
       m.socket.clear();
+    } catch (const FileError& e) {
+      m.error = e.what();
+      if (m.local && process_ended(m.pid)) {
+        // It ended while it was asked (a worker recycled): gone, like a
+        // stale socket.
+        m.why = std::string("not reachable: it ended while the command ran (") + e.what() + ")";
+        m.socket.clear();
+      } else {
+        // A live process that did not answer (stopped, busy, not ours to
+        // ask): the command did not reach it, and says so in its exit code.
+        m.why = e.what();
+        m.unanswered = true;
+      }
     }
   }
   for (auto& m : ms)
@@ -433,6 +456,7 @@ json member_json(const Member& m) {
     j["parent"] = m.parent;
     j["served"] = false;
     j["error"] = m.why;
+    if (m.unanswered) j["unanswered"] = true;
     if (!m.comm.empty()) j["comm"] = m.comm;
   } else {
     j["served"] = true;
@@ -445,17 +469,19 @@ json member_json(const Member& m) {
 struct TreeAnswer {
   std::string dir;
   std::vector<Member> ms;
-  size_t served = 0, failed = 0;
-  uint64_t rss_all = 0, rss_profiled = 0;
+  std::vector<long> beyond;  // descendants under processes that are not profiled (members)
+  size_t served = 0, failed = 0, unanswered = 0;
+  uint64_t rss_all = 0, rss_profiled = 0, rss_beyond = 0;
   CgroupMemory cgroup;
 };
 
 TreeAnswer ask_tree(const ControlOptions& o) {
   TreeAnswer t;
   t.dir = control_dir(o);
-  t.ms = members(o, t.dir);
+  t.ms = members(o, t.dir, t.beyond);
   ask_all(t.ms, o.action, o.timeout);
   for (const auto& m : t.ms) {
+    if (m.unanswered) ++t.unanswered;
     if (!m.reply.is_object()) continue;
     ++t.served;
     if (!m.reply.value("ok", false)) ++t.failed;
@@ -469,6 +495,8 @@ TreeAnswer ask_tree(const ControlOptions& o) {
       t.rss_all += m.memory.rss;
       if (m.reply.is_object()) t.rss_profiled += m.memory.rss;
     }
+    for (long pid : t.beyond) t.rss_beyond += read_process_memory(pid).rss;
+    t.rss_all += t.rss_beyond;
     t.cgroup = read_cgroup_memory(t.ms.front().pid);
   }
   return t;
@@ -484,16 +512,32 @@ json tree_json(const ControlOptions& o, const TreeAnswer& t) {
   json j = member_json(t.ms.front());
   j["processes"] = json::array();
   for (const auto& m : t.ms) j["processes"].push_back(member_json(m));
-  j["tree"] = {{"processes", t.ms.size()}, {"served", t.served}, {"failed", t.failed}};
+  j["tree"] = {{"processes", t.ms.size() + t.beyond.size()}, {"served", t.served}, {"failed", t.failed},
+               {"unanswered", t.unanswered}, {"beyond", t.beyond}};
   if (o.action == "status") {
     const CgroupMemory& cg = t.cgroup;
     j["tree"]["rss"] = t.rss_all;
     j["tree"]["rss_profiled"] = t.rss_profiled;
+    j["tree"]["rss_beyond"] = t.rss_beyond;
     j["cgroup"] = cg.known ? json{{"version", cg.version}, {"path", cg.path}, {"current", cg.current}, {"anon", cg.anon},
                                   {"file", cg.file}, {"shmem", cg.shmem}, {"kernel", cg.kernel}}
                            : json{{"error", cg.why}};
   }
   return j;
+}
+
+// One line on stderr for the descendants no profiler reaches (under a
+// child that exec'd another program), with the first of their pids.
+void print_beyond(const ControlOptions& o, const std::vector<long>& beyond) {
+  if (beyond.empty()) return;
+  constexpr size_t kNamed = 8;
+  std::string pids;
+  for (size_t i = 0; i < beyond.size() && i < kNamed; ++i) pids += (i ? ", " : "") + std::to_string(beyond[i]);
+  if (beyond.size() > kNamed) pids += " and " + std::to_string(beyond.size() - kNamed) + " more";
+  std::cerr << "memprofile: " << o.action << ": " << beyond.size() << " more process" << (beyond.size() == 1 ? "" : "es")
+            << " of the tree, under processes that are not profiled (their children never carry the profiler), "
+               "not reached: pid"
+            << (beyond.size() == 1 ? " " : "s ") << pids << "\n";
 }
 
 // Each member's line (or block, for status); one on stderr for each that
@@ -529,13 +573,15 @@ void print_members(const ControlOptions& o, const TreeAnswer& t) {
                 << (r.value("recording", false) ? "on" : "off") << "\n";
     }
   }
+  print_beyond(o, t.beyond);
 }
 
 // status's last lines: the tree's RSS and its profiled share, the cgroup.
 void print_tree_memory(const TreeAnswer& t) {
-  if (t.ms.size() > 1)
-    std::cout << "tree of pid " << t.ms.front().pid << ": " << t.ms.size() << " processes, " << t.served << " served"
-              << (t.ms.size() > t.served ? ", " + std::to_string(t.ms.size() - t.served) + " not reached (said above)" : "")
+  size_t all = t.ms.size() + t.beyond.size();
+  if (all > 1)
+    std::cout << "tree of pid " << t.ms.front().pid << ": " << all << " processes, " << t.served << " served"
+              << (all > t.served ? ", " + std::to_string(all - t.served) + " not reached (said above)" : "")
               << "; RSS " << mib(t.rss_all) << ", " << share(t.rss_profiled, t.rss_all) << " of it in the profiled processes\n";
   const CgroupMemory& cg = t.cgroup;
   if (cg.known)
@@ -562,6 +608,10 @@ ExitCode run_control(const ControlOptions& o) {
     print_members(o, t);
     if (o.action == "status") print_tree_memory(t);
   }
+  // A live process that gave no answer is the tree's "no answer within
+  // --timeout": exit 2, as for one process; one that answered it could
+  // not, 1.
+  if (t.unanswered) return ExitCode::InputError;
   return t.failed ? ExitCode::NotProfilable : ExitCode::Ok;
 }
 

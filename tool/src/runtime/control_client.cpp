@@ -64,7 +64,8 @@ json ask_control(const std::string& path, const std::string& request, double tim
   setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     int err = errno;
-    if (err == ECONNREFUSED) throw FileError(path, "nobody answers: the process is gone (a stale socket)");
+    if (err == ECONNREFUSED) throw StaleSocket(path, "nobody answers: the process is gone (a stale socket)");
+    if (err == ENOENT) throw StaleSocket(path, "gone: the process ended (its socket was removed)");
     if (err == EAGAIN || err == EINPROGRESS || err == ETIMEDOUT)
       throw FileError(path, "no answer within " + std::to_string(static_cast<int>(timeout)) +
                                 " s: the process is stopped or its control thread is busy (--timeout)");

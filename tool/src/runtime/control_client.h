@@ -10,14 +10,24 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
+
 namespace memprofile {
 
 // The pids that have a control socket in `dir`, in order.
 std::vector<long> socket_pids(const std::string& dir);
 
+// A socket whose process is gone, or no longer listens (a child that
+// exec'd another program): nothing of the tree is left there to ask.
+class StaleSocket : public FileError {
+ public:
+  using FileError::FileError;
+};
+
 // One request to a control socket and its JSON answer, within `timeout`
-// seconds; throws FileError naming the socket when nobody answers (a stale
-// socket, a stopped process, a busy control thread, a refused peer).
+// seconds; throws StaleSocket for a socket nobody listens on, and
+// FileError naming the socket when a live one gives no answer (a stopped
+// process, a busy control thread, a refused peer).
 nlohmann::json ask_control(const std::string& socket, const std::string& request, double timeout);
 
 // A process's environment as exec'd (`proc` is /proc/PID; unsetenv in the

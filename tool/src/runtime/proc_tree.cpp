@@ -23,7 +23,9 @@ bool parse_stat(const std::string& line, ProcEntry& e) {
   e.comm = line.substr(open + 1, close - open - 1);
   std::istringstream rest(line.substr(close + 1));
   std::string state;
-  return static_cast<bool>(rest >> state >> e.ppid);
+  if (!(rest >> state >> e.ppid)) return false;
+  e.state = state[0];
+  return true;
 }
 
 bool all_digits(const char* s) {
@@ -65,6 +67,14 @@ std::vector<long> process_tree(const std::map<long, ProcEntry>& table, long root
       if (it->second != root) out.push_back(it->second);
   }
   return out;
+}
+
+bool process_ended(long pid, const std::string& proc) {
+  std::ifstream in(proc + "/" + std::to_string(pid) + "/stat");
+  std::string line;
+  ProcEntry e;
+  if (!in || !std::getline(in, line) || !parse_stat(line, e)) return true;
+  return e.state == 'Z' || e.state == 'X';
 }
 
 std::string process_exe(long pid, const std::string& proc) {

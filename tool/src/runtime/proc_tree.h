@@ -13,6 +13,7 @@ namespace memprofile {
 struct ProcEntry {
   long pid = 0, ppid = 0;
   std::string comm;  // the kernel's short name (/proc/PID/stat)
+  char state = '?';  // R, S, D, T, Z...: the kernel's one letter
 };
 
 // Most processes read from /proc (a machine's pid_max is 4M at most; a
@@ -30,5 +31,9 @@ std::vector<long> process_tree(const std::map<long, ProcEntry>& table, long root
 // /proc/PID/exe's target, "" when it cannot be read (another user's
 // process, a kernel thread, gone).
 std::string process_exe(long pid, const std::string& proc = "/proc");
+
+// Gone, or a zombie its parent has not reaped: /proc/PID/exe cannot be
+// read for either, and neither is another user's process.
+bool process_ended(long pid, const std::string& proc = "/proc");
 
 }  // namespace memprofile
