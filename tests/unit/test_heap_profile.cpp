@@ -391,3 +391,28 @@ TEST_CASE("heaptrack: an allocation with no frames (trace 0) is a sample without
   CHECK(static_cast<unsigned char>(bytes[0]) == 0x1f);
   CHECK(static_cast<unsigned char>(bytes[1]) == 0x8b);
 }
+
+TEST_CASE("a profile named twice is read once, and said; an empty dump among several is left out, said", "[profile]") {
+  testing::Scratch dir;
+  testing::make_dirs(dir / "pod");
+  write_trace(dir, "pod/jeprof.5.0.i0.heap", kDump);
+  std::string second = write_trace(dir, "pod/jeprof.5.1.i1.heap", kDump);
+  LoadedProfiles once = load_profiles({dir / "pod"}, "");
+  // The directory, then one of its files again, then the same file by
+  // another path: two dumps of pid 5, not four.
+  LoadedProfiles twice = load_profiles({dir / "pod", second, dir / "pod/../pod/jeprof.5.1.i1.heap"}, "");
+  REQUIRE(twice.processes.size() == 1);
+  CHECK(twice.processes[0].snaps.size() == once.processes[0].snaps.size());
+  CHECK(twice.processes[0].snaps.size() == 2);
+  REQUIRE(twice.notes[0].size() == 2);
+  CHECK_THAT(twice.notes[0][0], Catch::StartsWith("read once: " + second + " (named more than once)"));
+  // Created, not yet written (a dump in progress as the report ran).
+  write_trace(dir, "pod/jeprof.5.2.i2.heap", "");
+  LoadedProfiles with_empty = load_profiles({dir / "pod"}, "");
+  REQUIRE(with_empty.processes.size() == 1);
+  CHECK(with_empty.processes[0].snaps.size() == 2);
+  REQUIRE(with_empty.notes[0].size() == 1);
+  CHECK_THAT(with_empty.notes[0][0], Catch::Contains("left out, cut short: ") && Catch::EndsWith("jeprof.5.2.i2.heap: empty"));
+  // Named alone, an empty dump is the error.
+  CHECK_THROWS_AS(load_profiles({dir / "pod/jeprof.5.2.i2.heap"}, ""), FileError);
+}

@@ -62,7 +62,10 @@ void gather(const std::string& arg, std::vector<std::string>& out) {
     struct stat entry;
     if (fstatat(dirfd(dir.get()), e->d_name, &entry, 0) != 0 || !S_ISREG(entry.st_mode)) continue;
     if (ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || is_bytehound_name(n) ||
-        (is_memray_name(n) && starts_like_memray(arg + "/" + n)) || is_memray_marks(n) || is_process_record(n) ||
+        // An empty capture is memray's too (created, not yet written): read,
+        // it is left out with a note.
+        (is_memray_name(n) && (entry.st_size == 0 || starts_like_memray(arg + "/" + n))) || is_memray_marks(n) ||
+        is_process_record(n) ||
         is_memory_record(n))
       names.push_back(n);
     if (names.size() > kMaxProfiles)
@@ -322,6 +325,24 @@ void load_sibling_marks(const std::string& path, Loaded& out) {
   load_one(marks, marks, in, out);
 }
 
+// Drops the files named more than once (a directory and a file in it, a
+// file twice, a link to it): each is one process's profile, read once, or
+// its growth would count twice. What was dropped, for a note.
+std::vector<std::string> drop_repeated(std::vector<std::string>& files) {
+  std::set<std::pair<dev_t, ino_t>> seen;
+  std::vector<std::string> kept, repeated;
+  for (auto& f : files) {
+    struct stat st;
+    if (stat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode) && !seen.insert({st.st_dev, st.st_ino}).second) {
+      repeated.push_back(f + " (named more than once)");
+      continue;
+    }
+    kept.push_back(std::move(f));
+  }
+  files = std::move(kept);
+  return repeated;
+}
+
 // The profiles the arguments name, as processes, each oldest first, its
 // exit snapshot dropped (drop_exit_snapshot); notes per pid.
 std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, const std::string& base_dump,
@@ -333,6 +354,7 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
   if (files.size() > kMaxProfiles) throw Error("more than " + std::to_string(kMaxProfiles) + " profiles");
   Loaded loaded;
   std::vector<std::string> cut;  // dumps cut short, left out
+  std::vector<std::string> repeated = drop_repeated(files);
   for (const auto& f : files) {
     if (is_tar(f)) {
       load_archive(f, loaded);
@@ -341,6 +363,13 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
     load_sibling_marks(f, loaded);
     UniqueFd fd(::open(f.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) throw FileError(f, std::string("cannot open: ") + std::strerror(errno));
+    struct stat st;
+    if (files.size() > 1 && fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0) {
+      // Created and not written yet (a dump or capture being written as
+      // the report ran): among several, left out like one cut short.
+      cut.push_back(f + ": empty");
+      continue;
+    }
     FdReader in(fd.get(), f);
     try {
       load_one(f, f, in, loaded);
@@ -356,6 +385,7 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
   memory = std::move(loaded.memory);
   records = loaded.records;
   for (const auto& c : cut) process_notes[0].push_back("left out, cut short: " + c);
+  for (const auto& r : repeated) process_notes[0].push_back("read once: " + r);
   for (const auto& n : loaded.notes) process_notes[0].push_back(n);
   std::vector<ProcessSeries> processes;
   // heaptrack: one trace holds a whole process's run, snapshots included;
