@@ -163,9 +163,17 @@ pass "an output directory of ${#deep} bytes is served: start, snapshot and statu
 # One line for a process that is not served.
 rc=0
 "${MEMPROFILE}" status 999999 --output-dir "${kids}" > "${SCRATCH}/none" 2>&1 || rc=$?
-if ((rc != 2)) || ! grep -q "no control socket: process 999999 was not started by memprofile exec with the control library" \
+if ((rc != 2)) || ! grep -q "no control socket: process 999999 was not started by memprofile exec with the control library (none in ${kids}); there is no process 999999 here" \
   "${SCRATCH}/none"; then
   fail "no socket: exit ${rc}: $(cat "${SCRATCH}/none")"
+fi
+# Without --output-dir the directory is the config's, which may not exist:
+# the line still says the process does not.
+rc=0
+"${MEMPROFILE}" status 999999 --config /dev/null > "${SCRATCH}/none-dir" 2>&1 || rc=$?
+if ((rc != 2)) ||
+  ! grep -q "; there is no process 999999 here (it ended, or runs in another pid namespace)$" "${SCRATCH}/none-dir"; then
+  fail "no process, no --output-dir: exit ${rc}: $(cat "${SCRATCH}/none-dir")"
 fi
 # A stale socket: the process was killed before it could remove it.
 "${LAUNCHER}" exec --backend jemalloc --preload "${JEMALLOC}" --output-dir "${kids}" --min-free-mb 1 -- \

@@ -121,7 +121,19 @@ std::pair<std::string, long> find_socket(const ControlOptions& o, const std::str
                                 "'s uid " + std::to_string(proc.st_uid) + ": not its control socket");
     return {path, o.pid};
   }
-  auto pids = socket_pids(dir);
+  // A PID with no process here (it ended, a typo, another pid namespace)
+  // says so beside whatever else is wrong: the directory it was looked up
+  // in may be only the config's default.
+  const std::string absent = process_ended(o.pid) ? "; there is no process " + std::to_string(o.pid) +
+                                                        " here (it ended, or runs in another pid namespace)"
+                                                  : "";
+  std::vector<long> pids;
+  try {
+    pids = socket_pids(dir);
+  } catch (const FileError& e) {
+    if (absent.empty()) throw;
+    throw Error(e.what() + absent);
+  }
   if (!o.pid_given && pids.size() == 1) {
     std::cerr << "memprofile: process 1 has no control socket; using process " << pids[0] << "'s\n";
     return {dir + "/" + ctl_socket_name(pids[0]), pids[0]};
@@ -133,7 +145,8 @@ std::pair<std::string, long> find_socket(const ControlOptions& o, const std::str
   throw FileError(path, "no control socket: process " + std::to_string(o.pid) +
                             " was not started by memprofile exec with the control library" +
                             (others.empty() ? std::string(" (none in " + dir + ")")
-                                            : " (sockets for: " + others + "; give that PID)"));
+                                            : " (sockets for: " + others + "; give that PID)") +
+                            absent);
 }
 
 void print_status(const json& r) {
