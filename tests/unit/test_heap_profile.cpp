@@ -416,3 +416,17 @@ TEST_CASE("a profile named twice is read once, and said; an empty dump among sev
   // Named alone, an empty dump is the error.
   CHECK_THROWS_AS(load_profiles({dir / "pod/jeprof.5.2.i2.heap"}, ""), FileError);
 }
+
+TEST_CASE("a process of the tree with a record and no snapshot read is named in a note", "[profile]") {
+  testing::Scratch dir;
+  testing::make_dirs(dir / "pod");
+  write_trace(dir, "pod/jeprof.100.0.i0.heap", kDump);
+  write_trace(dir, "pod/jeprof.100.1.i1.heap", kDump);
+  write_trace(dir, "pod/memprofile-proc.100.json", R"({"pid":100,"parent":1,"program":"/app/server"})");
+  write_trace(dir, "pod/memprofile-proc.103.json", R"({"pid":103,"parent":100,"program":"/app/server"})");
+  LoadedProfiles loaded = load_profiles({dir / "pod"}, "");
+  REQUIRE(loaded.processes.size() == 1);
+  REQUIRE(loaded.notes[0].size() == 1);
+  CHECK_THAT(loaded.notes[0][0], Catch::StartsWith("pid 103 (/app/server, forked from 100) is a process of the tree") &&
+                                     Catch::Contains("no snapshot in the profiles read"));
+}

@@ -343,6 +343,23 @@ std::vector<std::string> drop_repeated(std::vector<std::string>& files) {
   return repeated;
 }
 
+// The tree's processes that the records name and no profile read covers (a
+// worker that has not dumped yet, one whose dump was cut or empty, a child
+// its profiler does not record): said, so that the table of processes is
+// not taken for the whole tree.
+void note_unprofiled(const std::map<uint64_t, ProcessInfo>& records, const std::vector<ProcessSeries>& processes,
+                     std::vector<std::string>& notes) {
+  std::set<uint64_t> covered;
+  for (const auto& p : processes) covered.insert(p.info.pid);
+  for (const auto& [pid, info] : records) {
+    if (covered.count(pid)) continue;
+    notes.push_back("pid " + std::to_string(pid) + " (" + (info.program.empty() ? "program unknown" : info.program) +
+                    (info.parent ? ", forked from " + std::to_string(info.parent) : "") +
+                    ") is a process of the tree (its record is here) with no snapshot in the profiles read: none "
+                    "written yet, cut short, or a child its profiler does not record");
+  }
+}
+
 // The profiles the arguments name, as processes, each oldest first, its
 // exit snapshot dropped (drop_exit_snapshot); notes per pid.
 std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, const std::string& base_dump,
@@ -425,6 +442,7 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
       if (!p.snaps.empty()) processes.push_back(std::move(p));
     }
     if (base) put_base(processes);
+    note_unprofiled(loaded.records, processes, process_notes[0]);
     return processes;
   }
   if (loaded.dumps.empty() && !base && !memory.empty()) return processes;  // memory records alone
@@ -432,6 +450,7 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
   processes = group_by_process(std::move(loaded.dumps), loaded.records);
   for (auto& p : processes) drop_exit_snapshot(p.snaps, process_notes[p.info.pid]);
   if (base) put_base(processes);
+  note_unprofiled(loaded.records, processes, process_notes[0]);
   return processes;
 }
 
