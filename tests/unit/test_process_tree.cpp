@@ -160,6 +160,19 @@ TEST_CASE("process tree: dumps grouped by process, named by their records, the g
   CHECK(one.views[0].members[0]->info.pid == 10);
   CHECK_THROWS_WITH(choose_views(ps, 99, false, 8), Catch::Contains("10, 11, 12"));
 
+  // Two recordings of one pid (memray: a capture per start): --pid shows both.
+  std::vector<ProcessSeries> twice(2);
+  twice[0].info = twice[1].info = {7, 0, "/usr/bin/python3"};
+  twice[0].snaps = {snap(7, 0, 100)};
+  twice[1].snaps = {snap(7, 1, 100)};
+  twice[0].snaps[0].file = "memray.7.bin";
+  twice[1].snaps[0].file = "memray.7.2.bin";
+  ViewChoice both = choose_views(twice, 7, false, 8);
+  REQUIRE(both.views.size() == 2);
+  CHECK(both.views[1].label == "pid 7 (/usr/bin/python3) [memray.7.2.bin]");
+  REQUIRE(both.notes.size() == 1);
+  CHECK_THAT(both.notes[0], Catch::Contains("2 recordings of that pid"));
+
   ViewChoice merged = choose_views(ps, 0, true, 8);
   REQUIRE(merged.views.size() == 1);
   CHECK(merged.views[0].merged);

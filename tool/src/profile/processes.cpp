@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/json_text.h"
+#include "profile/profiles.h"
 
 namespace memprofile {
 
@@ -57,11 +58,21 @@ ViewChoice choose_views(const std::vector<ProcessSeries>& processes, uint64_t pi
   ViewChoice c;
   if (processes.empty()) return c;
   if (pid) {
+    // Every recording of that pid (memray writes a capture per start): one
+    // view each, named by its file when there are several.
+    std::vector<const ProcessSeries*> same;
     for (const auto& p : processes)
-      if (p.info.pid == pid) {
-        c.views.push_back({process_label(p.info), {&p}, false});
-        return c;
-      }
+      if (p.info.pid == pid) same.push_back(&p);
+    for (const auto* p : same)
+      c.views.push_back({process_label(p->info) + (same.size() > 1 && !p->snaps.empty()
+                                                       ? " [" + basename_of(p->snaps.back().file) + "]"
+                                                       : std::string()),
+                         {p},
+                         false});
+    if (same.size() > 1)
+      c.notes.push_back("--pid " + std::to_string(pid) + ": " + std::to_string(same.size()) +
+                        " recordings of that pid (a capture per start): each shown");
+    if (!same.empty()) return c;
     std::string pids;
     for (const auto& p : processes) pids += (pids.empty() ? "" : ", ") + std::to_string(p.info.pid);
     throw Error("--pid " + std::to_string(pid) + ": no dumps of that process; the profiles are of pid " + pids);
