@@ -175,10 +175,19 @@ start() {
   unshare_pid=$!
   # Giving up: unshare dies, its --kill-child kills the init, and with it the
   # namespace (also when the init has not written its pid yet).
+  # The init dies of unshare's death signal, asynchronously: wait until it
+  # is gone (a cap, not a measure), or a start right after this one would
+  # meet it.
   give_up() {
     tail -n 20 "${state}/dockerd.log" >&2
     kill -KILL "${unshare_pid}" 2>/dev/null || true
     wait "${unshare_pid}" 2>/dev/null || true
+    local i
+    for i in $(seq 300); do
+      pgrep -f -- "_daemon ${root} ${state}/engine.pid" > /dev/null || break
+      sleep 0.1
+      : "${i}"
+    done
     stop_all
     die "$@"
   }
