@@ -149,6 +149,26 @@ TEST_CASE("launcher model: heaptrack cannot start dormant, and says so in one li
             .error.empty());
 }
 
+TEST_CASE("launcher model: a value the backend's own settings format cannot hold is refused in one line") {
+  auto none = [](const char*) { return std::string(); };
+  auto error = [&](std::vector<std::string> args) { return plan_launch(parse_exec_args(args), std::nullopt, "exec.conf", none).error; };
+  // jemalloc splits MALLOC_CONF at ',' (and ':'): the rest of the name would
+  // turn dormant recording on and send dumps outside the directory.
+  CHECK_THAT(error({"--dormant", "--backend", "jemalloc", "--output-dir", "/w/o,prof_active:true,x", "/app"}),
+             Catch::Contains("jemalloc's MALLOC_CONF"));
+  CHECK_THAT(error({"--backend", "jemalloc", "--output-dir", "/w/a:b", "/app"}), Catch::Contains("','"));
+  CHECK_THAT(error({"--backend", "bytehound", "--output-dir", "/w/%p", "/app"}), Catch::Contains("bytehound expands"));
+  CHECK_THAT(error({"--backend", "heaptrack", "--output-dir", "/w/$$", "/app"}), Catch::Contains("heaptrack replaces"));
+  CHECK_THAT(error({"--backend", "jemalloc", "--preload", "/lib/a b.so", "/app"}), Catch::Contains("LD_PRELOAD"));
+  CHECK_THAT(error({"--backend", "none", "--output-dir", "/w", "/app"}), Catch::Equals(""));
+  // What one backend's format holds is fine for another's.
+  CHECK(error({"--backend", "bytehound", "--output-dir", "/w/o,x", "/app"}).empty());
+  CHECK(error({"--backend", "memray", "--output-dir", "/w/o,%p:$$", "/app"}).empty());
+  for (auto b : {"jemalloc", "bytehound", "heaptrack", "none", "memray"})
+    CHECK(error({"--backend", b, "--output-dir", "/var/memprofile", "/app"}).empty());
+  CHECK(error({"--backend", "jemalloc", "--output-dir", "/w/o,x", "/app"}).find('\n') == std::string::npos);
+}
+
 TEST_CASE("backend settings: dormant jemalloc and bytehound load with recording off") {
   auto value = [](const std::vector<std::pair<std::string, std::string>>& env, const std::string& key) {
     for (const auto& [k, v] : env)

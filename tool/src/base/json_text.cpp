@@ -1,5 +1,7 @@
 #include "base/json_text.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 
 #include <cstdio>
@@ -136,12 +138,14 @@ class Counter : public nlohmann::json_sax<nlohmann::json> {
     error = e.what();
     return false;
   }
+  explicit Counter(size_t max_values = kMaxJsonValues) : max_values_(std::min(max_values, kMaxJsonValues)) {}
   std::string error, limit;
+  size_t values() const { return values_; }
 
  private:
   bool value() {
-    if (++values_ <= kMaxJsonValues) return true;
-    limit = "more than " + std::to_string(kMaxJsonValues) + " JSON values (memprofile's limit)";
+    if (++values_ <= max_values_) return true;
+    limit = "more than " + std::to_string(max_values_) + " JSON values (memprofile's limit)";
     return false;
   }
   bool open() {
@@ -155,7 +159,7 @@ class Counter : public nlohmann::json_sax<nlohmann::json> {
     --depth_;
     return true;
   }
-  size_t values_ = 0, depth_ = 0;
+  size_t max_values_, values_ = 0, depth_ = 0;
 };
 
 std::string without_prefix(const std::string& what) {
@@ -167,8 +171,13 @@ std::string without_prefix(const std::string& what) {
 }  // namespace
 
 nlohmann::json parse_json_bounded(const std::string& text, const std::string& name) {
-  Counter counter;
+  return parse_json_bounded(text, name, kMaxJsonValues);
+}
+
+nlohmann::json parse_json_bounded(const std::string& text, const std::string& name, size_t max_values, size_t* values) {
+  Counter counter(max_values);
   nlohmann::json::sax_parse(text, &counter);
+  if (values) *values = counter.values();
   if (!counter.limit.empty()) throw FileError(name, counter.limit);
   if (!counter.error.empty()) throw FileError(name, "malformed JSON: " + without_prefix(counter.error));
   try {

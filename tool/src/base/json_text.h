@@ -24,6 +24,10 @@ std::string json_text(const nlohmann::json& j);
 constexpr size_t kMaxJsonValues = 1u << 17;  // real configs hold a few thousand
 constexpr size_t kMaxJsonDepth = 128;        // real ones nest under 10
 nlohmann::json parse_json_bounded(const std::string& text, const std::string& name);
+// The same within `max_values` (at most kMaxJsonValues); `values`, when
+// given, gets how many the text held.
+nlohmann::json parse_json_bounded(const std::string& text, const std::string& name, size_t max_values,
+                                  size_t* values = nullptr);
 
 // The same, for a document that must be an object or an array (a manifest,
 // an index, a config).

@@ -110,17 +110,10 @@ std::string memray_unserved(long pid, bool only) {
 // dispatcher's child is the profiled process), the only one there is.
 std::pair<std::string, long> find_socket(const ControlOptions& o, const std::string& dir) {
   std::string path = dir + "/" + ctl_socket_name(o.pid);
+  // Whatever has the name is asked: the asking checks that it is the
+  // process's socket (control_client.h) and says why when it is not.
   struct stat st;
-  if (lstat(path.c_str(), &st) == 0) {
-    // In a shared directory, a socket of that name owned by someone else
-    // is not the process's.
-    struct stat proc;
-    if (S_ISSOCK(st.st_mode) && stat(("/proc/" + std::to_string(o.pid)).c_str(), &proc) == 0 &&
-        st.st_uid != proc.st_uid && st.st_uid != 0)
-      throw FileError(path, "owned by uid " + std::to_string(st.st_uid) + ", not by process " + std::to_string(o.pid) +
-                                "'s uid " + std::to_string(proc.st_uid) + ": not its control socket");
-    return {path, o.pid};
-  }
+  if (lstat(path.c_str(), &st) == 0) return {path, o.pid};
   // A PID with no process here (it ended, a typo, another pid namespace)
   // says so beside whatever else is wrong: the directory it was looked up
   // in may be only the config's default.
@@ -173,6 +166,9 @@ void print_status(const json& r) {
             << mib(num("disk_bytes")) << " in " << str("output_dir") << " of a "
             << (num("max_bytes") ? mib(num("max_bytes")) : std::string("unlimited")) << " budget; "
             << mib(num("free_bytes")) << " free (floor " << mib(num("min_free_bytes")) << ")\n";
+  if (r.value("not_its_own", 0u))
+    std::cout << "  (" << r.value("not_its_own", 0u) << " more under its names are not its own: another user's, or "
+              << "not regular files; not shown)\n";
   if (list.size() < r.value("own_files", 0u)) std::cout << "  (the " << list.size() << " listed; all are in " << str("output_dir") << ")\n";
   for (const auto& s : list)
     std::cout << "  " << s.value("path", std::string()) << "  " << mib(s.value("bytes", uint64_t{0})) << "\n";
@@ -322,6 +318,7 @@ struct Member {
   std::string why;     // why it is not reached, or the request's failure
   std::string error;   // the connection's own error ("" when it answered, or has no socket)
   bool unanswered = false;  // a live socket that gave no answer (stopped, busy, refused us)
+  bool refused = false;     // its socket, or its answer, is not that process's own (control_client.h)
   bool local = false;       // in this pid namespace's /proc (its end can be seen)
 };
 
@@ -382,10 +379,12 @@ std::vector<long> tree_roots(const ControlOptions& o, const std::string& dir, co
 // them, but they are the tree's, and its memory counts them.
 std::vector<Member> members(const ControlOptions& o, const std::string& dir, std::vector<long>& beyond) {
   if (o.only) return single(o, dir);
+  // Anything under a member's socket name is asked, and refused with a
+  // reason when it is not that process's socket.
   auto socket_for = [&](long pid) {
     std::string path = dir + "/" + ctl_socket_name(pid);
     struct stat st;
-    return lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) ? path : std::string();
+    return lstat(path.c_str(), &st) == 0 ? path : std::string();
   };
   auto table = read_process_table();
   std::vector<Member> all;
@@ -420,35 +419,52 @@ std::vector<Member> members(const ControlOptions& o, const std::string& dir, std
   return out;
 }
 
-// Asks every member that serves; the others get their reason.
+// Asks every member that serves, all at once within one deadline; the
+// others get their reason.
 void ask_all(std::vector<Member>& ms, const std::string& request, double timeout) {
+  std::vector<ControlAsk> asks;
+  std::vector<Member*> asked;
+  for (auto& m : ms)
+    if (!m.socket.empty()) {
+      asks.push_back({m.pid, m.socket});
+      asked.push_back(&m);
+    }
+  std::vector<ControlAnswer> answers = ask_controls(asks, request, timeout);
   std::string program, backend;
-  for (auto& m : ms) {
-    if (m.socket.empty()) continue;
-    try {
-      m.reply = ask_control(m.socket, request, timeout);
-      if (program.empty()) program = m.reply.value("program", std::string());
-      if (backend.empty()) backend = m.reply.value("backend", std::string());
-      if (!m.reply.value("ok", false)) m.why = m.reply.value("error", std::string("failed"));
-    } catch (const StaleSocket& e) {
-      // A child that exec'd another program or ended leaves its socket
-      // until the first process clears it: not an error of the tree.
-      m.why = std::string("not reachable: ") + e.what();
-      m.error = e.what();
-      m.socket.clear();
-    } catch (const FileError& e) {
-      m.error = e.what();
-      if (m.local && process_ended(m.pid)) {
-        // It ended while it was asked (a worker recycled): gone, like a
-        // stale socket.
-        m.why = std::string("not reachable: it ended while the command ran (") + e.what() + ")";
+  for (size_t i = 0; i < asked.size(); ++i) {
+    Member& m = *asked[i];
+    ControlAnswer& a = answers[i];
+    switch (a.outcome) {
+      case ControlAnswer::Outcome::Answered:
+        m.reply = std::move(a.reply);
+        if (program.empty()) program = m.reply.value("program", std::string());
+        if (backend.empty()) backend = m.reply.value("backend", std::string());
+        if (!m.reply.value("ok", false)) m.why = m.reply.value("error", std::string("failed"));
+        break;
+      case ControlAnswer::Outcome::Stale:
+        // A child that exec'd another program or ended leaves its socket
+        // until the first process clears it: not an error of the tree.
+        m.why = "not reachable: " + a.error;
+        m.error = a.error;
         m.socket.clear();
-      } else {
-        // A live process that did not answer (stopped, busy, not ours to
-        // ask): the command did not reach it, and says so in its exit code.
-        m.why = e.what();
-        m.unanswered = true;
-      }
+        break;
+      case ControlAnswer::Outcome::Unanswered:
+      case ControlAnswer::Outcome::Refused:
+        m.error = a.error;
+        if (m.local && process_ended(m.pid)) {
+          // It ended while it was asked (a worker recycled): gone, like a
+          // stale socket.
+          m.why = "not reachable: it ended while the command ran (" + a.error + ")";
+          m.socket.clear();
+        } else {
+          // A live process that did not answer (stopped, busy, not ours to
+          // ask), or whose socket is not its own: the command did not reach
+          // it, and says so in its exit code.
+          m.why = (a.outcome == ControlAnswer::Outcome::Refused ? "not reached, refused: " : "") + a.error;
+          m.unanswered = true;
+          m.refused = a.outcome == ControlAnswer::Outcome::Refused;
+        }
+        break;
     }
   }
   for (auto& m : ms)
@@ -470,6 +486,7 @@ json member_json(const Member& m) {
     j["served"] = false;
     j["error"] = m.why;
     if (m.unanswered) j["unanswered"] = true;
+    if (m.refused) j["refused"] = true;
     if (!m.comm.empty()) j["comm"] = m.comm;
   } else {
     j["served"] = true;

@@ -185,16 +185,6 @@ std::string ctl_library_problem(const HostTree& root, const std::string& path, c
   return "";
 }
 
-// The disk budget the control library enforces: the one given, else 10 %
-// of the output filesystem, at most 1 GiB.
-uint64_t budget_bytes(const LauncherConfig& cfg) {
-  constexpr uint64_t kMiB = 1024 * 1024;
-  if (cfg.max_profile_mb) return cfg.max_profile_mb * kMiB;
-  struct statvfs vfs;
-  if (statvfs(cfg.output_dir.c_str(), &vfs) != 0) return 1024 * kMiB;
-  return std::min<uint64_t>(static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize / 10, 1024 * kMiB);
-}
-
 std::string real_path(const std::string& path) {
   char buf[PATH_MAX];
   return realpath(path.c_str(), buf) ? buf : path;
@@ -557,7 +547,7 @@ ExitCode run_exec(const ExecArgs& o) {
   if (memray) add_memray_env(l);
   const std::string lib = memray ? l.memray_extension : absolute(l.plan.preload, l.cwd);
   const bool with_ctl = l.ctl_problem.empty();
-  const uint64_t max_bytes = budget_bytes(l.plan.cfg);
+  const uint64_t max_bytes = profile_budget_bytes(l.plan.cfg);
   const uint64_t snapshot_every_ms = with_ctl && takes_snapshots(l.plan.backend) ? l.plan.cfg.snapshot_every_ms : 0;
   if ((l.plan.backend == Backend::None || memray) && !l.plan.cfg.preload.empty())
     l.log.warn("preload_unused",

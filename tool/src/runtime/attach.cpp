@@ -198,11 +198,13 @@ void watch_profiles(const AttachRequest& o, Attachment& a) {
 // dormant process is attached and records nothing until memprofile start).
 void ask_recording(Attachment& a) {
   std::string sock = a.output_dir + "/" + ctl_socket_name(a.pid);
+  // Whatever has the socket's name is asked, and refused with a reason
+  // when it is not the process's (a link, another owner, another pid).
   struct stat st;
-  if (stat(sock.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return;
+  if (lstat(sock.c_str(), &st) != 0) return;
   // A cap, not a wait: the answer takes milliseconds, later on a busy node.
   try {
-    json r = ask_control(sock, "status", 10.0);
+    json r = ask_control(sock, a.pid, "status", 10.0);
     a.recording = r.value("recording", false);
     a.stopped_reason = r.value("stopped_reason", std::string());
   } catch (const Error& e) {

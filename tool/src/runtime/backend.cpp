@@ -1,5 +1,8 @@
 #include "runtime/backend.h"
 
+#include <sys/statvfs.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -49,6 +52,36 @@ std::string dormant_unsupported(Backend b) {
     return "heaptrack cannot start dormant: it records from the first allocation, and a trace started later misses "
            "the frees of what was allocated before (use jemalloc or bytehound for dormant mode)";
   if (b == Backend::None) return "--backend none loads no profiler: there is nothing to keep dormant";
+  return "";
+}
+
+std::string settings_unsafe(Backend b, const std::string& output_dir, const std::string& preload,
+                            const std::string& ctl_library) {
+  auto has = [](const std::string& v, const char* chars) { return v.find_first_of(chars) != std::string::npos; };
+  const std::string dir = "the output directory " + output_dir;
+  switch (b) {
+    case Backend::Jemalloc:
+      if (has(output_dir, ",:"))
+        return dir + " holds ',' or ':', which jemalloc's MALLOC_CONF reads as the end of its prof_prefix (the rest "
+                     "would be settings of its own)";
+      break;
+    case Backend::Bytehound:
+      if (has(output_dir, "%"))
+        return dir + " holds '%', which bytehound expands in its output file names (%p, %t, %e, %n)";
+      break;
+    case Backend::Heaptrack:
+      if (output_dir.find("$$") != std::string::npos)
+        return dir + " holds \"$$\", which heaptrack replaces with the pid in its output file name";
+      break;
+    case Backend::None:
+    case Backend::Memray: break;
+  }
+  if (b == Backend::Memray)  // the bootstrap beside the control library goes first on PYTHONPATH
+    return has(ctl_library, ":") ? "the control library " + ctl_library +
+                                       " holds ':', where Python splits PYTHONPATH (its bootstrap goes there)"
+                                 : "";
+  for (const std::string* lib : {&preload, &ctl_library})
+    if (has(*lib, ": \t\n")) return "the library " + *lib + " holds ':' or a blank, where the loader splits LD_PRELOAD";
   return "";
 }
 
@@ -115,6 +148,14 @@ bool is_profile_file(Backend b, const std::string& name) {
     case Backend::Memray: return memray_capture_pid(name) >= 0;
   }
   return false;
+}
+
+uint64_t profile_budget_bytes(const LauncherConfig& cfg) {
+  constexpr uint64_t kMiB = 1024 * 1024;
+  if (cfg.max_profile_mb) return cfg.max_profile_mb * kMiB;
+  struct statvfs vfs;
+  if (statvfs(cfg.output_dir.c_str(), &vfs) != 0) return 1024 * kMiB;
+  return std::min<uint64_t>(static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize / 10, 1024 * kMiB);
 }
 
 std::optional<uint64_t> parse_duration_ms(const std::string& text) {
@@ -220,6 +261,17 @@ long profile_file_pid(Backend b, const std::string& name) {
     }
     case Backend::Memray: return memray_capture_pid(name);
   }
+  return -1;
+}
+
+long output_file_pid(const std::string& name) {
+  const std::string record = ".mem.json", marks = "memray-marks.";
+  if (is_process_record(name)) return std::stol(name.substr(16, name.size() - 21));
+  if (name.rfind(marks, 0) == 0) return memray_capture_pid("memray." + name.substr(marks.size()));
+  std::string base = name;
+  if (is_memory_record(name) && !is_profile_file(Backend::None, name)) base = name.substr(0, name.size() - record.size());
+  for (Backend b : {Backend::Jemalloc, Backend::Heaptrack, Backend::Bytehound, Backend::None, Backend::Memray})
+    if (long pid = profile_file_pid(b, base); pid >= 0) return pid;
   return -1;
 }
 

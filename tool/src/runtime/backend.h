@@ -35,6 +35,14 @@ std::string default_preload(Backend b);
 // dormant_unsupported).
 std::vector<std::pair<std::string, std::string>> backend_env(Backend b, const std::string& output_dir, bool dispatcher,
                                                            bool aarch64, bool dormant = false);
+// A value that the backend's own settings format cannot hold, said in one
+// line ("" when every value fits): jemalloc splits MALLOC_CONF at ',' and
+// ':', bytehound expands '%' in its output names, heaptrack replaces "$$",
+// and the loader splits LD_PRELOAD at ':' and blanks. Such a value would
+// change the profiler's settings or send its files elsewhere, so exec
+// refuses it (LAUNCHER_CONFIG) before the app starts.
+std::string settings_unsafe(Backend b, const std::string& output_dir, const std::string& preload,
+                            const std::string& ctl_library);
 // Why the backend cannot start dormant ("" when it can).
 std::string dormant_unsupported(Backend b);
 // The control library exec loads after the profiler (ctl/ctl.h): it serves
@@ -56,6 +64,10 @@ bool is_process_record(const std::string& name);
 // heaptrack.PID.raw, bytehound's ..._PID.dat and bytehound_EXE_PID.log),
 // or -1 when it carries none.
 long profile_file_pid(Backend b, const std::string& name);
+// The pid any file of memprofile's output directory carries in its name: a
+// profile or log of any backend, a memory record, a memray capture or its
+// marks, a process record; -1 for another name.
+long output_file_pid(const std::string& name);
 // memray's capture of the process `pid` (the bootstrap's name for it).
 std::string memray_capture_name(long pid);
 // The pid a memray capture's name carries: memray.PID.bin, or the child's
@@ -91,6 +103,10 @@ struct LauncherConfig {
   std::vector<std::string> entrypoint, cmd;
   bool has_command = false;  // either key was given
 };
+// The disk budget of the profiles (the control library enforces it while
+// the tree runs; collect carries no more): max_profile_mb, else 10 % of the
+// output directory's filesystem, at most 1 GiB.
+uint64_t profile_budget_bytes(const LauncherConfig& cfg);
 // A duration as --snapshot-every takes it: N (seconds), Ns, Nm, Nh or Nd,
 // from 1 s to 7 days; nullopt for anything else.
 std::optional<uint64_t> parse_duration_ms(const std::string& text);

@@ -151,6 +151,7 @@ LaunchPlan plan_launch(const ExecArgs& args, const std::optional<std::string>& c
                  : cfg.preload.empty()         ? default_preload(plan.backend)
                                                : cfg.preload;
   if (backend_error.empty() && cfg.dormant) backend_error = dormant_unsupported(plan.backend);
+  if (backend_error.empty()) backend_error = settings_unsafe(plan.backend, cfg.output_dir, plan.preload, cfg.ctl_library);
   plan.error = !args.error.empty() ? args.error : !plan.config_error.empty() ? plan.config_error : backend_error;
   return plan;
 }
