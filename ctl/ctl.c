@@ -793,8 +793,11 @@ static int do_connect(int fd, const struct sockaddr* a, socklen_t len) { return 
 static int bind_at(int fd, const char* dir, const char* name) { return at_dir(fd, dir, name, do_bind); }
 static int connect_at(int fd, const char* dir, const char* name) { return at_dir(fd, dir, name, do_connect); }
 
-// The socket appears with its final name and mode at once: bound under a
-// temporary name, restricted, then renamed.
+// The socket appears with its final name and mode at once: its mode set
+// on the fd before bind (the kernel gives the bound file the socket
+// inode's mode; a chmod by name would follow a link that another user put
+// there, in a directory without the sticky bit), bound under a temporary
+// name, then renamed.
 static int open_socket(void) {
   char name[64], tmp[sizeof sock_path + 8];
   snprintf(name, sizeof name, "memprofile-ctl.%d.sock.new", (int)ctl.pid);
@@ -805,8 +808,7 @@ static int open_socket(void) {
   unlink(tmp);
   // Listening before the rename: a socket under its final name always
   // answers while its process lives (reap_stale_sockets relies on it).
-  if (bind_at(fd, ctl.dir, name) != 0 || listen(fd, 16) != 0 || chmod(tmp, 0600) != 0 ||
-      rename(tmp, sock_path) != 0) {
+  if (fchmod(fd, 0600) != 0 || bind_at(fd, ctl.dir, name) != 0 || listen(fd, 16) != 0 || rename(tmp, sock_path) != 0) {
     ctl_log("cannot serve %s: %s; start/stop/snapshot/status are not available", sock_path, strerror(errno));
     unlink(tmp);
     close(fd);

@@ -159,7 +159,7 @@ class _Control:
         tracker = None
         try:
             tracker = self.memray.Tracker(path, native_traces=self.native, follow_fork=True)
-        except Exception as e:  # OSError: memray cannot create the file
+        except BaseException as e:  # OSError: memray cannot create the file; a broken one may even exit
             failed.append("%s: %s" % (type(e).__name__, e))
         if tracker is not None and on_main:
             gave_up = []
@@ -167,7 +167,7 @@ class _Control:
             def enter():
                 try:
                     tracker.__enter__()
-                except Exception as e:
+                except BaseException as e:
                     failed.append("%s: %s" % (type(e).__name__, e))
                     return
                 if gave_up:  # too late: nobody would ever close it
@@ -182,7 +182,7 @@ class _Control:
         elif tracker is not None:
             try:
                 tracker.__enter__()
-            except Exception as e:
+            except BaseException as e:
                 failed.append("%s: %s" % (type(e).__name__, e))
         if failed:
             # memray made the file before it failed (an empty LZ4 frame when
@@ -208,7 +208,7 @@ class _Control:
         if tracker is not None:
             try:
                 tracker.__exit__(None, None, None)
-            except Exception as e:
+            except BaseException as e:
                 self.log("closing %s: %s: %s" % (self.capture, type(e).__name__, e))
 
     def _tell_children(self):
@@ -338,7 +338,10 @@ class _Control:
             os.close(fd)
 
     def _listen(self):
-        # Bound under a temporary name, restricted, listening, then renamed:
+        # Restricted on the fd before bind (the bound file takes the socket
+        # inode's mode; a chmod by name would follow a link another user put
+        # there, in a directory without the sticky bit), bound under a
+        # temporary name, listening, then renamed:
         # a socket under its final name always answers while its process
         # lives (the reaper relies on it). Non-blocking once, here: serve
         # waits in poll, and never changes the fd's flags again (an fd the
@@ -351,10 +354,10 @@ class _Control:
                 os.unlink(path + ".new")
             except FileNotFoundError:
                 pass
+            os.fchmod(s.fileno(), 0o600)
             self._at_dir(s, name + ".new", lambda k, a: k.bind(a))
             s.listen(16)
             s.setblocking(False)
-            os.chmod(path + ".new", 0o600)
             os.rename(path + ".new", path)
             self.sock_ino = os.lstat(path).st_ino
             st = os.fstat(s.fileno())
@@ -564,7 +567,7 @@ class _Control:
         with self.lock:
             try:
                 answer = self.handle(request)
-            except Exception as e:
+            except BaseException as e:
                 answer = {"ok": False, "pid": self.pid, "backend": "memray", "recording": self.recording,
                           "error": "the request failed in the bootstrap (%s: %s)" % (type(e).__name__, e)}
         conn.sendall((self.json.dumps(answer) + "\n").encode())
@@ -688,7 +691,7 @@ class _Control:
         def body():
             try:
                 self.serve()
-            except Exception as e:
+            except BaseException as e:
                 self._stop_serving("the control thread failed (%s: %s)" % (type(e).__name__, e))
 
         # A bare thread, not a threading.Thread: with memray 1.17 recording
@@ -737,7 +740,7 @@ class _Control:
         if self.served:
             try:
                 self.run_thread()
-            except Exception as e:
+            except BaseException as e:
                 self.log("cannot serve this forked child (%s: %s)" % (type(e).__name__, e))
 
     def at_exit(self):
@@ -753,7 +756,7 @@ class _Control:
             self._unlink_socket()
             if self.served and not self.parent:
                 self._reap()
-        except Exception:
+        except BaseException:
             pass
         finally:
             if held:
@@ -764,7 +767,7 @@ def _start():
     out = os.environ.get("MEMPROFILE_CTL_DIR") or os.environ["MEMPROFILE_MEMRAY_DIR"]
     try:
         import memray
-    except Exception as e:  # ImportError, or an extension that cannot load
+    except BaseException as e:  # ImportError, an extension that cannot load, a package that exits
         _say("cannot import memray in %s (%s: %s): not tracked" % (sys.executable, type(e).__name__, e))
         return
     control = _Control(memray, out, os.environ.get("MEMPROFILE_MEMRAY_NATIVE", "1") == "1")
@@ -777,7 +780,7 @@ def _start():
         else:
             try:
                 why = control.begin(on_main=True)
-            except Exception as e:
+            except BaseException as e:
                 why = "%s: %s" % (type(e).__name__, e)
             if why:
                 control.stopped_reason = why
@@ -790,7 +793,7 @@ def _start():
                             after_in_child=control.after_fork_child)
         try:
             control.run_thread()
-        except Exception as e:  # RuntimeError: no thread can start
+        except BaseException as e:  # RuntimeError: no thread can start
             _say("cannot start the control thread (%s: %s): %s, but start/stop/status are not served" % (
                 type(e).__name__, e, "tracked" if control.recording else "not tracked"))
 
@@ -828,10 +831,13 @@ def _chain(bootstraps):
 _bootstraps = getattr(sys, "_memprofile_bootstraps", None)
 if _bootstraps is None:
     _bootstraps = sys._memprofile_bootstraps = set()
+    # BaseException: a memray whose import or tracker raises SystemExit or
+    # KeyboardInterrupt must not end the interpreter in site's import (the
+    # app would never start, nor its own sitecustomize run).
     if _tracked_here():
         try:
             _start()
-        except Exception as e:
+        except BaseException as e:
             _say("bootstrap failed (%s: %s): not tracked" % (type(e).__name__, e))
 _bootstraps.add(os.path.dirname(os.path.abspath(__file__)))
 _chain(_bootstraps)
