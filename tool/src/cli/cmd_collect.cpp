@@ -74,6 +74,7 @@ ExitCode run_collect(const CollectOptions& o) {
   req.out = o.out;
   req.settle = o.settle;
   req.timeout = o.timeout;
+  req.max_bytes = profile_budget_bytes(cfg);
   if (o.suspend && req.backend == Backend::Bytehound) req.suspend_pid = o.pid;
   if (o.out == "-" && isatty(STDOUT_FILENO))
     throw Error("collect writes a tar archive: redirect it (kubectl exec POD -- memprofile collect > profile.tar)");

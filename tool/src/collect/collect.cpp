@@ -4,10 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -18,6 +21,7 @@
 #include "collect/collected.h"
 #include "collect/profile_dir.h"
 #include "collect/tar_writer.h"
+#include "runtime/control_client.h"
 
 namespace memprofile {
 
@@ -25,10 +29,21 @@ using nlohmann::json;
 
 namespace {
 
-std::string make_manifest(Backend backend, const std::string& output_dir, const json& files,
-                          const std::map<std::string, std::string>& skipped) {
+// What collect left out of the archive, and why; `cut`: its entry is in
+// the tar, zero-filled past where the file shrank.
+struct Skip {
+  std::string why;
+  bool cut = false;
+};
+using Skipped = std::map<std::string, Skip>;
+
+std::string make_manifest(Backend backend, const std::string& output_dir, const json& files, const Skipped& skipped) {
   json skipped_json = json::array();
-  for (const auto& [rel, why] : skipped) skipped_json.push_back({{"name", rel}, {"why", why}});
+  for (const auto& [rel, skip] : skipped) {
+    json one = {{"name", rel}, {"why", skip.why}};
+    if (skip.cut) one["cut"] = true;
+    skipped_json.push_back(std::move(one));
+  }
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   return json{{"backend", to_string(backend)},
@@ -65,8 +80,7 @@ ProfileListing settled_listing(const CollectRequest& req, const Say& say) {
 
 // Refuse before streaming a tar that --verify would not accept: the
 // manifest grows with the number of files (their sha256 is the same length).
-void check_manifest_fits(const CollectRequest& req, const ProfileListing& listing,
-                         const std::map<std::string, std::string>& skipped) {
+void check_manifest_fits(const CollectRequest& req, const ProfileListing& listing, const Skipped& skipped) {
   json preview = json::array();
   for (const auto& [name, size] : listing.files)
     preview.push_back({{"name", name}, {"size", size}, {"sha256", std::string(64, '0')}});
@@ -75,60 +89,142 @@ void check_manifest_fits(const CollectRequest& req, const ProfileListing& listin
                                         " files make a manifest larger than --verify accepts; collect fewer at a time");
 }
 
-// One file, exactly its listed size even if the profiler appends meanwhile;
-// its sha256, or "" when it changed kind since the listing (`why` says how).
-std::string copy_file(TarWriter& out, int root, const std::string& dir, const std::string& name, uint64_t size,
-                      std::string& why) {
-  std::string path = dir + "/" + name;
-  UniqueFd file = open_beneath(root, name);
-  if (!file && (errno == ELOOP || errno == ENOTDIR)) {
-    why = errno == ELOOP ? "replaced by a symbolic link since it was listed, not followed"
-                         : "a directory on its path is no longer one (a symbolic link?), not followed";
-    return "";
+std::string base_of(const std::string& rel) { return rel.substr(rel.rfind('/') + 1); }
+
+// The uids the tree's processes run as (collect.h): a file owned by any
+// other uid is not the tree's.
+std::set<uid_t> tree_uids(const std::string& dir, const ProfileListing& listing) {
+  std::set<uid_t> uids{0, getuid()};
+  std::set<long> pids;
+  try {
+    for (long p : socket_pids(dir)) pids.insert(p);
+  } catch (const Error&) {
   }
-  if (!file) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
-  struct stat st;
-  if (fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    why = "no longer a regular file since it was listed";
-    return "";
+  std::map<long, std::string> records;
+  for (const auto& [rel, size] : listing.files)
+    if (is_process_record(base_of(rel))) records[output_file_pid(base_of(rel))] = rel;
+  for (const auto& [pid, rel] : records) pids.insert(pid);
+  for (long pid : pids) {
+    struct stat st;
+    if (stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0) {
+      uids.insert(st.st_uid);
+    } else if (auto r = records.find(pid); r != records.end() && lstat((dir + "/" + r->second).c_str(), &st) == 0) {
+      uids.insert(st.st_uid);  // ended: its record's owner is who it ran as
+    }
   }
-  out.header(name, size);
-  Sha256 sha;
-  std::vector<char> buf(1 << 16);
-  for (uint64_t done = 0; done < size;) {
-    ssize_t r = pread(file.get(), buf.data(), std::min<uint64_t>(buf.size(), size - done), static_cast<off_t>(done));
+  return uids;
+}
+
+// Why a listed file is left out before any byte of it is written ("" when
+// it is carried): it changed since the listing, is not the tree's, is
+// sparse, or would pass the budget.
+std::string refuse_file(const struct stat& st, uint64_t size, const std::set<uid_t>& uids, uint64_t carried,
+                        uint64_t max_bytes) {
+  if (!S_ISREG(st.st_mode)) return "no longer a regular file since it was listed";
+  if (static_cast<uint64_t>(st.st_size) < size)
+    return "shrank since it was listed (from " + std::to_string(size) + " to " + std::to_string(st.st_size) + " bytes)";
+  if (!uids.count(st.st_uid))
+    return "owned by uid " + std::to_string(st.st_uid) + ", which no process of the tree runs as";
+  const uint64_t on_disk = static_cast<uint64_t>(st.st_blocks) * 512;
+  if (size > 16 * on_disk && size - on_disk > (1u << 20))
+    return "sparse: " + std::to_string(size) + " bytes long but " + std::to_string(on_disk) +
+           " on disk; profilers write their files densely (planted?)";
+  if (max_bytes && carried + size > max_bytes)
+    return "past the budget: " + std::to_string(carried) + " bytes carried already, of at most " +
+           std::to_string(max_bytes) + " (the profiles' disk budget)";
+  return "";
+}
+
+// Reads [0, size) of `fd` into `buf` (as much as there is): how much.
+uint64_t read_at_most(int fd, char* buf, uint64_t size, uint64_t from) {
+  uint64_t done = 0;
+  while (done < size) {
+    ssize_t r = pread(fd, buf + done, size - done, static_cast<off_t>(from + done));
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      throw FileError(path, "shrank while being copied (" + std::to_string(done) + " of " + std::to_string(size) +
-                                " bytes); nothing usable was written");
-    sha.update(buf.data(), static_cast<size_t>(r));
-    out.write(buf.data(), static_cast<size_t>(r));
+    if (r <= 0) break;
     done += static_cast<uint64_t>(r);
   }
+  return done;
+}
+
+// One file, exactly its listed size even if the profiler appends meanwhile:
+// its sha256, or "" when it was left out (`skip` says why; `skip.cut` when
+// its entry was written and zero-filled).
+std::string copy_file(TarWriter& out, int root, const std::string& name, uint64_t size, const std::set<uid_t>& uids,
+                      uint64_t& carried, uint64_t max_bytes, Skip& skip) {
+  UniqueFd file = open_beneath(root, name);
+  if (!file) {
+    skip.why = errno == ELOOP    ? "replaced by a symbolic link since it was listed, not followed"
+               : errno == ENOTDIR ? "a directory on its path is no longer one (a symbolic link?), not followed"
+               : errno == ENOENT  ? "gone since it was listed (rotated by the budget, or removed)"
+                                  : std::string("cannot open: ") + std::strerror(errno);
+    return "";
+  }
+  struct stat st;
+  if (fstat(file.get(), &st) != 0) {
+    skip.why = std::string("cannot stat: ") + std::strerror(errno);
+    return "";
+  }
+  if (skip.why = refuse_file(st, size, uids, carried, max_bytes); !skip.why.empty()) return "";
+  Sha256 sha;
+  if (size <= kSpoolBytes) {
+    // Read whole first: what the entry holds is what was read.
+    std::string whole(static_cast<size_t>(size), '\0');
+    if (uint64_t got = read_at_most(file.get(), whole.data(), size, 0); got < size) {
+      skip.why = "shrank while it was read (" + std::to_string(got) + " of " + std::to_string(size) + " bytes)";
+      return "";
+    }
+    out.header(name, size);
+    sha.update(whole.data(), whole.size());
+    out.write(whole.data(), whole.size());
+  } else {
+    out.header(name, size);
+    std::vector<char> buf(1 << 16);
+    for (uint64_t done = 0; done < size;) {
+      uint64_t got = read_at_most(file.get(), buf.data(), std::min<uint64_t>(buf.size(), size - done), done);
+      if (got == 0) {
+        // The header promised `size` bytes: zeros keep the tar whole, and
+        // the manifest leaves the entry out.
+        skip.why = "shrank while it was copied (" + std::to_string(done) + " of " + std::to_string(size) +
+                   " bytes); its entry is zero-filled and left out";
+        skip.cut = true;
+        std::fill(buf.begin(), buf.end(), '\0');
+        for (; done < size; done += std::min<uint64_t>(buf.size(), size - done))
+          out.write(buf.data(), static_cast<size_t>(std::min<uint64_t>(buf.size(), size - done)));
+        break;
+      }
+      sha.update(buf.data(), static_cast<size_t>(got));
+      out.write(buf.data(), static_cast<size_t>(got));
+      done += got;
+    }
+  }
   out.pad(size);
-  return sha.hex();
+  carried += size;
+  return skip.cut ? "" : sha.hex();
 }
 
 size_t write_archive(const CollectRequest& req, const Say& say) {
   ProfileListing listing = settled_listing(req, say);
   // One line for each thing not copied, from the final listing only (the
   // earlier ones were provisional), and again in the manifest.
-  std::map<std::string, std::string> skipped;
-  auto skip = [&](const std::string& rel, const std::string& why) {
+  Skipped skipped;
+  auto skip = [&](const std::string& rel, const Skip& why) {
     skipped[rel] = why;
-    say("warning: skipped " + req.output_dir + "/" + rel + ": " + why);
+    say("warning: skipped " + req.output_dir + "/" + rel + ": " + why.why);
   };
-  for (const auto& [rel, why] : listing.skipped) skip(rel, why);
+  for (const auto& [rel, why] : listing.skipped) skip(rel, Skip{why});
   if (listing.files.empty())
     throw FileError(req.output_dir, std::string("no ") + to_string(req.backend) + " profile files here yet");
   check_manifest_fits(req, listing, skipped);
 
+  const std::set<uid_t> uids = tree_uids(req.output_dir, listing);
   UniqueFd root = open_output_dir(req.output_dir);
   TarWriter out(req.out);
   json files = json::array();
+  uint64_t carried = 0;
   for (const auto& [name, size] : listing.files) {
-    std::string why;
-    std::string sha = copy_file(out, root.get(), req.output_dir, name, size, why);
+    Skip why;
+    std::string sha = copy_file(out, root.get(), name, size, uids, carried, req.max_bytes, why);
     if (sha.empty())
       skip(name, why);
     else

@@ -1,6 +1,7 @@
 #include "collect/collected.h"
 
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -103,14 +104,20 @@ CollectedArchive read_collected(Reader& in, const std::string& name,
     if (m.contains("backend") && m["backend"].is_string()) out.backend = m["backend"].get<std::string>();
     for (const auto& f : m.at("files"))
       out.files.push_back({f.at("name").get<std::string>(), f.at("sha256").get<std::string>(), f.at("size").get<uint64_t>(), ""});
+    if (auto skipped = m.find("skipped"); skipped != m.end() && skipped->is_array())
+      for (const auto& sk : *skipped)
+        if (sk.is_object() && sk.value("cut", false) && sk.contains("name") && sk["name"].is_string())
+          out.cut.push_back(sk["name"].get<std::string>());
   } catch (const nlohmann::json::exception&) {
     throw FileError(name, std::string("malformed ") + kCollectManifest);
   }
   std::map<std::string, int> listed;
   for (const auto& f : out.files)
     if (++listed[f.name] == 2) out.problems.push_back("entry '" + f.name + "': listed twice in the manifest");
+  std::set<std::string> cut(out.cut.begin(), out.cut.end());
   for (const auto& entry : order)
-    if (!listed.count(entry)) out.problems.push_back("entry '" + entry + "': in the archive but not listed in the manifest");
+    if (!listed.count(entry) && !cut.count(entry))
+      out.problems.push_back("entry '" + entry + "': in the archive but not listed in the manifest");
   for (const auto& [entry, count] : listed)
     if (!seen.count(entry)) out.problems.push_back("entry '" + entry + "': listed in the manifest but missing from the archive");
   for (auto& f : out.files) {

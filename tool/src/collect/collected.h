@@ -29,6 +29,9 @@ struct CollectedArchive {
   std::string backend;                // the manifest's
   std::vector<CollectedFile> files;   // as the manifest lists them
   std::vector<std::string> problems;  // entries missing, unlisted, listed twice
+  // Entries whose file shrank while collect streamed it: in the tar,
+  // zero-filled, listed as skipped with "cut" (collect.h); not profiles.
+  std::vector<std::string> cut;
 };
 
 // Why a name in an archive is not one collect writes ("" when it is).

@@ -289,24 +289,31 @@ void load_archive(const std::string& path, Loaded& out) {
   FdReader in(fd.get(), path);
   // A profile that does not parse is said after the manifest check: a
   // corrupt archive is the first thing to know.
-  std::exception_ptr unreadable;
+  // (An entry collect cut, zero-filled, is known only from the manifest
+  // at the end: its error is then no error of the archive.)
+  std::vector<std::pair<std::string, std::exception_ptr>> unreadable;
   CollectedArchive archive = read_collected(in, path, [&](const std::string& entry, Reader& bytes) {
     std::string base = basename_of(entry);
-    if (unreadable || !(ends_with(base, ".heap") || is_heaptrack_file(base) || is_bytehound_name(base) ||
-                        is_memray_name(base) || is_memray_marks(base) || is_process_record(base) ||
-                        is_memory_record(base)))
+    if (unreadable.size() > 64 || !(ends_with(base, ".heap") || is_heaptrack_file(base) || is_bytehound_name(base) ||
+                                    is_memray_name(base) || is_memray_marks(base) || is_process_record(base) ||
+                                    is_memory_record(base)))
       return;
     try {
       load_one(path + ":" + entry, entry, bytes, out);
     } catch (const Error&) {
-      unreadable = std::current_exception();
+      unreadable.emplace_back(entry, std::current_exception());
     }
   });
   if (!archive.problems.empty()) throw FileError(path, archive.problems.front() + " (memprofile collect --verify)");
+  unreadable.erase(std::remove_if(unreadable.begin(), unreadable.end(),
+                                  [&](const auto& u) {
+                                    return std::find(archive.cut.begin(), archive.cut.end(), u.first) != archive.cut.end();
+                                  }),
+                   unreadable.end());
   for (const auto& f : archive.files)
     if (!f.mismatch.empty())
       throw FileError(path, "entry '" + f.name + "': " + f.mismatch + "; the archive does not match its manifest");
-  if (unreadable) std::rethrow_exception(unreadable);
+  if (!unreadable.empty()) std::rethrow_exception(unreadable.front().second);
 }
 
 // A memray capture named alone still has its marks beside it: read them
