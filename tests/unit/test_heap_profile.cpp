@@ -430,3 +430,61 @@ TEST_CASE("a process of the tree with a record and no snapshot read is named in 
   CHECK_THAT(loaded.notes[0][0], Catch::StartsWith("pid 103 (/app/server, forked from 100) is a process of the tree") &&
                                      Catch::Contains("no snapshot in the profiles read"));
 }
+
+TEST_CASE("a record is read only as the process its name says", "[profile]") {
+  testing::Scratch dir;
+  testing::make_dirs(dir / "pod");
+  write_trace(dir, "pod/jeprof.100.0.i0.heap", kDump);
+  write_trace(dir, "pod/jeprof.100.1.i1.heap", kDump);
+  write_trace(dir, "pod/memprofile-proc.100.json", R"({"pid":100,"parent":1,"program":"/app/server"})");
+  // Another process's record under its own name claims pid 100.
+  write_trace(dir, "pod/memprofile-proc.99999.json", R"({"pid":100,"parent":1,"program":"/usr/sbin/forged"})");
+  write_trace(dir, "pod/jeprof.100.1.i1.heap.mem.json", R"({"pid":100,"time":2,"rss":1048576})");
+  write_trace(dir, "pod/jeprof.100.0.i0.heap.mem.json", R"({"pid":100,"time":1,"rss":1048576})");
+  // A memory record of pid 200 that says it is 100's, to make 100 grow.
+  write_trace(dir, "pod/memprofile-mem.200.2.mem.json", R"({"pid":100,"time":3,"rss":89128960000})");
+  LoadedProfiles loaded = load_profiles({dir / "pod"}, "");
+  REQUIRE(loaded.processes.size() == 1);
+  CHECK(loaded.processes[0].info.program == "/app/server");
+  CHECK(loaded.memory.size() == 2);
+  int left_out = 0;
+  for (const auto& n : loaded.notes[0]) left_out += n.rfind("left out: ", 0) == 0 && n.find("its name pid") != std::string::npos;
+  CHECK(left_out == 2);
+}
+
+TEST_CASE("two pods' pid 1 are two processes; two collections of one pod are one", "[profile]") {
+  testing::Scratch dir;
+  for (const char* pod : {"podA", "podB"}) {
+    testing::make_dirs(dir / pod);
+    write_trace(dir, std::string(pod) + "/jeprof.1.0.i0.heap", kDump);
+    write_trace(dir, std::string(pod) + "/jeprof.1.1.i1.heap", kDump);
+  }
+  write_trace(dir, "podA/memprofile-proc.1.json", R"({"pid":1,"parent":0,"program":"/app/a","started":1000})");
+  write_trace(dir, "podB/memprofile-proc.1.json", R"({"pid":1,"parent":0,"program":"/app/b","started":2000})");
+  LoadedProfiles two = load_profiles({dir / "podA", dir / "podB"}, "");
+  REQUIRE(two.processes.size() == 2);
+  CHECK(two.processes[0].snaps.size() == 2);
+  CHECK(two.processes[1].snaps.size() == 2);
+  CHECK(two.processes[0].info.program != two.processes[1].info.program);
+  CHECK(two.processes[0].info.origin == dir / "podA");
+  CHECK(two.processes[1].info.origin == dir / "podB");
+  // Without records, the inputs alone tell them apart.
+  testing::Scratch bare;
+  for (const char* pod : {"p1", "p2"}) {
+    testing::make_dirs(bare / pod);
+    write_trace(bare, std::string(pod) + "/jeprof.1.0.i0.heap", kDump);
+  }
+  CHECK(load_profiles({bare / "p1", bare / "p2"}, "").processes.size() == 2);
+  // The same pod collected twice: the same record (pid and start), one process.
+  testing::make_dirs(dir / "later");
+  write_trace(dir, "later/jeprof.1.2.i2.heap", kDump);
+  write_trace(dir, "later/memprofile-proc.1.json", R"({"pid":1,"parent":0,"program":"/app/a","started":1000})");
+  LoadedProfiles same = load_profiles({dir / "podA", dir / "later"}, "");
+  REQUIRE(same.processes.size() == 1);
+  CHECK(same.processes[0].snaps.size() == 3);
+  CHECK(same.processes[0].info.origin.empty());
+  // One input: nothing changes.
+  LoadedProfiles one = load_profiles({dir / "podA"}, "");
+  REQUIRE(one.processes.size() == 1);
+  CHECK(one.processes[0].info.key == 1);
+}

@@ -45,3 +45,15 @@ TEST_CASE("json: preflight refuses a config of a million values with exit 2 and 
   CHECK(testing::lines(r.err).size() == 1);
   CHECK_THAT(r.err, Catch::Contains("JSON values (memprofile's limit)"));
 }
+
+TEST_CASE("json: a parse error quotes nothing of the file (it may be a secret a link led to)") {
+  std::string what;
+  try {
+    parse_json_bounded("\"root:$6$secret-hash:19000:0:99999:7:::\nbin:x", "/out/memprofile-proc.1.json");
+  } catch (const FileError& e) {
+    what = e.what();
+  }
+  CHECK_THAT(what, Catch::StartsWith("/out/memprofile-proc.1.json: malformed JSON"));
+  CHECK(what.find("secret") == std::string::npos);
+  CHECK(what.find("root") == std::string::npos);
+}

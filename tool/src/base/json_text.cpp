@@ -163,9 +163,13 @@ class Counter : public nlohmann::json_sax<nlohmann::json> {
 };
 
 std::string without_prefix(const std::string& what) {
-  // nlohmann prefixes "[json.exception.parse_error.101] "; keep the rest.
+  // nlohmann prefixes "[json.exception.parse_error.101] "; keep the rest,
+  // but not its "; last read: '...'": that quotes the file, which may be
+  // anything a link led to (a secret), not JSON of ours.
   size_t b = what.find("] ");
-  return b == std::string::npos ? what : what.substr(b + 2);
+  std::string rest = b == std::string::npos ? what : what.substr(b + 2);
+  size_t quoted = rest.find("; last read: ");
+  return quoted == std::string::npos ? rest : rest.substr(0, quoted);
 }
 
 }  // namespace

@@ -51,6 +51,8 @@ struct HeapSnapshot {
   std::string file;        // where it was read from (for messages)
   std::string backend;     // "jemalloc"
   uint64_t pid = 0;        // from the file name, when it says (jemalloc: PREFIX.PID.SEQ.KIND.heap)
+  uint64_t process = 0;    // the report's key of its process (ProcessInfo::key; 0: the pid)
+  std::string origin;      // the input it was read from, where two processes share its pid
   uint64_t sequence = 0;   // dump number within the process
   std::string trigger;     // jemalloc: i (interval), m (manual), u (growth), f (final); "cut" (heaptrack, cut short)
   uint64_t time_ms = 0;    // heaptrack: since the process started

@@ -31,8 +31,7 @@ uint64_t field(const nlohmann::json& j, const char* key, const std::string& name
 }  // namespace
 
 const MemoryRecord* record_beside(const std::map<std::string, MemoryRecord>& memory, const std::string& dump_file) {
-  std::string name = dump_file.substr(dump_file.find_last_of("/:") + 1);  // npos + 1 = 0: the whole path
-  auto it = memory.find(name);
+  auto it = memory.find(dump_file);
   return it == memory.end() ? nullptr : &it->second;
 }
 

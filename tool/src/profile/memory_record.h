@@ -13,6 +13,8 @@ namespace memprofile {
 
 struct MemoryRecord {
   uint64_t pid = 0;
+  uint64_t process = 0;  // the report's key of its process (ProcessInfo::key; 0: the pid)
+  std::string origin;    // the input it was read from, where two processes share its pid
   int64_t time = 0;  // when it was taken, seconds since the epoch (0: not said)
   uint64_t rss = 0, anon = 0, file = 0, shmem = 0, swap = 0;  // bytes
   bool has_allocator = false;
@@ -25,7 +27,8 @@ struct MemoryRecord {
 };
 
 // The record beside a dump, by the dump's path (an archive entry's,
-// "ARCHIVE:ENTRY", too), in records keyed by dump name; nullptr when none.
+// "ARCHIVE:ENTRY", too), in records keyed by that path; nullptr when none.
+// Two pods' directories hold the same names: the path tells them apart.
 const MemoryRecord* record_beside(const std::map<std::string, MemoryRecord>& memory, const std::string& dump_file);
 
 // Parses a record (at most 64 KiB of JSON). Throws FileError naming `name`.

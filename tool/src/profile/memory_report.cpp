@@ -37,9 +37,12 @@ std::vector<MemorySeries> memory_series(const std::map<std::string, MemoryRecord
                                         const std::map<uint64_t, ProcessInfo>& records) {
   std::map<uint64_t, MemorySeries> by_pid;
   for (const auto& [name, r] : memory) {
-    MemorySeries& s = by_pid[r.pid];
+    const uint64_t key = r.process ? r.process : r.pid;
+    MemorySeries& s = by_pid[key];
     s.info.pid = r.pid;
-    if (auto it = records.find(r.pid); it != records.end()) s.info = it->second;
+    s.info.key = key;
+    s.info.origin = r.origin;
+    if (auto it = records.find(key); it != records.end()) s.info = it->second;
     s.records.push_back({name, r});
   }
   std::vector<MemorySeries> out;
@@ -86,7 +89,9 @@ nlohmann::json memory_report_json(const std::vector<MemorySeries>& series, const
   for (const auto& s : series) {
     nlohmann::json p = {{"pid", s.info.pid}, {"parent", s.info.parent}, {"program", s.info.program},
                         {"records", nlohmann::json::array()}, {"rss_growth", s.rss_growth()}};
-    for (const auto& [name, r] : s.records) p["records"].push_back(record_json(name, r));
+    // The record's own name: the key is its path, for two pods' of one name.
+    for (const auto& [name, r] : s.records) p["records"].push_back(record_json(name.substr(name.find_last_of("/:") + 1), r));
+    if (!s.info.origin.empty()) p["origin"] = s.info.origin;
     if (s.records.size() > 1) p["verdict"] = memory_verdict(s.records.front().second, s.records.back().second, 0, false);
     j["processes"].push_back(std::move(p));
   }

@@ -18,6 +18,8 @@ ProcessInfo parse_process_record(const std::string& text, const std::string& nam
   p.pid = j["pid"].get<uint64_t>();
   if (j.contains("parent") && j["parent"].is_number_unsigned()) p.parent = j["parent"].get<uint64_t>();
   if (j.contains("program") && j["program"].is_string()) p.program = j["program"].get<std::string>();
+  if (j.contains("started") && j["started"].is_number_integer()) p.started = j["started"].get<int64_t>();
+  p.key = p.pid;
   return p;
 }
 
@@ -25,15 +27,18 @@ std::vector<ProcessSeries> group_by_process(std::vector<HeapSnapshot> dumps,
                                             const std::map<uint64_t, ProcessInfo>& records) {
   std::map<uint64_t, ProcessSeries> by_pid;
   for (auto& d : dumps) {
-    ProcessSeries& p = by_pid[d.pid];
+    const uint64_t key = d.process ? d.process : d.pid;
+    ProcessSeries& p = by_pid[key];
     p.info.pid = d.pid;
+    p.info.key = key;
+    p.info.origin = d.origin;
     p.snaps.push_back(std::move(d));
   }
   std::vector<ProcessSeries> out;
-  for (auto& [pid, p] : by_pid) {
+  for (auto& [key, p] : by_pid) {
     std::stable_sort(p.snaps.begin(), p.snaps.end(),
                      [](const HeapSnapshot& a, const HeapSnapshot& b) { return a.sequence < b.sequence; });
-    if (auto it = records.find(pid); it != records.end()) {
+    if (auto it = records.find(key); it != records.end()) {
       p.info.parent = it->second.parent;
       p.info.program = it->second.program;
     }
@@ -46,7 +51,7 @@ std::vector<ProcessSeries> group_by_process(std::vector<HeapSnapshot> dumps,
 namespace {
 
 std::string process_label(const ProcessInfo& p) {
-  std::string s = "pid " + std::to_string(p.pid);
+  std::string s = "pid " + std::to_string(p.pid) + (p.origin.empty() ? "" : " of " + p.origin);
   std::string inner = p.program;
   if (p.parent) inner += (inner.empty() ? "" : ", ") + std::string("forked from ") + std::to_string(p.parent);
   return inner.empty() ? s : s + " (" + inner + ")";
@@ -92,6 +97,14 @@ ViewChoice choose_views(const std::vector<ProcessSeries>& processes, uint64_t pi
       v.label = v.merged ? (program.empty() ? "?" : program) + ": " + std::to_string(v.members.size()) +
                                " processes merged"
                          : process_label(v.members[0]->info);
+      if (v.merged) {
+        // Said: what was summed, each process as it is told apart.
+        std::string which;
+        for (const auto* m : v.members)
+          which += (which.empty() ? "" : ", ") + std::to_string(m->info.pid) + (m->info.origin.empty() ? "" : " of " + m->info.origin);
+        c.notes.push_back("--merge: " + (program.empty() ? std::string("?") : program) + " sums pid" +
+                          (v.members.size() == 1 ? " " : "s ") + which);
+      }
       ranked.emplace_back(growth, std::move(v));
     }
     std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });

@@ -19,6 +19,13 @@ namespace memprofile {
 struct ProcessInfo {
   uint64_t pid = 0, parent = 0;  // parent 0: unknown, or the tree's first process
   std::string program;           // "" when neither a record nor the dumps say
+  int64_t started = 0;           // the record's start time (0: not said)
+  // Which process of the report it is: its pid, unless two processes share
+  // it (pid 1 of two pods' directories or archives, each with its own start
+  // time), which then get keys of their own and `origin`, the input each
+  // was read from, to tell them apart.
+  uint64_t key = 0;
+  std::string origin;
 };
 
 // Reads a memprofile-proc.PID.json record. Throws FileError naming `name`
@@ -34,8 +41,9 @@ struct ProcessSeries {
   double growth() const { return snaps.size() < 2 ? 0 : last_bytes() - first_bytes(); }
 };
 
-// The dumps grouped by their pid (each process's by its dump sequence), the
-// records filling in parent and program; a process with no record is named
+// The dumps grouped by their process (HeapSnapshot::process, else the pid;
+// each process's by its dump sequence), the records (by that key) filling in
+// parent and program; a process with no record is named
 // by its first mapping (the executable, in /proc/PID/maps order). Ordered
 // by pid.
 std::vector<ProcessSeries> group_by_process(std::vector<HeapSnapshot> dumps,

@@ -44,12 +44,15 @@ bool starts_like_memray(const std::string& path) {
 }
 
 // The profile files a PROFILE argument names: itself, or a directory's
-// profiles (not recursive: collect writes them flat).
-void gather(const std::string& arg, std::vector<std::string>& out) {
+// profiles (not recursive: collect writes them flat). `input_of` gets each
+// file's input: the directory named, or a file's own directory (an archive
+// is an input of its own, set as it is read).
+void gather(const std::string& arg, std::vector<std::string>& out, std::map<std::string, std::string>& input_of) {
   struct stat st;
   if (stat(arg.c_str(), &st) != 0) throw FileError(arg, std::string("cannot open: ") + std::strerror(errno));
   if (!S_ISDIR(st.st_mode)) {
     out.push_back(arg);
+    input_of.emplace(arg, arg.find('/') == std::string::npos ? "." : arg.substr(0, arg.rfind('/') + 1));
     return;
   }
   std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(arg.c_str()), closedir);
@@ -74,7 +77,10 @@ void gather(const std::string& arg, std::vector<std::string>& out) {
   if (names.empty()) throw FileError(arg, "holds no heap profile (jemalloc *.heap, heaptrack.*, bytehound *.dat, memray *.bin) and no memory record "
                              "(*.mem.json)");
   std::sort(names.begin(), names.end());
-  for (const auto& n : names) out.push_back(arg + "/" + n);
+  for (const auto& n : names) {
+    out.push_back(arg + "/" + n);
+    input_of.emplace(out.back(), arg);
+  }
 }
 
 // A jemalloc dump's text, under the cap. What it is is known from its first
@@ -195,12 +201,15 @@ bool is_tar(const std::string& path) {
 // also from inside collect archives (checked against their manifests in
 // the same pass).
 struct Loaded {
+  std::string input;  // the input being read (a directory, an archive): what tells two pods' pid 1 apart
   std::vector<HeapSnapshot> dumps;
   std::vector<std::vector<HeapSnapshot>> traces;
   std::vector<std::string> trace_names;
-  std::map<uint64_t, ProcessInfo> records;  // memprofile-proc.PID.json
+  std::vector<uint64_t> trace_pids;  // heaptrack's in its name, bytehound's and memray's in their headers
+  std::vector<ProcessInfo> record_list;  // memprofile-proc.PID.json, each with its input as origin
+  std::map<uint64_t, ProcessInfo> records;  // the same by process key (assign_process_keys)
   StackInterner stacks;                      // every dump's, once: the run's budget
-  std::map<std::string, MemoryRecord> memory;  // by dump name: NAME.mem.json beside it
+  std::map<std::string, MemoryRecord> memory;  // by dump path: NAME.mem.json beside it
   std::map<std::string, std::vector<MemrayMark>> marks;  // by the capture's name, as load_one gets it
   std::set<std::string> captures;  // the memray captures read, by that name
   std::vector<std::string> notes;  // for the report's header
@@ -211,10 +220,18 @@ bool memray_magic(const std::string& head) {
          (head.size() >= 4 && std::memcmp(head.data(), "\x04\x22\x4d\x18", 4) == 0);
 }
 
+// The trace just read: its name, its process's pid, and the input it came
+// from on each of its snapshots.
+void took_trace(Loaded& out, const std::string& name, uint64_t pid) {
+  out.trace_names.push_back(name);
+  out.trace_pids.push_back(pid);
+  for (auto& s : out.traces.back()) s.origin = out.input;
+}
+
 void load_memray_capture(const std::string& name, Reader& bytes, Loaded& out) {
   auto marks = out.marks.find(name);
   out.traces.push_back(read_memray_capture(bytes, name, marks == out.marks.end() ? std::vector<MemrayMark>{} : marks->second));
-  out.trace_names.push_back(name);
+  took_trace(out, name, out.traces.back().empty() ? 0 : out.traces.back().front().pid);
   out.captures.insert(name);
 }
 
@@ -254,8 +271,15 @@ void load_one(const std::string& name, const std::string& file, Reader& bytes, L
     std::string text;
     char buf[4096];
     for (size_t r; (r = bytes.read(buf, sizeof buf)) > 0 && text.size() <= 64 * 1024;) text.append(buf, r);
-    std::string dump = basename_of(file);
-    out.memory[dump.substr(0, dump.size() - std::strlen(".mem.json"))] = parse_memory_record(text, name);
+    MemoryRecord r = parse_memory_record(text, name);
+    // The pid in its name and in its content agree, or it is nobody's.
+    if (long named = output_file_pid(basename_of(file)); named != static_cast<long>(r.pid)) {
+      out.notes.push_back("left out: " + name + " holds pid " + std::to_string(r.pid) + ", its name pid " +
+                          std::to_string(named) + ": a record is read only as the process its name says");
+      return;
+    }
+    r.origin = out.input;
+    out.memory[name.substr(0, name.size() - std::strlen(".mem.json"))] = r;
     return;
   }
   if (is_process_record(basename_of(file))) {
@@ -263,17 +287,23 @@ void load_one(const std::string& name, const std::string& file, Reader& bytes, L
     char buf[4096];
     for (size_t r; (r = bytes.read(buf, sizeof buf)) > 0 && text.size() <= 64 * 1024;) text.append(buf, r);
     ProcessInfo p = parse_process_record(text, name);
-    out.records[p.pid] = p;
+    if (long named = output_file_pid(basename_of(file)); named != static_cast<long>(p.pid)) {
+      out.notes.push_back("left out: " + name + " holds pid " + std::to_string(p.pid) + ", its name pid " +
+                          std::to_string(named) + ": a record is read only as the process its name says");
+      return;
+    }
+    p.origin = out.input;
+    out.record_list.push_back(p);
     return;
   }
   if (is_heaptrack_file(file)) {
     out.traces.push_back(read_heaptrack_trace(bytes, name));
-    out.trace_names.push_back(name);
+    took_trace(out, name, trace_pid(name));
     return;
   }
   if (is_bytehound_name(basename_of(file))) {
     out.traces.push_back(read_bytehound_dat(bytes, name));
-    out.trace_names.push_back(name);
+    took_trace(out, name, out.traces.back().empty() ? 0 : out.traces.back().front().pid);
     return;
   }
   if (is_memray_name(basename_of(file))) {
@@ -281,9 +311,11 @@ void load_one(const std::string& name, const std::string& file, Reader& bytes, L
     return;
   }
   out.dumps.push_back(parse_jemalloc_heap(read_jemalloc_text(bytes, name), name, &out.stacks));
+  out.dumps.back().origin = out.input;
 }
 
 void load_archive(const std::string& path, Loaded& out) {
+  out.input = path;
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
   FdReader in(fd.get(), path);
@@ -357,14 +389,69 @@ std::vector<std::string> drop_repeated(std::vector<std::string>& files) {
 void note_unprofiled(const std::map<uint64_t, ProcessInfo>& records, const std::vector<ProcessSeries>& processes,
                      std::vector<std::string>& notes) {
   std::set<uint64_t> covered;
-  for (const auto& p : processes) covered.insert(p.info.pid);
-  for (const auto& [pid, info] : records) {
-    if (covered.count(pid)) continue;
-    notes.push_back("pid " + std::to_string(pid) + " (" + (info.program.empty() ? "program unknown" : info.program) +
+  for (const auto& p : processes) covered.insert(p.info.key ? p.info.key : p.info.pid);
+  for (const auto& [key, info] : records) {
+    if (covered.count(key)) continue;
+    notes.push_back("pid " + std::to_string(info.pid) + (info.origin.empty() ? "" : " of " + info.origin) + " (" +
+                    (info.program.empty() ? "program unknown" : info.program) +
                     (info.parent ? ", forked from " + std::to_string(info.parent) : "") +
                     ") is a process of the tree (its record is here) with no snapshot in the profiles read: none "
                     "written yet, cut short, or a child its profiler does not record");
   }
+}
+
+// Which process each profile and record is of. A pid alone does not say:
+// two pods' directories or archives each hold a pid 1. So a process is its
+// input and its pid, or, where a record gives its start time, its pid and
+// that time (two archives of one pod, collected at two times, are one
+// process). A pid that names one process keeps the pid as its key, and
+// nothing changes; one that names several gives each a key of its own and
+// its input as `origin`, so that every line says which it is.
+void assign_process_keys(Loaded& loaded) {
+  std::map<std::pair<std::string, uint64_t>, int64_t> started;
+  for (const auto& r : loaded.record_list)
+    if (r.started) started[{r.origin, r.pid}] = r.started;
+  std::map<uint64_t, std::vector<std::string>> identities;  // by pid, in the order met
+  auto identity = [&](const std::string& input, uint64_t pid) {
+    auto it = started.find({input, pid});
+    std::string id = it != started.end() ? "started " + std::to_string(it->second) : "input " + input;
+    auto& ids = identities[pid];
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    return id;
+  };
+  for (const auto& d : loaded.dumps) identity(d.origin, d.pid);
+  for (size_t i = 0; i < loaded.traces.size(); ++i)
+    if (!loaded.traces[i].empty()) identity(loaded.traces[i].front().origin, loaded.trace_pids[i]);
+  for (const auto& r : loaded.record_list) identity(r.origin, r.pid);
+  for (const auto& [name, m] : loaded.memory) identity(m.origin, m.pid);
+  // The key and the origin shown of (input, pid).
+  auto place = [&](std::string& origin, uint64_t pid, uint64_t& key) {
+    const auto& ids = identities[pid];
+    if (ids.size() < 2) {
+      key = pid;
+      origin.clear();
+      return;
+    }
+    const std::string id = identity(origin, pid);
+    key = pid + (static_cast<uint64_t>(std::find(ids.begin(), ids.end(), id) - ids.begin() + 1) << 32);
+  };
+  for (auto& d : loaded.dumps) place(d.origin, d.pid, d.process);
+  for (size_t i = 0; i < loaded.traces.size(); ++i)
+    for (auto& s : loaded.traces[i]) {
+      uint64_t key = 0;
+      place(s.origin, loaded.trace_pids[i], key);
+      s.process = key;
+    }
+  for (auto& [name, m] : loaded.memory) place(m.origin, m.pid, m.process);
+  for (auto r : loaded.record_list) {
+    place(r.origin, r.pid, r.key);
+    loaded.records[r.key] = r;
+  }
+  for (const auto& [pid, ids] : identities)
+    if (ids.size() > 1)
+      loaded.notes.push_back("pid " + std::to_string(pid) + " is " + std::to_string(ids.size()) +
+                             " processes here, one in each input (another pod's, or another start): each told apart "
+                             "by the input it was read from");
 }
 
 // The profiles the arguments name, as processes, each oldest first, its
@@ -374,7 +461,8 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
                                           std::map<std::string, MemoryRecord>& memory,
                                           std::map<uint64_t, ProcessInfo>& records) {
   std::vector<std::string> files;
-  for (const auto& p : args) gather(p, files);
+  std::map<std::string, std::string> input_of;
+  for (const auto& p : args) gather(p, files, input_of);
   if (files.size() > kMaxProfiles) throw Error("more than " + std::to_string(kMaxProfiles) + " profiles");
   Loaded loaded;
   std::vector<std::string> cut;  // dumps cut short, left out
@@ -384,6 +472,7 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
       load_archive(f, loaded);
       continue;
     }
+    loaded.input = input_of[f];
     load_sibling_marks(f, loaded);
     UniqueFd fd(::open(f.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) throw FileError(f, std::string("cannot open: ") + std::strerror(errno));
@@ -406,6 +495,7 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
     }
   }
   if (!cut.empty() && loaded.dumps.empty() && loaded.traces.empty()) throw Error(cut.front());
+  assign_process_keys(loaded);
   memory = std::move(loaded.memory);
   records = loaded.records;
   for (const auto& c : cut) process_notes[0].push_back("left out, cut short: " + c);
@@ -441,9 +531,10 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
     for (size_t i = 0; i < loaded.traces.size(); ++i) {
       ProcessSeries p;
       // heaptrack's pid is in its file name, bytehound's and memray's in their headers.
-      bool in_header = !loaded.traces[i].empty() && loaded.traces[i].front().backend != "heaptrack";
-      p.info.pid = in_header ? loaded.traces[i].front().pid : trace_pid(loaded.trace_names[i]);
-      if (auto it = loaded.records.find(p.info.pid); it != loaded.records.end()) p.info = it->second;
+      p.info.pid = loaded.trace_pids[i];
+      p.info.key = loaded.traces[i].empty() ? p.info.pid : loaded.traces[i].front().process;
+      if (!loaded.traces[i].empty()) p.info.origin = loaded.traces[i].front().origin;
+      if (auto it = loaded.records.find(p.info.key); it != loaded.records.end()) p.info = it->second;
       p.snaps = std::move(loaded.traces[i]);
       drop_exit_snapshot(p.snaps, process_notes[p.info.pid]);
       if (!p.snaps.empty()) processes.push_back(std::move(p));

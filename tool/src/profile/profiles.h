@@ -17,8 +17,8 @@ namespace memprofile {
 struct LoadedProfiles {
   std::vector<ProcessSeries> processes;
   std::map<uint64_t, std::vector<std::string>> notes;  // by pid; 0: the files' own (a dump cut short)
-  std::map<std::string, MemoryRecord> memory;           // NAME.mem.json, by its dump's name
-  std::map<uint64_t, ProcessInfo> records;              // memprofile-proc.PID.json, by pid
+  std::map<std::string, MemoryRecord> memory;           // NAME.mem.json, by its dump's path
+  std::map<uint64_t, ProcessInfo> records;              // memprofile-proc.PID.json, by process key (ProcessInfo::key)
 };
 
 // `args`: files, directories of them, collect archives. `base`: an earlier
