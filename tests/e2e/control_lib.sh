@@ -123,3 +123,28 @@ PY
   # shellcheck disable=SC2034  # read by the test that called it
   app_line="$(grep -n 'kept.append(os.urandom' "${root}/app/leaky.py" | cut -d: -f1)"
 }
+
+# added_threads_block PID WHAT: each thread of PID but the main one blocks
+# every signal but KILL, STOP, glibc's two internal ones (32, 33) and the
+# synchronous ILL, TRAP, ABRT, BUS, FPE, SEGV and SYS; fails naming the
+# thread and its SigBlk. Prints how many threads it checked.
+added_threads_block() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import os, sys
+pid, what = sys.argv[1], sys.argv[2]
+free = {9, 19, 32, 33, 4, 5, 6, 7, 8, 11, 31}
+must = sum(1 << (n - 1) for n in range(1, 65) if n not in free)
+checked = 0
+for tid in sorted(os.listdir("/proc/%s/task" % pid)):
+    if tid == pid:
+        continue
+    with open("/proc/%s/task/%s/status" % (pid, tid)) as f:
+        st = dict(l.rstrip("\n").split(":\t", 1) for l in f if ":\t" in l)
+    blocked = int(st["SigBlk"], 16)
+    if blocked & must != must:
+        sys.exit("FAIL: %s: thread %s (%s) takes signals: SigBlk %s, unblocked %x" % (
+            what, tid, st["Name"], st["SigBlk"], must & ~blocked))
+    checked += 1
+print(checked)
+PY
+}
