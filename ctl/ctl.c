@@ -45,6 +45,7 @@
 struct ctl_state ctl;
 
 static int listen_fd = -1, log_fd = -1, wake_fd[2] = {-1, -1};
+static pid_t unrecorded_pid;  // a forked child the profiler does not record: its record's pid
 static ino_t listen_ino;  // the socket's inode: an fd number the app reused is not ours
 static ino_t wake_ino;    // the wake pipe's, likewise
 static int thread_ended;  // the thread returned by itself (atomic)
@@ -553,10 +554,23 @@ static void scheduled_snapshot(void) {
 // stale process's record goes with it unless it left profiles, which the
 // record names. The first process of the tree does this, on the budget's
 // schedule; at most kReap of each per pass.
-enum { kReap = 1024 };
+// Records of ended processes without a socket or profiles (forked children
+// the profiler did not record: report names them) are kept up to
+// kKeepEnded; past that, those of processes no pass saw alive (children
+// that lived under a second: a fork-heavy service's) go first, then any,
+// so that a fork-per-request service does not fill the directory.
+enum { kReap = 1024, kKeepEnded = 512 };
+static int seen_alive[kReap], nseen_alive;  // control thread or exit only
+
+static int was_seen_alive(int pid) {
+  for (int i = 0; i < nseen_alive; ++i)
+    if (seen_alive[i] == pid) return 1;
+  return 0;
+}
+
 static void reap_stale_sockets(void) {
-  static int stale[kReap], profiled[kReap];  // control thread or exit only
-  int nstale = 0, nprofiled = 0;
+  static int stale[kReap], profiled[kReap], ended[kReap];  // control thread or exit only
+  int nstale = 0, nprofiled = 0, nended = 0;
   DIR* d = opendir(ctl.dir);
   if (!d) return;
   int dfd = dirfd(d);
@@ -566,6 +580,15 @@ static void reap_stale_sockets(void) {
     unsigned long long dump_pid;
     if (ctl.disk->profile_pid(e->d_name, &dump_pid)) {
       if (nprofiled < kReap) profiled[nprofiled++] = (int)dump_pid;
+      continue;
+    }
+    if (sscanf(e->d_name, "memprofile-proc.%d.json%n", &pid, &end) == 1 && e->d_name[end] == '\0') {
+      if (pid == (int)ctl.pid) continue;
+      if (kill(pid, 0) != 0 && errno == ESRCH) {
+        if (nended < kReap) ended[nended++] = pid;
+      } else if (!was_seen_alive(pid)) {
+        seen_alive[nseen_alive < kReap ? nseen_alive++ : pid % kReap] = pid;
+      }
       continue;
     }
     if (sscanf(e->d_name, "memprofile-ctl.%d.sock%n", &pid, &end) != 1 || e->d_name[end] != '\0' ||
@@ -588,6 +611,15 @@ static void reap_stale_sockets(void) {
     snprintf(name, sizeof name, "memprofile-proc.%d.json", stale[i]);
     if (!keep) unlinkat(dfd, name, 0);
   }
+  for (int pass = 0; pass < 2 && nended > kKeepEnded; ++pass)
+    for (int i = 0; i < nended && nended > kKeepEnded; ++i) {
+      int keep = pass == 0 && was_seen_alive(ended[i]);
+      for (int k = 0; k < nprofiled && !keep; ++k) keep = profiled[k] == ended[i];
+      char name[64];
+      snprintf(name, sizeof name, "memprofile-proc.%d.json", ended[i]);
+      if (keep || unlinkat(dfd, name, 0) != 0) continue;
+      ended[i--] = ended[--nended];
+    }
   closedir(d);
 }
 
@@ -829,15 +861,17 @@ void ctl_fork_parent(void) { pthread_mutex_unlock(&busy); }
 // memprofile collect carries and memprofile report reads to name the
 // processes whose dumps it has. Written to a name of its own, created
 // exclusively and never through a link, then renamed into place.
-static void write_process_record(void) {
+// A child its profiler does not record writes one too, "recorded":false,
+// so that report can say which processes of the tree it cannot see.
+static void write_process_record(pid_t pid, pid_t parent, long long started, int recorded) {
   char exe[1024], body[2048], quoted[2 * sizeof exe + 3], name[64], tmp[80];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   exe[n > 0 ? n : 0] = '\0';
   json_string(quoted, sizeof quoted, exe);
   int len = snprintf(body, sizeof body,
-                     "{\"pid\":%d,\"parent\":%d,\"program\":%s,\"backend\":\"%s\",\"started\":%lld}\n",
-                     (int)ctl.pid, (int)ctl.parent, quoted, ctl.profiler->name, (long long)ctl.start_time);
-  snprintf(name, sizeof name, "memprofile-proc.%d.json", (int)ctl.pid);
+                     "{\"pid\":%d,\"parent\":%d,\"program\":%s,\"backend\":\"%s\",\"started\":%lld%s}\n",
+                     (int)pid, (int)parent, quoted, ctl.profiler->name, started, recorded ? "" : ",\"recorded\":false");
+  snprintf(name, sizeof name, "memprofile-proc.%d.json", (int)pid);
   snprintf(tmp, sizeof tmp, "%s.new", name);
   int dfd = openat(AT_FDCWD, ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return;
@@ -853,7 +887,7 @@ static void write_process_record(void) {
 
 // The wake pipe, the socket and the control thread of the process served.
 static int start_serving(void) {
-  write_process_record();
+  write_process_record(ctl.pid, ctl.parent, (long long)ctl.start_time, 1);
   if (pipe2(wake_fd, O_CLOEXEC | O_NONBLOCK) != 0) {
     ctl_log("pipe: %s; start/stop/snapshot/status are not available", strerror(errno));
     wake_fd[0] = wake_fd[1] = -1;
@@ -889,6 +923,11 @@ void ctl_fork_child(void) {
   sock_path[0] = '\0';
   if (!ctl.profiler->records_children()) {
     ctl.recording = 0;
+    // Not recorded, and not served: its record says so, until it execs
+    // another program (ctl_exec_other), when it is no longer the
+    // profiled program.
+    unrecorded_pid = getpid();
+    write_process_record(unrecorded_pid, parent, (long long)time(NULL), 0);
     return;
   }
   ctl.pid = getpid();
@@ -902,6 +941,16 @@ void ctl_fork_child(void) {
 }
 
 int ctl_serve(void) { return start_serving() != 0 && wake_fd[0] < 0 ? -1 : 0; }
+
+void ctl_exec_other(void) {
+  if (unrecorded_pid == 0 || unrecorded_pid != getpid() || !ctl.dir[0]) return;
+  char name[64];
+  snprintf(name, sizeof name, "memprofile-proc.%d.json", (int)unrecorded_pid);
+  int dfd = openat(AT_FDCWD, ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return;
+  unlinkat(dfd, name, 0);
+  close(dfd);
+}
 
 void ctl_exit(void) {
   if (ctl.pid != getpid()) return;

@@ -160,6 +160,10 @@ void ctl_fork_parent(void);
 void ctl_fork_child(void);
 // At exit, in the process served.
 void ctl_exit(void);
+// spawn.c: the process is about to exec another program. A forked child
+// its profiler did not record takes its record back (it is no process of
+// the profiled program any more). Safe in a vfork child.
+void ctl_exec_other(void);
 
 // backend.c: the profiler named "jemalloc", "bytehound", "heaptrack" or
 // "none" (NULL for another name), its enum in *which; set up in the process.

@@ -239,7 +239,10 @@ __attribute__((visibility("default"))) int execve(const char* path, char* const 
     errno = ENOSYS;
     return -1;
   }
-  if (!is_target_file(path)) return real_execve(path, argv, envp);
+  if (!is_target_file(path)) {
+    ctl_exec_other();
+    return real_execve(path, argv, envp);
+  }
 #define CALL(e) real_execve(path, argv, e)
   EXEC_WITH_PROFILER(CALL, envp);
 #undef CALL
@@ -266,6 +269,7 @@ __attribute__((visibility("default"))) int execvpe(const char* file, char* const
     return -1;
   }
   if (__atomic_load_n(&scoped, __ATOMIC_ACQUIRE) && *file && real_execve) execvpe_target(file, argv, envp);
+  ctl_exec_other();
   return real_execvpe(file, argv, envp);  // another program, or the target's exec failed: glibc's way
 }
 

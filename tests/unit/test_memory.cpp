@@ -16,6 +16,16 @@
 using namespace memprofile;
 using testing::Scratch;
 
+namespace {
+memprofile::ProcessInfo process_info(uint64_t pid, uint64_t parent, const std::string& program) {
+  memprofile::ProcessInfo p;
+  p.pid = p.key = pid;
+  p.parent = parent;
+  p.program = program;
+  return p;
+}
+}  // namespace
+
 TEST_CASE("process memory: RSS split as /proc/PID/status says, in bytes") {
   Scratch proc;
   testing::make_dirs(proc / "7");
@@ -132,7 +142,7 @@ TEST_CASE("memory records alone (--backend none): grouped by process, in the ord
       {"memprofile-mem.9.1", record(9, 90, 10 << 20, 2 << 20)},
       {"memprofile-mem.4.1", record(4, 95, 5 << 20, 1 << 20)},
   };
-  std::map<uint64_t, ProcessInfo> procs = {{9, ProcessInfo{9, 4, "/usr/sbin/worker"}}};
+  std::map<uint64_t, ProcessInfo> procs = {{9, process_info(9, 4, "/usr/sbin/worker")}};
   std::vector<MemorySeries> s = memory_series(memory, procs);
   REQUIRE(s.size() == 2);
   CHECK(s[0].info.pid == 4);

@@ -21,6 +21,14 @@ using testing::Scratch;
 
 namespace {
 
+ProcessInfo process_info(uint64_t pid, uint64_t parent, const std::string& program) {
+  ProcessInfo p;
+  p.pid = p.key = pid;
+  p.parent = parent;
+  p.program = program;
+  return p;
+}
+
 void fake_process(const Scratch& s, long pid, long ppid, const std::string& comm) {
   testing::make_dirs(s / std::to_string(pid));
   testing::write_file(s / (std::to_string(pid) + "/stat"),
@@ -139,8 +147,8 @@ TEST_CASE("process tree: --snapshot-every durations") {
 TEST_CASE("process tree: dumps grouped by process, named by their records, the grown ones chosen") {
   std::vector<HeapSnapshot> dumps = {snap(11, 1, 300), snap(10, 0, 100), snap(11, 0, 100), snap(12, 0, 100),
                                      snap(10, 1, 100), snap(12, 1, 900)};
-  std::map<uint64_t, ProcessInfo> records = {{11, {11, 10, "/usr/sbin/nginx"}}, {12, {12, 10, "/usr/sbin/nginx"}},
-                                             {10, {10, 0, "/usr/sbin/nginx"}}};
+  std::map<uint64_t, ProcessInfo> records = {{11, process_info(11, 10, "/usr/sbin/nginx")}, {12, process_info(12, 10, "/usr/sbin/nginx")},
+                                             {10, process_info(10, 0, "/usr/sbin/nginx")}};
   auto ps = group_by_process(dumps, records);
   REQUIRE(ps.size() == 3);
   CHECK(ps[1].info.pid == 11);
@@ -162,7 +170,7 @@ TEST_CASE("process tree: dumps grouped by process, named by their records, the g
 
   // Two recordings of one pid (memray: a capture per start): --pid shows both.
   std::vector<ProcessSeries> twice(2);
-  twice[0].info = twice[1].info = {7, 0, "/usr/bin/python3"};
+  twice[0].info = twice[1].info = process_info(7, 0, "/usr/bin/python3");
   twice[0].snaps = {snap(7, 0, 100)};
   twice[1].snaps = {snap(7, 1, 100)};
   twice[0].snaps[0].file = "memray.7.bin";

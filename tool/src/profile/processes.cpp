@@ -19,6 +19,8 @@ ProcessInfo parse_process_record(const std::string& text, const std::string& nam
   if (j.contains("parent") && j["parent"].is_number_unsigned()) p.parent = j["parent"].get<uint64_t>();
   if (j.contains("program") && j["program"].is_string()) p.program = j["program"].get<std::string>();
   if (j.contains("started") && j["started"].is_number_integer()) p.started = j["started"].get<int64_t>();
+  if (j.contains("backend") && j["backend"].is_string()) p.backend = j["backend"].get<std::string>();
+  if (j.contains("recorded") && j["recorded"].is_boolean()) p.recorded = j["recorded"].get<bool>();
   p.key = p.pid;
   return p;
 }

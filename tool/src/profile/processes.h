@@ -20,6 +20,8 @@ struct ProcessInfo {
   uint64_t pid = 0, parent = 0;  // parent 0: unknown, or the tree's first process
   std::string program;           // "" when neither a record nor the dumps say
   int64_t started = 0;           // the record's start time (0: not said)
+  std::string backend;           // the record's profiler
+  bool recorded = true;          // false: a forked child its profiler does not record (its record says so)
   // Which process of the report it is: its pid, unless two processes share
   // it (pid 1 of two pods' directories or archives, each with its own start
   // time), which then get keys of their own and `origin`, the input each

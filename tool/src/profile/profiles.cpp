@@ -392,6 +392,21 @@ void note_unprofiled(const std::map<uint64_t, ProcessInfo>& records, const std::
   for (const auto& p : processes) covered.insert(p.info.key ? p.info.key : p.info.pid);
   for (const auto& [key, info] : records) {
     if (covered.count(key)) continue;
+    if (!info.recorded) {
+      // Its profiler never recorded it: the report cannot see its heap.
+      std::string why;
+      try {
+        why = forked_children_unrecorded(parse_backend(info.backend));
+      } catch (const Error&) {
+      }
+      notes.push_back("pid " + std::to_string(info.pid) + (info.origin.empty() ? "" : " of " + info.origin) + " (" +
+                      (info.program.empty() ? "program unknown" : info.program) +
+                      (info.parent ? ", forked from " + std::to_string(info.parent) : "") +
+                      ") is a process of the tree this report cannot see: not recorded (" +
+                      (why.empty() ? "its profiler does not record a child forked without exec" : why) +
+                      "); jemalloc records forked children");
+      continue;
+    }
     notes.push_back("pid " + std::to_string(info.pid) + (info.origin.empty() ? "" : " of " + info.origin) + " (" +
                     (info.program.empty() ? "program unknown" : info.program) +
                     (info.parent ? ", forked from " + std::to_string(info.parent) : "") +
