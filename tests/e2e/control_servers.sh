@@ -23,27 +23,7 @@ chmod 0755 "${SCRATCH}"
 # --- nginx -------------------------------------------------------------------
 port="$(free_port)"
 prefix="${SCRATCH}/nginx"
-mkdir -p "${prefix}/logs" "${prefix}/tmp"
-cat > "${prefix}/nginx.conf" <<EOF
-daemon off;
-master_process on;
-worker_processes 2;
-pid ${prefix}/nginx.pid;
-error_log ${prefix}/logs/error.log;
-events { worker_connections 64; }
-http {
-  access_log off;
-  client_body_temp_path ${prefix}/tmp/body;
-  proxy_temp_path ${prefix}/tmp/proxy;
-  fastcgi_temp_path ${prefix}/tmp/fastcgi;
-  uwsgi_temp_path ${prefix}/tmp/uwsgi;
-  scgi_temp_path ${prefix}/tmp/scgi;
-  server {
-    listen 127.0.0.1:${port};
-    location / { return 200 "ok\n"; }
-  }
-}
-EOF
+nginx_conf "${prefix}" "${port}"
 out="${SCRATCH}/nginx-out"
 mkdir -p "${out}"
 chmod 1777 "${out}"  # the workers run as nobody, as images make it

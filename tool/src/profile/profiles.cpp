@@ -244,6 +244,17 @@ std::string read_small(Reader& bytes, size_t cap) {
   return text;
 }
 
+// Whether a record's content names the pid its file name carries; when
+// not, it is left out with a note: a record is read only as the process its
+// name says (one process cannot rename, or grow, another).
+bool named_as(const std::string& name, const std::string& file, uint64_t pid, Loaded& out) {
+  long named = output_file_pid(basename_of(file));
+  if (named == static_cast<long>(pid)) return true;
+  out.notes.push_back("left out: " + name + " holds pid " + std::to_string(pid) + ", its name pid " +
+                      std::to_string(named) + ": a record is read only as the process its name says");
+  return false;
+}
+
 // `name` in messages; `file` the file's own name (an archive entry's is
 // after the archive's).
 void load_one(const std::string& name, const std::string& file, Reader& bytes, Loaded& out) {
@@ -268,30 +279,15 @@ void load_one(const std::string& name, const std::string& file, Reader& bytes, L
     return;
   }
   if (is_memory_record(basename_of(file))) {
-    std::string text;
-    char buf[4096];
-    for (size_t r; (r = bytes.read(buf, sizeof buf)) > 0 && text.size() <= 64 * 1024;) text.append(buf, r);
-    MemoryRecord r = parse_memory_record(text, name);
-    // The pid in its name and in its content agree, or it is nobody's.
-    if (long named = output_file_pid(basename_of(file)); named != static_cast<long>(r.pid)) {
-      out.notes.push_back("left out: " + name + " holds pid " + std::to_string(r.pid) + ", its name pid " +
-                          std::to_string(named) + ": a record is read only as the process its name says");
-      return;
-    }
+    MemoryRecord r = parse_memory_record(read_small(bytes, 64 * 1024), name);
+    if (!named_as(name, file, r.pid, out)) return;
     r.origin = out.input;
     out.memory[name.substr(0, name.size() - std::strlen(".mem.json"))] = r;
     return;
   }
   if (is_process_record(basename_of(file))) {
-    std::string text;
-    char buf[4096];
-    for (size_t r; (r = bytes.read(buf, sizeof buf)) > 0 && text.size() <= 64 * 1024;) text.append(buf, r);
-    ProcessInfo p = parse_process_record(text, name);
-    if (long named = output_file_pid(basename_of(file)); named != static_cast<long>(p.pid)) {
-      out.notes.push_back("left out: " + name + " holds pid " + std::to_string(p.pid) + ", its name pid " +
-                          std::to_string(named) + ": a record is read only as the process its name says");
-      return;
-    }
+    ProcessInfo p = parse_process_record(read_small(bytes, 64 * 1024), name);
+    if (!named_as(name, file, p.pid, out)) return;
     p.origin = out.input;
     out.record_list.push_back(p);
     return;
