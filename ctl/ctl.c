@@ -869,8 +869,9 @@ static void write_process_record(pid_t pid, pid_t parent, long long started, int
   exe[n > 0 ? n : 0] = '\0';
   json_string(quoted, sizeof quoted, exe);
   int len = snprintf(body, sizeof body,
-                     "{\"pid\":%d,\"parent\":%d,\"program\":%s,\"backend\":\"%s\",\"started\":%lld%s}\n",
-                     (int)pid, (int)parent, quoted, ctl.profiler->name, started, recorded ? "" : ",\"recorded\":false");
+                     "{\"pid\":%d,\"parent\":%d,\"program\":%s,\"backend\":\"%s\",\"started\":%lld%s%s}\n",
+                     (int)pid, (int)parent, quoted, ctl.profiler->name, started, recorded ? "" : ",\"recorded\":false",
+                     ctl.dormant ? ",\"dormant\":true" : "");
   snprintf(name, sizeof name, "memprofile-proc.%d.json", (int)pid);
   snprintf(tmp, sizeof tmp, "%s.new", name);
   int dfd = openat(AT_FDCWD, ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -109,6 +109,7 @@ struct ctl_state {
   pid_t pid;                 // the process served (0: none, e.g. a child the profiler does not record)
   pid_t parent;              // the served process it was forked from (0: the exec'd target itself)
   int recording;
+  int dormant;               // the tree was started dormant: recording began at memprofile start
   char stopped_reason[240];  // why recording stopped by itself ("" when it did not)
   uint64_t max_bytes;        // the profiles' disk budget (0: none)
   uint64_t min_free_bytes;   // the free-space floor of the output filesystem

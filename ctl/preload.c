@@ -97,6 +97,7 @@ __attribute__((constructor)) static void ctl_init(void) {
   ctl.parent = parent_served(dir);
   ctl.start_time = time(NULL);
   ctl.recording = env_u64("MEMPROFILE_CTL_RECORDING", 1) != 0;
+  ctl.dormant = !ctl.recording;
   ctl.max_bytes = env_u64("MEMPROFILE_CTL_MAX_BYTES", 0);
   ctl.min_free_bytes = env_u64("MEMPROFILE_CTL_MIN_FREE_BYTES", 0);
   ctl.snapshot_every_ms = env_u64("MEMPROFILE_CTL_SNAPSHOT_EVERY_MS", 0);

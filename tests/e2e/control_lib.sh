@@ -176,3 +176,81 @@ http {
 }
 EOF
 }
+
+# start_postgres DIR [exec options]: a PostgreSQL 15 cluster in DIR (data,
+# sock, out), initdb'd and started under memprofile exec (profiles in
+# DIR/out) as the postgres user, on a free loopback port, with the launcher
+# and libraries copied where that user can read them (the caches are
+# root's); log in SCRATCH/pg.log. Sets PG_BIN, port and postmaster;
+# as_pg CMD runs CMD as postgres. The libraries named by --preload are
+# copied too, and the option rewritten to the copy.
+PG_BIN=/usr/lib/postgresql/15/bin
+as_pg() { runuser -u postgres -- "$@"; }
+start_postgres() {
+  local pg="$1" arg
+  shift
+  [[ -x "${PG_BIN}/postgres" ]] || fail "PostgreSQL 15 missing: run scripts/install-deps.sh"
+  mkdir -p "${pg}/out" "${pg}/sock" "${pg}/bin"
+  chmod 0755 "${SCRATCH}"
+  cp "${LAUNCHER}" "${pg}/bin/memprofile"
+  cp "${CTL_LIBRARY}" "${pg}/bin/"
+  local -a opts=()
+  for arg in "$@"; do
+    if [[ "${arg}" == /* && -f "${arg}" ]]; then
+      cp "${arg}" "${pg}/bin/"
+      arg="${pg}/bin/${arg##*/}"
+    fi
+    opts+=("${arg}")
+  done
+  chown -R postgres:postgres "${pg}"
+  as_pg "${PG_BIN}/initdb" -D "${pg}/data" -U postgres --auth=trust > "${SCRATCH}/initdb.log" 2>&1 ||
+    fail "initdb: $(tail -5 "${SCRATCH}/initdb.log")"
+  port="$(free_port)"
+  runuser -u postgres -- env MEMPROFILE_CTL_LIBRARY="${pg}/bin/libmemprofile_ctl.so" "${pg}/bin/memprofile" exec \
+    --output-dir "${pg}/out" --min-free-mb 1 "${opts[@]}" -- "${PG_BIN}/postgres" -D "${pg}/data" -p "${port}" \
+    -k "${pg}/sock" -c listen_addresses=127.0.0.1 > "${SCRATCH}/pg.log" 2>&1 &
+  track $!
+  # Its socket is there before it accepts sessions ("the database system
+  # is starting up"): ready is when pg_isready says so.
+  local -a ready=(as_pg "${PG_BIN}/pg_isready" -q -h "${pg}/sock" -p "${port}")
+  wait_until 120 "${ready[@]}" || fail "PostgreSQL did not start: $(tail -20 "${SCRATCH}/pg.log")"
+  postmaster="$(head -1 "${pg}/data/postmaster.pid")"
+  track "${postmaster}"
+}
+
+# pg_session DIR: one psql session, held open through a fifo on fd 7 (its
+# backend lives as long), its output in DIR/session.out; sets session (psql)
+# and backend (its backend's pid), and waits for the backend's socket.
+pg_session() {
+  local pg="$1"
+  mkfifo "${pg}/in"
+  chown postgres "${pg}/in"
+  as_pg /usr/bin/psql -X -q -At -h "${pg}/sock" -p "${port}" -U postgres -o "${pg}/session.out" -f "${pg}/in" &
+  session=$!
+  track "${session}"
+  # Opened for reading too, so that the open never waits for psql: a psql
+  # that ended at once fails the wait below, not hang the test.
+  exec 7<> "${pg}/in"
+  echo "SELECT pg_backend_pid();" >&7
+  wait_until 60 test -s "${pg}/session.out" || fail "the session did not start: $(tail -3 "${SCRATCH}/pg.log")"
+  backend="$(head -1 "${pg}/session.out")"
+  [[ "$(ps -o ppid= -p "${backend}" | tr -d ' ')" == "${postmaster}" ]] || fail "backend ${backend} is not the postmaster's child"
+}
+
+# pg_grow DIR N: the session prepares N statements (each keeps its plan in
+# the backend's memory), and waits for them.
+pg_grow() {
+  local i
+  for i in $(seq 1 "$2"); do echo "PREPARE s${i} AS SELECT ${i} + relpages FROM pg_class WHERE relname = 'x${i}';"; done >&7
+  echo "SELECT 'prepared $2';" >&7
+  wait_until 600 grep -q "^prepared $2\$" "$1/session.out" || fail "the statements were not prepared"
+}
+
+# stop_postgres: the session ends, then the postmaster (fast shutdown).
+stop_postgres() {
+  echo "\\q" >&7
+  exec 7>&-
+  wait "${session}" || true
+  kill -TERM "${postmaster}"
+  wait_until 60 test ! -e "/proc/${postmaster}" || fail "PostgreSQL did not stop"
+}

@@ -13,8 +13,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/control_lib.sh"
 
 NGINX=/usr/sbin/nginx
-PG_BIN=/usr/lib/postgresql/15/bin
-[[ -x "${NGINX}" && -x "${PG_BIN}/postgres" ]] || fail "nginx or PostgreSQL 15 missing: run scripts/install-deps.sh"
+[[ -x "${NGINX}" ]] || fail "nginx missing: run scripts/install-deps.sh"
 JEMALLOC="$(preload_dist jemalloc amd64)/libjemalloc.so.2"
 # The scratch directory is root's (0700): the servers' users need to reach
 # their files, the launcher and the libraries.
@@ -54,45 +53,12 @@ pass "nginx: the master and its 2 workers (nobody) recorded, listed by status, s
 
 # --- PostgreSQL ----------------------------------------------------------------
 pg="${SCRATCH}/pg"
-mkdir -p "${pg}/out" "${pg}/sock" "${pg}/bin"
-# What the postgres user runs must be its to read: the launcher and the
-# libraries, copied beside the cluster (the caches are root's).
-cp "${LAUNCHER}" "${pg}/bin/memprofile"
-cp "${JEMALLOC}" "${CTL_LIBRARY}" "${pg}/bin/"
-chown -R postgres:postgres "${pg}"
-as_pg() { runuser -u postgres -- "$@"; }
-as_pg "${PG_BIN}/initdb" -D "${pg}/data" -U postgres --auth=trust > "${SCRATCH}/initdb.log" 2>&1 ||
-  fail "initdb: $(tail -5 "${SCRATCH}/initdb.log")"
-port="$(free_port)"
-runuser -u postgres -- env MEMPROFILE_CTL_LIBRARY="${pg}/bin/libmemprofile_ctl.so" "${pg}/bin/memprofile" exec \
-  --output-dir "${pg}/out" --min-free-mb 1 --backend jemalloc --preload "${pg}/bin/libjemalloc.so.2" -- "${PG_BIN}/postgres" -D "${pg}/data" -p "${port}" \
-  -k "${pg}/sock" -c listen_addresses=127.0.0.1 > "${SCRATCH}/pg.log" 2>&1 &
-track $!
-# Its socket is there before it accepts sessions ("the database system is
-# starting up"): ready is when pg_isready says so.
-pg_ready() { as_pg "${PG_BIN}/pg_isready" -q -h "${pg}/sock" -p "${port}"; }
-wait_until 120 pg_ready || fail "PostgreSQL did not start: $(tail -20 "${SCRATCH}/pg.log")"
-postmaster="$(head -1 "${pg}/data/postmaster.pid")"
+start_postgres "${pg}" --backend jemalloc --preload "${JEMALLOC}"
 grep -q "profiling ${PG_BIN}/postgres with jemalloc" "${SCRATCH}/pg.log" || fail "PostgreSQL is not profiled: $(head -3 "${SCRATCH}/pg.log")"
-track "${postmaster}"
-# One session, held open through a fifo: its backend lives as long.
-mkfifo "${pg}/in"
-chown postgres "${pg}/in"
-as_pg /usr/bin/psql -X -q -At -h "${pg}/sock" -p "${port}" -U postgres -o "${pg}/session.out" -f "${pg}/in" &
-session=$!
-track "${session}"
-# Opened for reading too, so that the open never waits for psql: a psql
-# that ended at once fails the wait below, not hang the test.
-exec 7<> "${pg}/in"
-echo "SELECT pg_backend_pid();" >&7
-wait_until 60 test -s "${pg}/session.out" || fail "the session did not start: $(tail -3 "${SCRATCH}/pg.log")"
-backend="$(head -1 "${pg}/session.out")"
-[[ "$(ps -o ppid= -p "${backend}" | tr -d ' ')" == "${postmaster}" ]] || fail "backend ${backend} is not the postmaster's child"
+pg_session "${pg}"
 wait_until 60 test -S "${pg}/out/memprofile-ctl.${backend}.sock" || fail "the backend serves no socket"
 "${MEMPROFILE}" snapshot "${postmaster}" --output-dir "${pg}/out" > "${SCRATCH}/pg-snap1" || fail "first snapshot"
-for i in $(seq 1 20000); do echo "PREPARE s${i} AS SELECT ${i} + relpages FROM pg_class WHERE relname = 'x${i}';"; done >&7
-echo "SELECT 'prepared';" >&7
-wait_until 600 grep -q '^prepared$' "${pg}/session.out" || fail "the statements were not prepared"
+pg_grow "${pg}" 20000
 "${MEMPROFILE}" snapshot "${postmaster}" --output-dir "${pg}/out" > "${SCRATCH}/pg-snap2" || fail "second snapshot"
 grep -q "jeprof\.${backend}\." "${SCRATCH}/pg-snap2" || fail "the tree's snapshot misses the backend: $(cat "${SCRATCH}/pg-snap2")"
 (( $(wc -l < "${SCRATCH}/pg-snap2") >= 5 )) || fail "the postmaster's tree is more than a backend: $(cat "${SCRATCH}/pg-snap2")"
@@ -117,9 +83,5 @@ awk -v g="${growth}" 'BEGIN { exit !(g > 16 * 1024 * 1024) }' || fail "the backe
 # The records beside the two snapshots say the backend's heap grew.
 jq -e --argjson b "${backend}" '.memory[] | select(.pid == $b) | .verdict | startswith("the heap grew by")' \
   "${SCRATCH}/pg-report.json" > /dev/null || fail "the backend's memory verdict: $(jq -c .memory "${SCRATCH}/pg-report.json")"
-echo "\\q" >&7
-exec 7>&-
-wait "${session}" || true
-kill -TERM "${postmaster}"
-wait_until 60 test ! -e "/proc/${postmaster}" || fail "PostgreSQL did not stop"
+stop_postgres
 pass "PostgreSQL: the session's backend (RSS ${rss_kb} KiB) grew $(awk -v g="${growth}" 'BEGIN { printf "%d", g / 1048576 }') MiB between two snapshots of the postmaster's tree; report analyses it first, in postgres's code; status as postgres and the records say its heap grew"

@@ -21,6 +21,7 @@ ProcessInfo parse_process_record(const std::string& text, const std::string& nam
   if (j.contains("started") && j["started"].is_number_integer()) p.started = j["started"].get<int64_t>();
   if (j.contains("backend") && j["backend"].is_string()) p.backend = j["backend"].get<std::string>();
   if (j.contains("recorded") && j["recorded"].is_boolean()) p.recorded = j["recorded"].get<bool>();
+  if (j.contains("dormant") && j["dormant"].is_boolean()) p.dormant = j["dormant"].get<bool>();
   p.key = p.pid;
   return p;
 }
@@ -41,8 +42,13 @@ std::vector<ProcessSeries> group_by_process(std::vector<HeapSnapshot> dumps,
     std::stable_sort(p.snaps.begin(), p.snaps.end(),
                      [](const HeapSnapshot& a, const HeapSnapshot& b) { return a.sequence < b.sequence; });
     if (auto it = records.find(key); it != records.end()) {
-      p.info.parent = it->second.parent;
-      p.info.program = it->second.program;
+      // The record says the rest (parent, program, start, how it was
+      // recorded); who the process is stays as the dumps said.
+      ProcessInfo info = it->second;
+      info.pid = p.info.pid;
+      info.key = p.info.key;
+      info.origin = p.info.origin;
+      p.info = std::move(info);
     }
     if (p.info.program.empty() && !p.snaps.front().maps.empty()) p.info.program = p.snaps.front().maps.front().path;
     out.push_back(std::move(p));
@@ -120,12 +126,15 @@ ViewChoice choose_views(const std::vector<ProcessSeries>& processes, uint64_t pi
   std::stable_sort(grown.begin(), grown.end(),
                    [](const ProcessSeries* a, const ProcessSeries* b) { return a->growth() > b->growth(); });
   if (grown.empty()) {
-    const ProcessSeries* most_dumps = &processes[0];
+    // What holds the most is what a user looks for next, not what was
+    // dumped the most often.
+    const ProcessSeries* most = &processes[0];
     for (const auto& p : processes)
-      if (p.snaps.size() > most_dumps->snaps.size()) most_dumps = &p;
-    c.views.push_back({process_label(most_dumps->info), {most_dumps}, false});
-    c.notes.push_back("no process grew between its first dump and its last; shown: pid " +
-                      std::to_string(most_dumps->info.pid) + ", the one with the most dumps (--pid N for another)");
+      if (p.last_bytes() > most->last_bytes()) most = &p;
+    c.views.push_back({process_label(most->info), {most}, false});
+    c.notes.push_back("no process grew between its first dump and its last; shown: pid " + std::to_string(most->info.pid) +
+                      ", the one holding the most at its last (" + human_bytes(most->last_bytes()) +
+                      "; --pid N for another)");
     return c;
   }
   if (grown.size() > most) {

@@ -22,6 +22,7 @@ struct ProcessInfo {
   int64_t started = 0;           // the record's start time (0: not said)
   std::string backend;           // the record's profiler
   bool recorded = true;          // false: a forked child its profiler does not record (its record says so)
+  bool dormant = false;          // started dormant: what its first snapshot holds was allocated since memprofile start
   // Which process of the report it is: its pid, unless two processes share
   // it (pid 1 of two pods' directories or archives, each with its own start
   // time), which then get keys of their own and `origin`, the input each

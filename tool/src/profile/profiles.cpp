@@ -411,6 +411,35 @@ void note_unprofiled(const std::map<uint64_t, ProcessInfo>& records, const std::
   }
 }
 
+// A dormant tree records from memprofile start: what a process's first
+// dump holds was allocated since then, and is growth like any other (a
+// backend that allocated 252 MiB between start and its first snapshot, and
+// nothing after, grew by 252 MiB). Its dumps begin with an empty snapshot
+// at start, and a note says so.
+void start_from_zero(std::vector<ProcessSeries>& processes, std::vector<std::string>& notes) {
+  std::string pids;
+  for (auto& p : processes) {
+    if (!p.info.dormant || p.snaps.empty() || whole_run(p.snaps.front())) continue;
+    const HeapSnapshot& first = p.snaps.front();
+    HeapSnapshot start;
+    start.file = "memprofile start";
+    start.backend = first.backend;
+    start.pid = first.pid;
+    start.process = first.process;
+    start.origin = first.origin;
+    start.trigger = "start";
+    start.sample_period = first.sample_period;
+    start.call_sites = first.call_sites;
+    start.has_allocated = first.has_allocated;
+    p.snaps.insert(p.snaps.begin(), std::move(start));
+    pids += (pids.empty() ? "" : ", ") + std::to_string(p.info.pid);
+  }
+  if (!pids.empty())
+    notes.push_back("recorded from memprofile start (started dormant): what each process holds at its first snapshot "
+                    "was allocated since start, and counts as growth from zero (pid" +
+                    std::string(pids.find(',') == std::string::npos ? " " : "s ") + pids + ")");
+}
+
 // Which process each profile and record is of. A pid alone does not say:
 // two pods' directories or archives each hold a pid 1. So a process is its
 // input and its pid, or, where a record gives its start time, its pid and
@@ -558,7 +587,10 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
   if (loaded.dumps.empty()) throw Error("no profile in " + args[0]);
   processes = group_by_process(std::move(loaded.dumps), loaded.records);
   for (auto& p : processes) drop_exit_snapshot(p.snaps, process_notes[p.info.pid]);
-  if (base) put_base(processes);
+  if (base)
+    put_base(processes);
+  else
+    start_from_zero(processes, process_notes[0]);
   note_unprofiled(loaded.records, processes, process_notes[0]);
   return processes;
 }

@@ -51,7 +51,11 @@ Folded fold_view(const ProcessView& v, Symbolizer& symbolizer) {
 std::vector<Site> memory_lines_of(const Folded& f, const std::map<std::string, MemoryRecord>& records) {
   std::vector<double> rss, resident;
   bool allocator = true;
-  for (const auto& s : f.snaps()) {
+  const auto& snaps = f.snaps();
+  for (size_t i = 0; i < snaps.size(); ++i) {
+    // A dormant tree's start (profiles.cpp, start_from_zero) has no record
+    // of its own: its line starts at the first snapshot's values.
+    const HeapSnapshot& s = snaps[i].trigger == "start" && i + 1 < snaps.size() ? snaps[i + 1] : snaps[i];
     const MemoryRecord* r = record_beside(records, s.file);
     if (!r) return {};
     rss.push_back(static_cast<double>(r->rss));
