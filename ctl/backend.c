@@ -133,7 +133,13 @@ static int jemalloc_dump(char* err, size_t errlen) {
   const char* name = NULL;
   int rc = mallctl("prof.dump", NULL, NULL, &name, sizeof name);
   if (rc == 0) return 0;
-  snprintf(err, errlen, "mallctl prof.dump: %s (no prof_prefix, or %s not writable?)", strerror(rc), ctl.dir);
+  // Said as what it is: a worker that dropped to another user (nginx's
+  // nobody) cannot write a directory only root can.
+  if (faccessat(AT_FDCWD, ctl.dir, W_OK | X_OK, AT_EACCESS) != 0)
+    snprintf(err, errlen, "%s is not writable by uid %u (this process's user): chmod 1777 %s, or give memprofile exec "
+             "--output-dir a directory every user of the tree can write", ctl.dir, (unsigned)geteuid(), ctl.dir);
+  else
+    snprintf(err, errlen, "mallctl prof.dump: %s (no prof_prefix, or %s not writable?)", strerror(rc), ctl.dir);
   return -1;
 }
 

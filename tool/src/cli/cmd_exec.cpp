@@ -28,6 +28,7 @@
 #include "image/file_tree.h"
 #include "verdict/checker.h"
 #include "verdict/python_target.h"
+#include "verdict/tree_users.h"
 #include "runtime/launcher.h"
 #include "runtime/backend.h"
 
@@ -100,10 +101,22 @@ bool env_has(const std::vector<std::string>& env, const std::string& key) {
   return false;
 }
 
+// The users the tree will run as besides this one (nginx's workers, as its
+// `user`), as far as the program's own configuration says: "" when each can
+// write the directory, else the first that cannot, in words.
+std::string unwritable_for_tree(const HostTree& root, const std::string& program, const std::vector<std::string>& argv,
+                                const struct stat& dir) {
+  for (const auto& u : program_users(root, program, argv, getuid()))
+    if (!can_write_dir(dir, u.ids))
+      return "uid " + std::to_string(u.ids.uid) + " (" + u.name + ", " + u.from +
+             "), as which its processes will run: they could not write their profiles";
+  return "";
+}
+
 // What keeps the profiler from attaching to the target or from recording:
 // the check engine against the live root, then the output directory as
 // the running user sees it. Error findings only, in the order found.
-std::vector<Finding> check_everything(const HostTree& root, const std::string& target,
+std::vector<Finding> check_everything(const HostTree& root, const std::string& target, const std::vector<std::string>& argv,
                                       const std::optional<FoundProgram>& found, const std::string& preload,
                                       const std::string& cwd, const std::string& out_dir, uint64_t min_free_mb,
                                       bool is_profiler, uint16_t* machine) {
@@ -140,6 +153,10 @@ std::vector<Finding> check_everything(const HostTree& root, const std::string& t
     problems.push_back(make_finding("OUTPUT_DIR_NOT_WRITABLE",
                                     "output directory " + out_dir + " is not writable by uid " + std::to_string(getuid()),
                                     "mount a writable volume there or chown it to the container's user"));
+  } else if (std::string who = unwritable_for_tree(root, path, argv, st); !who.empty()) {
+    problems.push_back(make_finding("OUTPUT_DIR_NOT_WRITABLE", "output directory " + out_dir + " is not writable by " + who,
+                                    "chmod 1777 " + out_dir + " (as memprofile's images make it), or --output-dir a "
+                                    "directory every user of the tree can write"));
   } else {
     struct statvfs vfs;
     if (statvfs(out_dir.c_str(), &vfs) == 0) {
@@ -318,7 +335,7 @@ std::vector<Finding> check_memray(Launch& l, const HostTree& root, uint16_t* mac
     l.memray_extension = found.extension;
   }
   if (!problems.empty()) return problems;
-  problems = check_everything(root, l.target, l.target_found, l.memray_extension, l.cwd, cfg.output_dir,
+  problems = check_everything(root, l.target, l.plan.argv, l.target_found, l.memray_extension, l.cwd, cfg.output_dir,
                               cfg.min_free_mb, false, machine);
   if (!problems.empty()) return problems;
   l.bootstrap_dir = dirname_of(absolute(cfg.ctl_library, l.cwd)) + "/python";
@@ -341,7 +358,7 @@ void check_launch(Launch& l, const HostTree& root) {
   else if (l.plan.backend == Backend::Memray)
     l.problems = check_memray(l, root, &machine);
   else
-    l.problems = check_everything(root, l.target, l.target_found, l.plan.preload, l.cwd, cfg.output_dir, cfg.min_free_mb,
+    l.problems = check_everything(root, l.target, l.plan.argv, l.target_found, l.plan.preload, l.cwd, cfg.output_dir, cfg.min_free_mb,
                                   l.plan.backend != Backend::None, &machine);
   if (l.plan.backend == Backend::Memray) {
     // The bootstrap serves the control protocol itself (its presence is
