@@ -36,6 +36,10 @@ void setup_report(CLI::App& app, ExitCode& exit_code) {
   auto* image = cmd->add_option("--image", o->image, "the image the profile came from (archive, OCI layout, -, docker://REF, "
                                                       "docker-daemon:NAME): symbols come from its files");
   auto* rootfs = cmd->add_option("--rootfs", o->rootfs, "or the image's root filesystem, as a directory");
+  cmd->add_option("--debug-dir", o->debug_dir,
+                  "a directory of debug files, searched after the image's own as /usr/lib/debug is "
+                  "(.build-id/XX/REST.debug, the .gnu_debuglink name)")
+      ->check(CLI::ExistingDirectory);
   image->excludes(rootfs);
   cmd->add_option("--platform", o->platform, "--image: the platform of a multi-platform image (os/arch[/variant])");
   cmd->add_option("--top", o->top, "sites shown per view")->capture_default_str()->check(CLI::Range(1, 10000));

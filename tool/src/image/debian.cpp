@@ -110,4 +110,33 @@ std::optional<DebianSystem> debian_system(const FileTree& tree) {
   return sys;
 }
 
+std::string debian_package_of(const FileTree& tree, const std::string& path) {
+  std::optional<DebianSystem> sys;
+  try {
+    sys = debian_system(tree);
+  } catch (const Error&) {
+    return "";
+  }
+  if (!sys) return "";
+  size_t read = 0;
+  for (const auto& p : sys->installed) {
+    for (const std::string& list : {p.name + ".list", p.name + ":" + p.architecture + ".list"}) {
+      if (++read > 8192) return "";
+      std::optional<std::string> text;
+      try {
+        text = tree.read("/var/lib/dpkg/info/" + list, 8u << 20);
+      } catch (const Error&) {
+        continue;
+      }
+      if (!text) continue;
+      // One path per line: the whole line must be `path`.
+      for (size_t at = text->find(path); at != std::string::npos; at = text->find(path, at + 1))
+        if ((at == 0 || (*text)[at - 1] == '\n') &&
+            (at + path.size() == text->size() || (*text)[at + path.size()] == '\n'))
+          return p.name;
+    }
+  }
+  return "";
+}
+
 }  // namespace memprofile

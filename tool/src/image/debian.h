@@ -33,6 +33,11 @@ struct DebianSystem {
 // Debian, or Debian's files removed).
 std::optional<DebianSystem> debian_system(const FileTree& tree);
 
+// The installed package whose file list (/var/lib/dpkg/info/NAME.list, or
+// NAME:ARCH.list) holds `path`; "" when none does, or the tree has no dpkg
+// database. Reads at most 8192 lists of at most 8 MiB each.
+std::string debian_package_of(const FileTree& tree, const std::string& path);
+
 // The installed packages of one dpkg status text, in its order. Bounded by
 // the text's size.
 std::vector<DebianPackage> parse_dpkg_status(const std::string& text);

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "image/debian.h"
 #include "image/file_tree.h"
 #include "profile/charts.h"
 #include "profile/pprof.h"
@@ -164,6 +165,25 @@ void make_memory_report(const ReportRequest& o, LoadedProfiles& loaded, Report& 
   r.notes.push_back("trend of pid " + std::to_string(top->info.pid) + "'s memory written to " + o.trend);
 }
 
+// Once per file whose sampled addresses got no name: which file, where its
+// debug file was looked for, and how to get one (the image's Debian package
+// for it, -dbgsym; or --debug-dir).
+void say_missing_symbols(const Symbolizer& symbolizer, const FileTree& tree, const std::string& debug_dir,
+                         std::vector<std::string>& notes) {
+  for (const auto& u : symbolizer.unnamed()) {
+    std::string looked;
+    for (const auto& l : u.looked_for) looked += (looked.empty() ? "" : ", ") + l;
+    const std::string package = debian_package_of(tree, u.path);
+    notes.push_back(u.path + " has no symbol for some sampled addresses (shown as " + basename_of(u.path) +
+                    "+0xOFFSET; a site is named by the nearest caller that has one)" +
+                    (u.build_id.empty() ? std::string() : ", build-id " + u.build_id) + ": no debug file " +
+                    (looked.empty() ? std::string("named by a build-id or .gnu_debuglink") : "at " + looked) +
+                    "; install its debug symbols" +
+                    (package.empty() ? std::string(" in the image") : " (Debian: " + package + "-dbgsym, from the debian-debug archive)") +
+                    (debug_dir.empty() ? ", or give report --debug-dir DIR with them" : ", or put them in --debug-dir " + debug_dir));
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Report> make_report(const ReportRequest& o) {
@@ -197,17 +217,20 @@ std::unique_ptr<Report> make_report(const ReportRequest& o) {
   for (const auto& p : processes) all_snaps.insert(all_snaps.end(), p.snaps.begin(), p.snaps.end());
   std::shared_ptr<FileTree> tree = open_files(o, all_snaps, notes);
   all_snaps.clear();
-  Symbolizer symbolizer([tree](const std::string& path) -> int {
-    std::optional<Resolved> r;
-    try {
-      r = resolve(*tree, path);
-    } catch (const Error&) {
-      return -1;
-    }
-    if (!r || r->node.kind != FsNode::Kind::Regular) return -1;
-    return tree->open_data(r->path);
-  });
+  Symbolizer symbolizer(
+      [tree](const std::string& path) -> int {
+        std::optional<Resolved> r;
+        try {
+          r = resolve(*tree, path);
+        } catch (const Error&) {
+          return -1;
+        }
+        if (!r || r->node.kind != FsNode::Kind::Regular) return -1;
+        return tree->open_data(r->path);
+      },
+      o.debug_dir);
   for (const auto& v : r.choice.views) r.views.push_back(fold_view(v, symbolizer));
+  say_missing_symbols(symbolizer, *tree, o.debug_dir, notes);
   write_pictures(o, processes, r.views, symbolizer, r.memory, notes);
   return report;
 }

@@ -24,6 +24,7 @@ struct ReportRequest {
   std::vector<std::string> profiles;
   std::string base;
   std::string rootfs;
+  std::string debug_dir;  // the user's debug files, after the image's (Symbolizer)
   std::string image;     // any source preflight reads
   std::string platform;  // of a multi-platform image
   std::string pprof;     // write the last snapshot here (gzipped profile.proto)

@@ -26,6 +26,20 @@ std::string site_label(const Frame& f) {
   return s;  // control characters: escaped at the stream (base/terminal.h)
 }
 
+// The frames a site's stack holds above the frame that names it: those
+// without a name (sites.cpp names a site by its nearest named caller).
+size_t unnamed_above(const Site& s) {
+  size_t k = 0;
+  while (k < s.stack.size() && s.stack[k].function.empty() && !s.frame.function.empty()) ++k;
+  return k < s.stack.size() ? k : 0;
+}
+
+// A site's line: its frame, and beside it the unnamed address it stands for.
+std::string site_line(const Site& s) {
+  size_t above = unnamed_above(s);
+  return site_label(s.frame) + (above ? "  [from " + site_label(s.stack[0]) + ", no symbol]" : std::string());
+}
+
 // A suspect's shape in words: "rose at every dump, never fell", or, with
 // flat intervals, in how many of them it rose.
 std::string how_it_rose(const Site& s, const std::string& moment) {
@@ -237,7 +251,7 @@ void print_view(std::ostream& out, const Folded& f, const ReportRequest& o, cons
       char line[64];
       std::snprintf(line, sizeof line, "%3zu  %11s  %11s  ", i + 1, ("+" + human_bytes(s->growth())).c_str(),
                     human_bytes(s->bytes.back()).c_str());
-      out << line << site_label(s->frame) << (s->leak_suspect() ? "  LEAK SUSPECT: " + how_it_rose(*s, moment) : "") << "\n";
+      out << line << site_line(*s) << (s->leak_suspect() ? "  LEAK SUSPECT: " + how_it_rose(*s, moment) : "") << "\n";
     }
   }
   out << "\nIn use at the last " << moment << ", by bytes:\n";
@@ -246,8 +260,10 @@ void print_view(std::ostream& out, const Folded& f, const ReportRequest& o, cons
     char line[64];
     double share = table.totals.back() > 0 ? 100 * s->bytes.back() / table.totals.back() : 0;
     std::snprintf(line, sizeof line, "%3zu  %11s  %5.1f%%  ", i + 1, human_bytes(s->bytes.back()).c_str(), share);
-    out << line << site_label(s->frame) << "\n";
-    for (size_t k = 1; k < s->stack.size() && k < 8; ++k) out << "                          " << site_label(s->stack[k]) << "\n";
+    out << line << site_line(*s) << "\n";
+    const size_t from = unnamed_above(*s) + 1;
+    for (size_t k = from; k < s->stack.size() && k < from + 7; ++k)
+      out << "                          " << site_label(s->stack[k]) << "\n";
   }
 }
 

@@ -245,6 +245,17 @@ size_t site_frame(const std::vector<Frame>& frames) {
   return first == frames.size() ? 0 : first;
 }
 
+// A site without a name (a static function of a binary with only dynamic
+// symbols: PostgreSQL's AllocSetAlloc) is named by its nearest caller that
+// has one, a few frames out at most, so that the ranking speaks in function
+// names; the unnamed frames stay at the top of its stack.
+size_t named_site_frame(const std::vector<Frame>& frames, size_t first) {
+  if (first >= frames.size() || !frames[first].function.empty()) return first;
+  for (size_t k = first + 1; k < frames.size() && k <= first + 4; ++k)
+    if (!frames[k].function.empty() && !is_allocator_frame(frames[k])) return k;
+  return first;
+}
+
 std::string site_key(const Frame& at) {
   return at.function.empty() ? at.str() : at.function + "\n" + at.file + ":" + std::to_string(at.line);
 }
@@ -264,7 +275,7 @@ SiteTable fold_sites(const std::vector<HeapSnapshot>& snapshots, Symbolizer& sym
     for (const auto& sample : snap.stacks) {
       std::vector<Frame> frames = stack_frames(snap, sorted, sample, symbolizer, outside);
       size_t first = site_frame(frames);
-      const Frame& at = frames[first];
+      const Frame& at = frames[named_site_frame(frames, first)];
       std::string key = site_key(at);
       auto [it, added] = index.emplace(key, table.sites.size());
       if (added) {

@@ -130,6 +130,10 @@ struct Symbolizer::Module {
   bool usable = false;
   bool no_dwarf = false;  // over the inflated-debug budget: symbol table only
   std::vector<std::string>* warnings = nullptr;
+  const std::string* debug_dir = nullptr;  // report --debug-dir ("" none)
+  std::vector<std::string> looked_for;     // the debug files find_debuginfo tried
+  bool unnamed = false;                    // an address of it got no name
+  size_t unnamed_order = 0;
   bool warned_mismatch = false;
   bool other_build = false;  // check_builds: return addresses do not follow calls
   // Per CU (by its DIE offset): every subprogram and inlined subroutine
@@ -210,9 +214,23 @@ int find_debuginfo(Dwfl_Module* mod, void** userdata, const char*, Dwarf_Addr, c
     candidates.push_back(dir + sep + ".debug/" + debuglink);
     candidates.push_back("/usr/lib/debug" + dir + sep + debuglink);
   }
-  for (const auto& c : candidates) {
+  // The user's --debug-dir after the image's own, laid out as /usr/lib/debug.
+  std::vector<std::string> in_image = candidates;
+  if (m->debug_dir && !m->debug_dir->empty()) {
+    const std::string& d = *m->debug_dir;
+    if (id.size() > 2) candidates.push_back(d + "/.build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug");
+    if (debuglink && *debuglink && !std::strchr(debuglink, '/')) {
+      candidates.push_back(d + dirname_of(m->path) + (dirname_of(m->path) == "/" ? "" : "/") + debuglink);
+      candidates.push_back(d + "/" + debuglink);
+    }
+  }
+  for (size_t k = 0; k < candidates.size(); ++k) {
+    const std::string& c = candidates[k];
     if (c == m->path) continue;
-    int fd = (*m->open)(c);
+    const bool host = k >= in_image.size();
+    const std::string said = host ? c : c + " (in the image)";
+    if (std::find(m->looked_for.begin(), m->looked_for.end(), said) == m->looked_for.end()) m->looked_for.push_back(said);
+    int fd = host ? ::open(c.c_str(), O_RDONLY | O_CLOEXEC) : (*m->open)(c);
     if (fd < 0) continue;
     // Same build-id, or none to compare.
     Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
@@ -275,7 +293,7 @@ const Dwfl_Callbacks kCallbacks = {find_no_elf, find_debuginfo, dwfl_offline_sec
 
 }  // namespace
 
-Symbolizer::Symbolizer(OpenFile open) : open_(std::move(open)) {
+Symbolizer::Symbolizer(OpenFile open, std::string debug_dir) : open_(std::move(open)), debug_dir_(std::move(debug_dir)) {
   elf_version(EV_CURRENT);
 }
 
@@ -288,6 +306,7 @@ Symbolizer::Module& Symbolizer::module(const Mapping& map) {
   m->path = map.path;
   m->open = &open_;
   m->warnings = &warnings_;
+  m->debug_dir = &debug_dir_;
   auto warn = [&](const std::string& why) { warnings_.push_back(map.path + ": " + why); };
   int fd = open_(map.path);
   if (fd < 0) {
@@ -363,6 +382,17 @@ void Symbolizer::check_builds(const std::vector<std::pair<const Mapping*, uint64
   }
 }
 
+std::vector<UnnamedModule> Symbolizer::unnamed() const {
+  std::vector<std::pair<size_t, UnnamedModule>> found;
+  for (const auto& [path, m] : modules_)
+    if (m->unnamed)
+      found.push_back({m->unnamed_order, {path, m->mod ? module_build_id(m->mod) : "", m->looked_for}});
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<UnnamedModule> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
 std::string Symbolizer::build_id(const std::string& path) {
   Mapping m;
   m.path = path;
@@ -430,6 +460,10 @@ std::vector<Frame> Symbolizer::lookup(const Mapping& map, uint64_t pc, bool call
   // linearly for every address.
   if (first.function.empty())
     if (const char* sym = dwfl_module_addrname(m.mod, addr)) first.function = demangle(sym);
+  if (first.function.empty() && !m.unnamed) {
+    m.unnamed = true;
+    m.unnamed_order = ++unnamed_count_;
+  }
   out.push_back(first);
   // Each inlined subroutine was called from the next scope out, at its
   // DW_AT_call_file:DW_AT_call_line.

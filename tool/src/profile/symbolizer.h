@@ -40,9 +40,20 @@ using OpenFile = std::function<int(const std::string& path)>;
 // warning, and its names come from its symbol table.
 constexpr uint64_t kMaxInflatedDebug = 512ull << 20;
 
+// A file whose sampled addresses got no name: where its debug file was
+// looked for, for the report to say how to get one.
+struct UnnamedModule {
+  std::string path;
+  std::string build_id;                  // hex, "" when it has none
+  std::vector<std::string> looked_for;   // debug files tried in the image (and --debug-dir)
+};
+
 class Symbolizer {
  public:
-  explicit Symbolizer(OpenFile open);
+  // `debug_dir`: a directory of the user's debug files (report --debug-dir),
+  // searched after the image as /usr/lib/debug is: DIR/.build-id/XX/REST.debug,
+  // DIR/DIRNAME/DEBUGLINK, DIR/DEBUGLINK; "" for none.
+  explicit Symbolizer(OpenFile open, std::string debug_dir = "");
   ~Symbolizer();
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;
@@ -68,14 +79,20 @@ class Symbolizer {
   // the process mapped (its segments differ from the mapping).
   const std::vector<std::string>& warnings() const { return warnings_; }
 
+  // The files of which at least one sampled address had no name, in the
+  // order met.
+  std::vector<UnnamedModule> unnamed() const;
+
   struct Module;  // one mapped file (symbolizer.cpp)
 
  private:
   Module& module(const Mapping& map);
   OpenFile open_;
+  std::string debug_dir_;
   std::map<std::string, std::unique_ptr<Module>> modules_;
   std::map<std::pair<std::string, uint64_t>, std::vector<Frame>> cache_;
   std::vector<std::string> warnings_;
+  size_t unnamed_count_ = 0;
 };
 
 // C++ and Rust (legacy and v0) names demangled, without parameters; the name
