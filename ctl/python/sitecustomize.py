@@ -165,6 +165,9 @@ class _Control:
             gave_up = []
 
             def enter():
+                # A thread memray starts inherits this one's mask: the
+                # app's signals stay the app's there too.
+                self._block_signals()
                 try:
                     tracker.__enter__()
                 except BaseException as e:
@@ -589,16 +592,7 @@ class _Control:
         self.schedule_said = False  # a later failure is said again
 
     def _block_signals(self):
-        # The app's signals are the app's: none lands on this thread. A
-        # fault of this thread's own (SIGSEGV, SIGBUS, ...) stays
-        # deliverable, so that it is reported, not hidden.
-        signal = self.signal
-        try:
-            sync = {getattr(signal, n) for n in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT", "SIGTRAP")
-                    if hasattr(signal, n)}
-            signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.valid_signals()) - sync)
-        except (AttributeError, OSError, ValueError):
-            pass
+        _block_app_signals()
 
     def _stop_serving(self, why):
         if why:
@@ -788,6 +782,13 @@ def _start():
     import atexit
 
     atexit.register(control.at_exit)
+    # memray's own fork handler starts the child's tracking thread from the
+    # forking thread, whose mask it inherits: the app's signals are blocked
+    # across fork, so that thread takes none of them, and the forking
+    # thread's own mask is given back on both sides. Registered first: its
+    # "before" runs last, its "after"s first.
+    os.register_at_fork(before=_block_for_fork, after_in_parent=_unblock_after_fork,
+                        after_in_child=_unblock_after_fork)
     if control.served:
         os.register_at_fork(before=control.before_fork, after_in_parent=control.after_fork_parent,
                             after_in_child=control.after_fork_child)
@@ -796,6 +797,42 @@ def _start():
         except BaseException as e:  # RuntimeError: no thread can start
             _say("cannot start the control thread (%s: %s): %s, but start/stop/status are not served" % (
                 type(e).__name__, e, "tracked" if control.recording else "not tracked"))
+
+
+_fork_mask = None  # the forking thread's own signal mask, across one fork
+
+
+def _block_app_signals():
+    # The app's signals are the app's: none lands on this thread, nor on a
+    # thread it starts. A fault of its own (SIGSEGV, SIGBUS, ...) stays
+    # deliverable, so that it is reported, not hidden. The mask before, or
+    # None when it could not be set.
+    try:
+        import signal
+
+        sync = {getattr(signal, n) for n in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT", "SIGTRAP")
+                if hasattr(signal, n)}
+        return signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.valid_signals()) - sync)
+    except BaseException:
+        return None
+
+
+def _block_for_fork():
+    global _fork_mask
+    _fork_mask = _block_app_signals()
+
+
+def _unblock_after_fork():
+    global _fork_mask
+    mask, _fork_mask = _fork_mask, None
+    if mask is None:
+        return
+    try:
+        import signal
+
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    except BaseException:
+        pass
 
 
 def _chain(bootstraps):

@@ -83,6 +83,7 @@ pass "dormant gunicorn: the arbiter and its 2 workers serve memprofile status, n
 ctl start "${arbiter}" --output-dir /out-dormant > "${SCRATCH}/start.txt" 2>&1 || fail "start: $(cat "${SCRATCH}/start.txt")"
 [[ "$(grep -c ': memray, recording on$' "${SCRATCH}/start.txt")" == 3 ]] || fail "start: $(cat "${SCRATCH}/start.txt")"
 serve_each "${port}" 30 "${workers[@]}"
+for p in "${arbiter}" "${workers[@]}"; do added_threads_block "${p}" "dormant gunicorn ${p} after start" > /dev/null; done
 ctl status "${arbiter}" --output-dir /out-dormant > "${SCRATCH}/status1.txt" 2>&1 || fail "status: $(cat "${SCRATCH}/status1.txt")"
 for p in "${arbiter}" "${workers[@]}"; do
   grep -q "^pid ${p}: memray, recording on" "${SCRATCH}/status1.txt" || fail "status after start: $(cat "${SCRATCH}/status1.txt")"

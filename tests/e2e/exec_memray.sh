@@ -185,6 +185,10 @@ wait_until 60 two_workers || fail "gunicorn: not 2 workers of ${arbiter}: $(work
 mapfile -t workers < <(workers_of "${arbiter}")
 ((${#workers[@]} == 2)) || fail "gunicorn: not 2 workers of ${arbiter}: ${workers[*]}"
 serve_each "${port}" 40 "${workers[@]}"  # 256 KiB kept a request: 10 MiB or more each
+# memray's own threads and the bootstrap's take none of the app's signals,
+# in the arbiter and in the workers (whose memray thread its fork handler
+# started from the forking thread).
+for p in "${arbiter}" "${workers[@]}"; do added_threads_block "${p}" "gunicorn ${p} under memray" > /dev/null; done
 "${MEMPROFILE}" attached "${workers[0]}" --output-dir "${root}/out-gunicorn" > "${SCRATCH}/attached.txt" ||
   fail "gunicorn: attached: $(cat "${SCRATCH}/attached.txt")"
 grep -q "memray library mapped: yes (.*/_memray.cpython-3" "${SCRATCH}/attached.txt" ||
