@@ -862,16 +862,40 @@ void ctl_fork_parent(void) { pthread_mutex_unlock(&busy); }
 // processes whose dumps it has. Written to a name of its own, created
 // exclusively and never through a link, then renamed into place.
 // A child its profiler does not record writes one too, "recorded":false,
-// so that report can say which processes of the tree it cannot see.
+// so that report can say which processes of the tree it cannot see. The
+// boot's id and the start in clock ticks tell two pods' pid 1 apart even
+// when they started in the same second.
+static void read_small_file(const char* path, char* buf, size_t len) {
+  buf[0] = '\0';
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, buf, len - 1);
+  close(fd);
+  buf[n > 0 ? n : 0] = '\0';
+}
+
+static unsigned long long start_ticks(void) {
+  char stat[1024];
+  read_small_file("/proc/self/stat", stat, sizeof stat);
+  const char* p = strrchr(stat, ')');
+  // After ") ", field 3 (state) is the first: field 22 (starttime) is 19 further.
+  for (int field = 3; p && field < 22; ++field) p = strchr(p + 1, ' ');
+  return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
 static void write_process_record(pid_t pid, pid_t parent, long long started, int recorded) {
-  char exe[1024], body[2048], quoted[2 * sizeof exe + 3], name[64], tmp[80];
+  char exe[1024], body[2048], quoted[2 * sizeof exe + 3], name[64], tmp[80], boot[64];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   exe[n > 0 ? n : 0] = '\0';
   json_string(quoted, sizeof quoted, exe);
+  read_small_file("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+  for (char* c = boot; *c; ++c)
+    if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f') || *c == '-')) *c = '\0';
   int len = snprintf(body, sizeof body,
-                     "{\"pid\":%d,\"parent\":%d,\"program\":%s,\"backend\":\"%s\",\"started\":%lld%s%s}\n",
-                     (int)pid, (int)parent, quoted, ctl.profiler->name, started, recorded ? "" : ",\"recorded\":false",
-                     ctl.dormant ? ",\"dormant\":true" : "");
+                     "{\"pid\":%d,\"parent\":%d,\"program\":%s,\"backend\":\"%s\",\"started\":%lld,\"boot\":\"%s\","
+                     "\"start_ticks\":%llu%s%s}\n",
+                     (int)pid, (int)parent, quoted, ctl.profiler->name, started, boot, start_ticks(),
+                     recorded ? "" : ",\"recorded\":false", ctl.dormant ? ",\"dormant\":true" : "");
   snprintf(name, sizeof name, "memprofile-proc.%d.json", (int)pid);
   snprintf(tmp, sizeof tmp, "%s.new", name);
   int dfd = openat(AT_FDCWD, ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

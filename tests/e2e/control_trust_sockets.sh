@@ -19,6 +19,7 @@ out="${SCRATCH}/out"
 mkdir -p "${out}"
 chmod 1777 "${out}"
 nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+gone_pid() { ! kill -0 "$1" 2> /dev/null; }
 peer_log="${SCRATCH}/peers.log"
 touch "${peer_log}"
 chmod 0666 "${peer_log}"
@@ -100,3 +101,19 @@ for action in snapshot status; do
 done
 [[ -z "$(find "${private}" -name "memprofile-mem.${other}.*")" ]] || fail "the other service took a snapshot: $(ls "${private}")"
 pass "a link to another service's socket is refused and never followed (the other service took no snapshot)"
+
+# A listener whose process ended, its socket kept and answered by a child,
+# is not that process (SO_PEERCRED still names the ended pid, which may be
+# reused): the peer's pidfd says it has ended.
+orphans="${SCRATCH}/orphans"
+mkdir -m 1777 "${orphans}"
+nobody /usr/bin/python3 "${SCRATCH}/peer.py" "${orphans}" orphan > "${SCRATCH}/orphan.log" 2>&1
+ended="$(sed -n 's/^serving .*memprofile-ctl\.\([0-9]*\)\.sock$/\1/p' "${SCRATCH}/orphan.log" | head -1)"
+[[ -n "${ended}" ]] || fail "the orphan did not serve: $(cat "${SCRATCH}/orphan.log")"
+track "$(pgrep -f "^/usr/bin/python3 ${SCRATCH}/peer.py ${orphans} orphan" | head -1)"
+wait_until 30 gone_pid "${ended}" || fail "the listener's process did not end"
+rc=0
+"${MEMPROFILE}" status "${ended}" --only --output-dir "${orphans}" --timeout 20 > "${SCRATCH}/orphan" 2>&1 || rc=$?
+((rc == 2)) || fail "a socket of an ended process answered for it: exit ${rc}: $(cat "${SCRATCH}/orphan")"
+grep -q "its listener has ended\|made before process" "${SCRATCH}/orphan" || fail "not said: $(cat "${SCRATCH}/orphan")"
+pass "a socket kept open by the child of an ended process is refused: the listener has ended"

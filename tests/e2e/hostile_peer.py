@@ -7,6 +7,8 @@ usage: hostile_peer.py DIR MODE [ARG] [LOG]
   liar-program     serves its own name, answers with that forged program
   liar-snapshot P  serves its own name, names P's memory record as its snapshot
   silent           serves its own name and never answers
+  orphan           serves its own name, then ends, leaving a child that keeps
+                   the listening socket and answers as the ended process
 Every request is logged to LOG when LOG is given, one line each:
 "connected PID" (any connection), "request TEXT PID", and "closed PID" when
 the client closes a connection that asked. It ends by itself after 300 s.
@@ -23,7 +25,7 @@ out, mode = sys.argv[1], sys.argv[2]
 arg = sys.argv[3] if len(sys.argv) > 3 else ""
 log_path = sys.argv[4] if len(sys.argv) > 4 else ""
 me = os.getpid()
-name_pid = int(arg) if mode == "squat" else me
+name_pid = int(arg) if mode == "squat" else me  # orphan: the parent's, which the child keeps
 path = os.path.join(out, "memprofile-ctl.%d.sock" % name_pid)
 
 
@@ -39,9 +41,12 @@ def reply():
     snapshots = []
     if mode == "liar-snapshot":
         snapshots = [{"path": os.path.join(out, "memprofile-mem.%s.1.mem.json" % arg), "bytes": 1, "seq": 1}]
-    return json.dumps({"ok": True, "pid": name_pid, "parent": 1, "program": program, "backend": "jemalloc",
-                       "recording": True, "output_dir": out, "snapshot": snapshots[0]["path"] if snapshots else "",
-                       "snapshots": snapshots, "own_files": len(snapshots)}) + "\n"
+    answer = {"ok": True, "pid": name_pid, "parent": 1, "program": program, "backend": "jemalloc",
+              "recording": True, "output_dir": out, "snapshot": snapshots[0]["path"] if snapshots else "",
+              "snapshots": snapshots, "own_files": len(snapshots)}
+    if mode == "orphan":
+        del answer["program"]  # nothing /proc could contradict: only the listener's life tells
+    return json.dumps(answer) + "\n"
 
 
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -58,6 +63,11 @@ for _ in range(600):
 else:
     sys.exit("%s stayed taken for 60 s" % path)
 s.listen(64)
+if mode == "orphan":
+    if os.fork():
+        print("serving %s" % path, flush=True)
+        os._exit(0)
+    os.setsid()
 print("serving %s" % path, flush=True)
 deadline = time.time() + 300
 held, asked = [], []

@@ -483,6 +483,15 @@ TEST_CASE("two pods' pid 1 are two processes; two collections of one pod are one
   REQUIRE(same.processes.size() == 1);
   CHECK(same.processes[0].snaps.size() == 3);
   CHECK(same.processes[0].info.origin.empty());
+  // Two replicas started in the same second: their boot and start ticks
+  // tell them apart.
+  for (const char* pod : {"r1", "r2"}) {
+    testing::make_dirs(dir / pod);
+    write_trace(dir, std::string(pod) + "/jeprof.1.0.i0.heap", kDump);
+  }
+  write_trace(dir, "r1/memprofile-proc.1.json", R"({"pid":1,"program":"/app/a","started":5,"boot":"b-1","start_ticks":700})");
+  write_trace(dir, "r2/memprofile-proc.1.json", R"({"pid":1,"program":"/app/a","started":5,"boot":"b-1","start_ticks":701})");
+  CHECK(load_profiles({dir / "r1", dir / "r2"}, "").processes.size() == 2);
   // One input: nothing changes.
   LoadedProfiles one = load_profiles({dir / "podA"}, "");
   REQUIRE(one.processes.size() == 1);

@@ -115,20 +115,39 @@ std::set<uid_t> tree_uids(const std::string& dir, const ProfileListing& listing)
   return uids;
 }
 
+// The bytes of the first `size` of `fd` that hold data, not holes (SEEK_DATA
+// and SEEK_HOLE: the file's own extents, whatever the filesystem reports in
+// st_blocks, which ZFS updates late and counts compressed). Past 4096
+// extents, or where the filesystem cannot say, all of it.
+uint64_t data_bytes(int fd, uint64_t size) {
+  uint64_t data = 0;
+  off_t at = 0;
+  for (int n = 0; n < 4096; ++n) {
+    if (static_cast<uint64_t>(at) >= size) return data;
+    off_t start = lseek(fd, at, SEEK_DATA);
+    if (start < 0) return errno == ENXIO ? data : size;  // only a hole is left, or it cannot say
+    off_t end = lseek(fd, start, SEEK_HOLE);
+    if (end < 0 || end <= start) return size;
+    data += static_cast<uint64_t>(std::min<off_t>(end, static_cast<off_t>(size)) - std::min<off_t>(start, static_cast<off_t>(size)));
+    at = end;
+  }
+  return size;
+}
+
 // Why a listed file is left out before any byte of it is written ("" when
 // it is carried): it changed since the listing, is not the tree's, is
 // sparse, or would pass the budget.
-std::string refuse_file(const struct stat& st, uint64_t size, const std::set<uid_t>& uids, uint64_t carried,
+std::string refuse_file(int fd, const struct stat& st, uint64_t size, const std::set<uid_t>& uids, uint64_t carried,
                         uint64_t max_bytes) {
   if (!S_ISREG(st.st_mode)) return "no longer a regular file since it was listed";
   if (static_cast<uint64_t>(st.st_size) < size)
     return "shrank since it was listed (from " + std::to_string(size) + " to " + std::to_string(st.st_size) + " bytes)";
   if (!uids.count(st.st_uid))
     return "owned by uid " + std::to_string(st.st_uid) + ", which no process of the tree runs as";
-  const uint64_t on_disk = static_cast<uint64_t>(st.st_blocks) * 512;
-  if (size > 16 * on_disk && size - on_disk > (1u << 20))
-    return "sparse: " + std::to_string(size) + " bytes long but " + std::to_string(on_disk) +
-           " on disk; profilers write their files densely (planted?)";
+  const uint64_t data = data_bytes(fd, size);
+  if (size > 16 * data && size - data > (1u << 20))
+    return "sparse: " + std::to_string(size) + " bytes long but " + std::to_string(data) +
+           " of data, the rest holes; profilers write their files densely (planted?)";
   if (max_bytes && carried + size > max_bytes)
     return "past the budget: " + std::to_string(carried) + " bytes carried already, of at most " +
            std::to_string(max_bytes) + " (the profiles' disk budget)";
@@ -165,7 +184,7 @@ std::string copy_file(TarWriter& out, int root, const std::string& name, uint64_
     skip.why = std::string("cannot stat: ") + std::strerror(errno);
     return "";
   }
-  if (skip.why = refuse_file(st, size, uids, carried, max_bytes); !skip.why.empty()) return "";
+  if (skip.why = refuse_file(file.get(), st, size, uids, carried, max_bytes); !skip.why.empty()) return "";
   Sha256 sha;
   if (size <= kSpoolBytes) {
     // Read whole first: what the entry holds is what was read.

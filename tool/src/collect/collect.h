@@ -26,9 +26,10 @@ struct CollectRequest {
 // Files collect leaves out, each said in one line and in the manifest's
 // "skipped" list (never fatal for the rest):
 //  - past the budget: the files carried add up to at most max_bytes;
-//  - sparse: a file whose length is more than 16 times the blocks it uses
-//    (and over 1 MiB more): profilers write their files densely; a planted
-//    sparse file would stream gigabytes that no budget saw;
+//  - sparse: a file whose length is more than 16 times the data it holds
+//    (SEEK_DATA/SEEK_HOLE, and over 1 MiB more): profilers write their
+//    files densely; a planted sparse file would stream gigabytes that no
+//    budget saw;
 //  - another owner: a file owned by a uid that no process of the tree runs
 //    as (root, collect's own uid, the uid of each live process with a
 //    control socket or a record here, and the owners of the records of

@@ -20,6 +20,8 @@ ProcessInfo parse_process_record(const std::string& text, const std::string& nam
   if (j.contains("program") && j["program"].is_string()) p.program = j["program"].get<std::string>();
   if (j.contains("started") && j["started"].is_number_integer()) p.started = j["started"].get<int64_t>();
   if (j.contains("backend") && j["backend"].is_string()) p.backend = j["backend"].get<std::string>();
+  if (j.contains("boot") && j["boot"].is_string()) p.boot = j["boot"].get<std::string>();
+  if (j.contains("start_ticks") && j["start_ticks"].is_number_unsigned()) p.start_ticks = j["start_ticks"].get<uint64_t>();
   if (j.contains("recorded") && j["recorded"].is_boolean()) p.recorded = j["recorded"].get<bool>();
   if (j.contains("dormant") && j["dormant"].is_boolean()) p.dormant = j["dormant"].get<bool>();
   p.key = p.pid;

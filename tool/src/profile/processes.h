@@ -20,6 +20,8 @@ struct ProcessInfo {
   uint64_t pid = 0, parent = 0;  // parent 0: unknown, or the tree's first process
   std::string program;           // "" when neither a record nor the dumps say
   int64_t started = 0;           // the record's start time (0: not said)
+  std::string boot;              // the record's boot id, and its start in clock ticks after boot:
+  uint64_t start_ticks = 0;      // with the pid, one process of one machine (two pods started in one second are two)
   std::string backend;           // the record's profiler
   bool recorded = true;          // false: a forked child its profiler does not record (its record says so)
   bool dormant = false;          // started dormant: what its first snapshot holds was allocated since memprofile start

@@ -448,13 +448,17 @@ void start_from_zero(std::vector<ProcessSeries>& processes, std::vector<std::str
 // nothing changes; one that names several gives each a key of its own and
 // its input as `origin`, so that every line says which it is.
 void assign_process_keys(Loaded& loaded) {
-  std::map<std::pair<std::string, uint64_t>, int64_t> started;
+  // A record's start: its time, and where it says them its boot and ticks
+  // (a second is not fine enough for two replicas started together).
+  std::map<std::pair<std::string, uint64_t>, std::string> started;
   for (const auto& r : loaded.record_list)
-    if (r.started) started[{r.origin, r.pid}] = r.started;
+    if (r.started)
+      started[{r.origin, r.pid}] = std::to_string(r.started) +
+                                   (r.boot.empty() ? "" : " " + r.boot + " " + std::to_string(r.start_ticks));
   std::map<uint64_t, std::vector<std::string>> identities;  // by pid, in the order met
   auto identity = [&](const std::string& input, uint64_t pid) {
     auto it = started.find({input, pid});
-    std::string id = it != started.end() ? "started " + std::to_string(it->second) : "input " + input;
+    std::string id = it != started.end() ? "started " + it->second : "input " + input;
     auto& ids = identities[pid];
     if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
     return id;

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "base/error.h"
 #include "base/json_text.h"
@@ -101,8 +102,12 @@ std::string not_its_file(const std::string& path, long pid, const std::string& o
     return "names " + path + " as its own, which is not a file of process " + std::to_string(pid) + " in " +
            (out.empty() ? std::string("its output directory") : out);
   struct stat st;
-  if (lstat((dir + "/" + name).c_str(), &st) != 0) return "";  // rotated away meanwhile
-  if (S_ISREG(st.st_mode) && owned_by(st, uid)) return "";
+  if (lstat((dir + "/" + name).c_str(), &st) != 0) {
+    if (errno == ENOENT) return "";  // rotated away meanwhile
+    *planted = true;                 // cannot be checked: not shown
+    return "names " + path + " as its own, which cannot be checked here (" + strerror(errno) + ")";
+  }
+  if (uid >= 0 && S_ISREG(st.st_mode) && owned_by(st, uid)) return "";
   *planted = true;
   return "names " + path + " as its own, but " + dir + "/" + name + " is " +
          (S_ISREG(st.st_mode) ? "owned by uid " + std::to_string(st.st_uid) : std::string("not a regular file"));
@@ -154,7 +159,71 @@ struct Conn {
   UniqueFd fd, path_fd;  // the connection; the socket's inode, held until connected
   bool connected = false;
   std::string reply;
+  struct timespec made {};  // the socket file's ctime: when it was bound and named
+  long uid = -1;            // the process's uid when it was connected to
 };
+
+// The pid a pidfd stands for now (/proc/self/fdinfo's "Pid:"): -1 when the
+// process has ended, 0 when it cannot be read.
+long pidfd_pid(int pidfd) {
+  std::ifstream in("/proc/self/fdinfo/" + std::to_string(pidfd));
+  std::string line;
+  for (int n = 0; n < 64 && std::getline(in, line); ++n)
+    if (line.rfind("Pid:", 0) == 0) return std::strtol(line.c_str() + 4, nullptr, 10);
+  return 0;
+}
+
+// When the process started, in seconds since the epoch (its start in clock
+// ticks after boot, /proc/PID/stat's 22nd field, plus the boot time); 0
+// when it cannot be read.
+double process_started(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  size_t close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  unsigned long long ticks = 0;
+  for (int i = 3; i <= 22 && fields >> field; ++i)
+    if (i == 22) ticks = std::strtoull(field.c_str(), nullptr, 10);
+  std::ifstream proc_stat("/proc/stat");
+  std::string line;
+  long long btime = 0;
+  for (int n = 0; n < 4096 && std::getline(proc_stat, line); ++n)
+    if (line.rfind("btime ", 0) == 0) btime = std::strtoll(line.c_str() + 6, nullptr, 10);
+  long hz = sysconf(_SC_CLK_TCK);
+  return btime && hz > 0 && ticks ? static_cast<double>(btime) + static_cast<double>(ticks) / static_cast<double>(hz) : 0;
+}
+
+// Types of the reply fields that are shown: a reply whose field has
+// another type is not the library's (and would not be shown right).
+std::string badly_typed(const json& r) {
+  auto is = [&](const char* key, bool (json::*test)() const noexcept) {
+    auto it = r.find(key);
+    return it == r.end() || ((*it).*test)();
+  };
+  for (const char* k : {"ok", "recording", "wraps_past_2gib"})
+    if (!is(k, &json::is_boolean)) return std::string("\"") + k + "\" is not true or false";
+  for (const char* k : {"pid", "parent", "snapshot_every_ms", "snapshots_scheduled", "own_files", "own_bytes", "disk_bytes",
+                        "max_bytes", "free_bytes", "min_free_bytes", "rotated", "mark", "mark_at_ms", "not_its_own"})
+    if (!is(k, &json::is_number_unsigned) && !is(k, &json::is_number_integer)) return std::string("\"") + k + "\" is not a number";
+  for (const char* k : {"program", "backend", "output_dir", "stopped_reason", "snapshot", "marks", "error", "forked_children"})
+    if (!is(k, &json::is_string)) return std::string("\"") + k + "\" is not a string";
+  if (auto a = r.find("allocator"); a != r.end()) {
+    if (!a->is_object()) return "\"allocator\" is not an object";
+    for (const auto& [k, v] : a->items())
+      if (!(k == "name" ? v.is_string() : v.is_number() || v.is_boolean())) return "\"allocator\" has a field of another type";
+  }
+  if (auto s = r.find("snapshots"); s != r.end()) {
+    if (!s->is_array()) return "\"snapshots\" is not an array";
+    for (const auto& e : *s)
+      if (!e.is_object() || !e.contains("path") || !e["path"].is_string() ||
+          (e.contains("bytes") && !e["bytes"].is_number()) || (e.contains("seq") && !e["seq"].is_number()))
+        return "\"snapshots\" holds an entry that is not {path, bytes, seq}";
+  }
+  return "";
+}
 
 // The answer for what one connect(2) error means.
 ControlAnswer connect_failure(const std::string& path, int err) {
@@ -179,7 +248,8 @@ class Asker {
  public:
   Asker(const std::vector<ControlAsk>& asks, const std::string& request, double timeout)
       : asks_(asks), line_(request + "\n"), timeout_(timeout),
-        deadline_(Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, timeout) * 1000))),
+        // At most a day: a larger --timeout would overflow the deadline.
+        deadline_(Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(std::clamp(timeout, 0.0, 86400.0) * 1000))),
         answers_(asks.size()) {}
 
   std::vector<ControlAnswer> run() {
@@ -230,6 +300,8 @@ class Asker {
     if (S_ISLNK(st.st_mode)) return refuse(i, "a link, not a socket: a control socket is never reached through a link");
     if (!S_ISSOCK(st.st_mode)) return refuse(i, "not a socket: not process " + std::to_string(a.pid) + "'s control socket");
     const long uid = process_uid(a.pid);
+    c.made = st.st_ctim;
+    c.uid = uid;
     if (!owned_by(st, uid))
       return refuse(i, "owned by uid " + std::to_string(st.st_uid) + ", not by process " + std::to_string(a.pid) +
                            "'s uid " + std::to_string(uid) + ": not its control socket");
@@ -292,7 +364,33 @@ class Asker {
                           "), not by process " + std::to_string(pid) + ": not its control socket");
       return false;
     }
+    // SO_PEERCRED names who listened, alive or not: a listener whose process
+    // ended (its fd kept by a child) under a pid now reused is not that
+    // process. The peer's pidfd says whether it lives (Linux 6.5); else the
+    // socket must not be older than the process (a second's slack for the
+    // boot time's rounding).
+    if (int pidfd = peer_pidfd(c.fd.get()); pidfd >= 0) {
+      UniqueFd owned(pidfd);
+      if (pidfd_pid(pidfd) == -1) {
+        refuse(c.index, "its listener has ended and pid " + std::to_string(pid) +
+                            " is another process now (a socket kept open by a child): not its control socket");
+        return false;
+      }
+    } else if (double started = process_started(pid);
+               started > 0 && static_cast<double>(c.made.tv_sec) + 1e-9 * static_cast<double>(c.made.tv_nsec) + 1 < started) {
+      refuse(c.index, "made before process " + std::to_string(pid) + " started: another process's, under a reused pid");
+      return false;
+    }
     return true;
+  }
+
+  static int peer_pidfd(int fd) {
+#ifndef SO_PEERPIDFD
+    constexpr int SO_PEERPIDFD = 77;  // Linux 6.5; older kernels refuse it (ENOPROTOOPT)
+#endif
+    int pidfd = -1;
+    socklen_t len = sizeof pidfd;
+    return getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) == 0 ? pidfd : -1;
   }
 
   void drop(Conn& c) { c.fd.reset(); }
@@ -307,7 +405,7 @@ class Asker {
       fds.push_back({c.connected ? c.fd.get() : -1, POLLIN, 0});
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
-    int wait = static_cast<int>(std::max<int64_t>(0, connecting ? std::min<int64_t>(left, 10) : left));
+    int wait = static_cast<int>(std::clamp<int64_t>(connecting ? std::min<int64_t>(left, 10) : left, 0, 1 << 30));
     int n = poll(fds.data(), fds.size(), wait);
     for (size_t k = 0; k < live_.size(); ++k) {
       Conn& c = live_[k];
@@ -349,8 +447,11 @@ class Asker {
       return refuse(c.index, std::string("its answer is not a control reply: ") + e.what());
     }
     values_ += values;
-    if (!j.is_object() || !j.contains("ok")) return refuse(c.index, "the answer is not a control reply");
-    if (std::string lie = reply_lies(j, a.pid, dir_of(a.socket), process_uid(a.pid)); !lie.empty())
+    // Every answer but the library's bare refusal of a peer says its pid.
+    if (!j.is_object() || !j.contains("ok") || (j["ok"] == true && !j.contains("pid")))
+      return refuse(c.index, "the answer is not a control reply");
+    if (std::string bad = badly_typed(j); !bad.empty()) return refuse(c.index, "the answer is not a control reply: " + bad);
+    if (std::string lie = reply_lies(j, a.pid, dir_of(a.socket), c.uid); !lie.empty())
       return refuse(c.index, lie);
     answers_[c.index].outcome = Outcome::Answered;
     answers_[c.index].reply = std::move(j);
