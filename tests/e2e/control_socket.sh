@@ -104,11 +104,17 @@ import os, subprocess, sys, time
 out = sys.argv[1]
 pid = os.fork()
 if pid == 0:
+    import socket
     fds = [f for f in os.listdir("/proc/self/fd") if f.isdigit()]
     socks = 0
+    # Listening sockets only: a connection the tree's first process or a
+    # tree command has open to this child at that moment is not one.
     for f in fds:
         try:
-            socks += os.readlink("/proc/self/fd/" + f).startswith("socket:")
+            if os.readlink("/proc/self/fd/" + f).startswith("socket:"):
+                s = socket.socket(fileno=os.dup(int(f)))
+                socks += s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+                s.close()
         except OSError:
             pass
     maps = open("/proc/self/maps").read()

@@ -145,7 +145,13 @@ std::string reply_lies(json& reply, long pid, const std::string& dir, long uid) 
   if (auto it = reply.find("pid"); it != reply.end() && (!it->is_number_integer() || it->get<long>() != pid))
     return "answered as pid " + it->dump() + ", not as " + std::to_string(pid);
   const std::string program = json_string_or(reply, "program");
-  if (!program.empty() && !program_is_process(pid, program)) {
+  // Without ptrace access to another user's process (a container without
+  // CAP_SYS_PTRACE asking a worker that dropped to nobody), /proc cannot
+  // say what it runs: its word is kept, marked unchecked, since the kernel
+  // has already said (SO_PEERCRED, its pidfd) that this is that process.
+  if (!program.empty() && process_exe(pid).empty() && !process_ended(pid)) {
+    reply["program_checked"] = false;
+  } else if (!program.empty() && !program_is_process(pid, program)) {
     const std::string exe = process_exe(pid);
     return "names its program " + program + ", but process " + std::to_string(pid) +
            (exe.empty() ? std::string("'s program cannot be read in /proc") : " runs " + exe);
