@@ -179,29 +179,6 @@ long pidfd_pid(int pidfd) {
   return 0;
 }
 
-// When the process started, in seconds since the epoch (its start in clock
-// ticks after boot, /proc/PID/stat's 22nd field, plus the boot time); 0
-// when it cannot be read.
-double process_started(long pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(stat, text);
-  size_t close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(text.substr(close + 2));
-  std::string field;
-  unsigned long long ticks = 0;
-  for (int i = 3; i <= 22 && fields >> field; ++i)
-    if (i == 22) ticks = std::strtoull(field.c_str(), nullptr, 10);
-  std::ifstream proc_stat("/proc/stat");
-  std::string line;
-  long long btime = 0;
-  for (int n = 0; n < 4096 && std::getline(proc_stat, line); ++n)
-    if (line.rfind("btime ", 0) == 0) btime = std::strtoll(line.c_str() + 6, nullptr, 10);
-  long hz = sysconf(_SC_CLK_TCK);
-  return btime && hz > 0 && ticks ? static_cast<double>(btime) + static_cast<double>(ticks) / static_cast<double>(hz) : 0;
-}
-
 // Types of the reply fields that are shown: a reply whose field has
 // another type is not the library's (and would not be shown right).
 std::string badly_typed(const json& r) {

@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -25,6 +27,11 @@ bool parse_stat(const std::string& line, ProcEntry& e) {
   std::string state;
   if (!(rest >> state >> e.ppid)) return false;
   e.state = state[0];
+  // Fields 5 to 21, then 22: the start, in clock ticks after boot.
+  std::string skip;
+  for (int field = 5; field < 22 && rest >> skip; ++field) {
+  }
+  rest >> e.start_ticks;
   return true;
 }
 
@@ -75,6 +82,19 @@ bool process_ended(long pid, const std::string& proc) {
   ProcEntry e;
   if (!in || !std::getline(in, line) || !parse_stat(line, e)) return true;
   return e.state == 'Z' || e.state == 'X';
+}
+
+double process_started(long pid, const std::string& proc) {
+  std::ifstream in(proc + "/" + std::to_string(pid) + "/stat");
+  std::string line;
+  ProcEntry e;
+  if (!in || !std::getline(in, line) || !parse_stat(line, e) || !e.start_ticks) return 0;
+  std::ifstream stat(proc + "/stat");
+  long long btime = 0;
+  for (int n = 0; n < 4096 && std::getline(stat, line); ++n)
+    if (line.rfind("btime ", 0) == 0) btime = std::strtoll(line.c_str() + 6, nullptr, 10);
+  long hz = sysconf(_SC_CLK_TCK);
+  return btime && hz > 0 ? static_cast<double>(btime) + static_cast<double>(e.start_ticks) / static_cast<double>(hz) : 0;
 }
 
 std::string process_exe(long pid, const std::string& proc) {
