@@ -1,6 +1,7 @@
 // What start, stop and snapshot mean for each profiler. See ctl.h.
 //   jemalloc   mallctl("prof.active") and mallctl("prof.dump"), found with
-//              dlsym in the process (jemalloc is the preloaded malloc)
+//              dlsym in the process (jemalloc is the preloaded malloc, or
+//              the program's own, by the name MEMPROFILE_CTL_MALLCTL gives)
 //   bytehound  its SIGUSR1 toggle (MEMORY_PROFILER_REGISTER_SIGUSR1)
 //   heaptrack  heaptrack_stop(): it records from the first allocation and
 //              cannot resume without losing the frees in between
@@ -14,6 +15,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,8 +26,26 @@ typedef int (*mallctl_fn)(const char*, void*, size_t*, void*, size_t);
 
 static mallctl_fn mallctl_ptr;
 
+// The jemalloc to drive: the preloaded one's mallctl, or, where the program
+// carries its own jemalloc (memprofile exec found it, and preloads none),
+// that jemalloc's mallctl as the program exports it: MEMPROFILE_CTL_MALLCTL,
+// "je_mallctl", or "" when it exports none.
+static const char* own_mallctl(void) { return getenv("MEMPROFILE_CTL_MALLCTL"); }
+
+static mallctl_fn look_up_mallctl(void) {
+  const char* own = own_mallctl();
+  if (own) return *own ? (mallctl_fn)dlsym(RTLD_DEFAULT, own) : NULL;
+  return (mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
+}
+
 static mallctl_fn find_mallctl(char* err, size_t errlen) {
-  if (!mallctl_ptr) snprintf(err, errlen, "jemalloc's mallctl is not in this process: was libjemalloc preloaded?");
+  const char* own = own_mallctl();
+  if (!mallctl_ptr && own)
+    snprintf(err, errlen,
+             "the program's own jemalloc does not export its mallctl%s%s: snapshot, start and stop cannot reach it "
+             "(it still dumps every 1 GiB allocated and at exit)", *own ? " " : "", own);
+  else if (!mallctl_ptr)
+    snprintf(err, errlen, "jemalloc's mallctl is not in this process: was libjemalloc preloaded?");
   return mallctl_ptr;
 }
 
@@ -205,7 +225,7 @@ static const struct ctl_profiler none = {"none", none_set_recording, never, alwa
 const struct ctl_profiler* ctl_profiler_named(const char* name, enum ctl_backend* which) {
   if (strcmp(name, "jemalloc") == 0) {
     *which = CTL_JEMALLOC;
-    mallctl_ptr = (mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
+    mallctl_ptr = look_up_mallctl();
     return &jemalloc;
   }
   if (strcmp(name, "bytehound") == 0) {

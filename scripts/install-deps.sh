@@ -94,6 +94,10 @@ packages=(
   mmdebstrap arch-test qemu-user-static binfmt-support buildah podman skopeo iproute2 util-linux
   # real preload libraries and their analysis tools
   libjemalloc2 libjemalloc-dev heaptrack libheaptrack
+  # heap coverage fixtures (tests/fixtures/allocators.sh): programs that bring
+  # their own allocator (static tcmalloc, mimalloc under a Rust global
+  # allocator), and managed runtimes whose heap is not malloc's
+  libgoogle-perftools-dev libmimalloc-dev openjdk-17-jre-headless
   # building preload libraries from source (heaptrack needs libunwind)
   libunwind-dev curl xz-utils bzip2
   # images: a registry for the multi-arch push test, JSON in shell
@@ -113,7 +117,10 @@ packages=(
 # The static launcher cross-built for arm64 links arm64 static libraries,
 # installed side by side through Debian's multiarch; memray built from source
 # for an arm64 image links arm64's liblz4 and libunwind.
-arm64_packages=(libelf-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64 libssl-dev:arm64 libunwind-dev:arm64 liblz4-dev:arm64)
+arm64_packages=(libelf-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64 libssl-dev:arm64 libunwind-dev:arm64 liblz4-dev:arm64
+  # the heap coverage fixtures' arm64 side (libjemalloc-dev cannot sit beside
+  # the amd64 one: the arm64 jemalloc is its shared library alone)
+  libgoogle-perftools-dev:arm64 libmimalloc-dev:arm64 libjemalloc2:arm64)
 
 if ! dpkg --print-foreign-architectures | grep -x arm64 > /dev/null; then
   dpkg --add-architecture arm64

@@ -67,6 +67,16 @@ preload_dist() {  # BACKEND ARCH -> directory with the built library
   echo "${dir}"
 }
 
+# allocator_fixtures: the heap coverage fixtures (tests/fixtures/allocators.sh),
+# built into this test's scratch; the prefixed jemalloc they link is built
+# once into the cache. Prints their directory.
+allocator_fixtures() {
+  local dir="${SCRATCH}/allocators"
+  "${E2E_ROOT}/tests/fixtures/allocators.sh" "${dir}" "$(memprofile_cache)/fixtures" >&2 ||
+    fail "cannot build the allocator fixtures"
+  echo "${dir}"
+}
+
 # free_port: a free TCP port on loopback, outside the kernel's ephemeral
 # range (ip_local_port_range): a port from inside it can be taken by any
 # outgoing connection on the machine before the server, slow to start on a

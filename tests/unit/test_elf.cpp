@@ -29,3 +29,27 @@ TEST_CASE("non-ELF input is refused with the file's name") {
   CHECK_THROWS_WITH(read_elf_memory("#!/bin/sh\n", 10, "x.sh"), "x.sh: not an ELF file");
   CHECK_THROWS_WITH(read_elf_memory("\x7f" "ELF", 4, "short"), Catch::Contains("short: truncated ELF header"));
 }
+
+TEST_CASE("allocator entry points are told by pattern, with jemalloc's prefix") {
+  std::string prefix;
+  CHECK(allocator_of("_rjem_mallocx", &prefix) == "jemalloc");
+  CHECK(prefix == "_rjem_");
+  CHECK(allocator_of("je_malloc", &prefix) == "jemalloc");
+  CHECK(prefix == "je_");
+  // A prefix nobody listed is still found by jemalloc's own API names.
+  CHECK(allocator_of("myapp_sdallocx", &prefix) == "jemalloc");
+  CHECK(prefix == "myapp_");
+  CHECK(allocator_of("mallctl", &prefix) == "jemalloc");
+  CHECK(prefix.empty());
+  CHECK(allocator_of("mi_malloc_aligned") == "mimalloc");
+  CHECK(allocator_of("mi_free") == "mimalloc");
+  CHECK(allocator_of("tc_malloc") == "tcmalloc");
+  CHECK(allocator_of("sn_rust_alloc") == "snmalloc");
+  CHECK(allocator_of("rpmalloc") == "rpmalloc");
+  CHECK(allocator_of("scalable_malloc") == "tbbmalloc");
+  // Not allocators: glibc's own, and names that only share a start.
+  for (const char* name : {"malloc", "free", "malloc_usable_size", "rpmatch", "mi_version", "tc_flush", "memset"}) {
+    INFO(name);
+    CHECK(allocator_of(name).empty());
+  }
+}

@@ -28,6 +28,7 @@
 #include "image/file_tree.h"
 #include "verdict/checker.h"
 #include "verdict/python_target.h"
+#include "verdict/heap_coverage.h"
 #include "verdict/tree_users.h"
 #include "runtime/launcher.h"
 #include "runtime/backend.h"
@@ -239,6 +240,11 @@ struct Launch {
   std::vector<std::string> interpreter_options;
   std::string env_script;  // a #! script on the way whose env drops the bootstrap's variables
   std::string memray_extension, bootstrap_dir;
+  // The heap as the target keeps it (verdict/heap_coverage.h): its own
+  // profiling jemalloc, which --backend jemalloc drives in place of the
+  // preloaded one; CPython, which gets PYTHONMALLOC=malloc.
+  std::optional<OwnJemalloc> own_jemalloc;
+  bool cpython = false;
 };
 
 // The plan's own refusals, before anything is looked up: nullopt when it can go on.
@@ -348,6 +354,23 @@ std::vector<Finding> check_memray(Launch& l, const HostTree& root, uint16_t* mac
   return problems;
 }
 
+// Where the target's heap goes, for the settings that make the profile see
+// it (the findings themselves came with the check): the program's own
+// jemalloc to drive, and CPython's pymalloc to turn off.
+void see_heap(Launch& l, const HostTree& root) {
+  std::shared_ptr<const ElfInfo> elf = root.elf(l.target_found->file.path);
+  if (!elf) return;
+  l.cpython = managed_runtime(*elf, std::nullopt) == "cpython";
+  if (l.plan.backend != Backend::Jemalloc) return;
+  l.own_jemalloc = own_jemalloc(*elf);
+  if (l.own_jemalloc && l.own_jemalloc->mallctl.empty() && l.plan.cfg.dormant)
+    l.problems.push_back(make_finding("LAUNCHER_CONFIG",
+                                      l.target + " carries its own jemalloc, which does not export its mallctl: "
+                                                 "memprofile start could never reach it, so it cannot start dormant",
+                                      "run it without --dormant (it records from the start and dumps every 1 GiB "
+                                      "allocated and at exit), or export the mallctl (link with -rdynamic)"));
+}
+
 // Whether the profiler will attach and record, and whether the control
 // library can serve: problems, or none.
 void check_launch(Launch& l, const HostTree& root) {
@@ -367,6 +390,7 @@ void check_launch(Launch& l, const HostTree& root) {
     return;
   }
   l.aarch64 = machine == 183;  // EM_AARCH64
+  if (l.problems.empty()) see_heap(l, root);
   // Dormant needs the control library: without it nothing could ever start
   // recording. Otherwise it only adds the budget and status.
   l.ctl_lib = absolute(cfg.ctl_library, l.cwd);
@@ -383,7 +407,15 @@ void check_launch(Launch& l, const HostTree& root) {
 void add_backend_env(Launch& l) {
   const LauncherConfig& cfg = l.plan.cfg;
   bool dispatcher = l.target != l.program;
-  for (const auto& [k, v] : backend_env(l.plan.backend, cfg.output_dir, dispatcher, l.aarch64, cfg.dormant)) {
+  auto env = backend_env(l.plan.backend, cfg.output_dir, dispatcher, l.aarch64, cfg.dormant);
+  // The program's own jemalloc reads its settings from its own variable
+  // (_RJEM_MALLOC_CONF); no other jemalloc is loaded to read MALLOC_CONF.
+  if (l.own_jemalloc)
+    for (auto& [k, v] : env)
+      if (k == "MALLOC_CONF") k = l.own_jemalloc->conf_env;
+  // CPython: every object through malloc, where the profiler sees it.
+  if (l.cpython && l.plan.backend != Backend::None) env.push_back({"PYTHONMALLOC", "malloc"});
+  for (const auto& [k, v] : env) {
     // Dormant bytehound must start off and toggle on SIGUSR1, whatever the
     // environment says: start/stop send that signal.
     bool forced = cfg.dormant && (k == "MEMORY_PROFILER_DISABLE_BY_DEFAULT" || k == "MEMORY_PROFILER_REGISTER_SIGUSR1");
@@ -393,7 +425,11 @@ void add_backend_env(Launch& l) {
     else if (env_has(l.env, k))
       continue;
     l.env.push_back(k + "=" + v);
-    l.added.push_back(k);
+    // The control library takes the settings out of the environment once
+    // the profiler has read them (ctl.h, spawn_scope); a program's own
+    // jemalloc reads its variable later, at its first allocation, so that
+    // one stays.
+    if (!(l.own_jemalloc && k == l.own_jemalloc->conf_env)) l.added.push_back(k);
   }
 }
 
@@ -444,6 +480,11 @@ void add_control_env(Launch& l, const std::string& lib, uint64_t max_bytes, uint
     l.env.push_back(k + "=" + v);
     l.added.push_back(k);
   }
+  // The program's own jemalloc, by the name it exports its mallctl under.
+  if (l.own_jemalloc) {
+    l.env.push_back("MEMPROFILE_CTL_MALLCTL=" + l.own_jemalloc->mallctl);
+    l.added.push_back("MEMPROFILE_CTL_MALLCTL");
+  }
 }
 
 // LD_PRELOAD: the profiler, then the control library. The user's own list
@@ -459,6 +500,15 @@ void add_preload(Launch& l, const std::string& lib, bool with_ctl) {
     // --backend none: the control library is the preload, once.
     l.env.push_back("LD_PRELOAD=" + lib + (with_ctl && lib != l.ctl_lib ? ":" + l.ctl_lib : ""));
   }
+}
+
+// The library that records, in words: the preloaded one, or the program's
+// own jemalloc and how the control library reaches it.
+std::string own_jemalloc_words(const Launch& l, const std::string& lib) {
+  if (!l.own_jemalloc) return lib;
+  return "its own jemalloc, linked into it, through " + l.own_jemalloc->conf_env + "; " +
+         (l.own_jemalloc->mallctl.empty() ? "it exports no mallctl, so snapshot, start and stop cannot reach it"
+                                          : "snapshot, start and stop through " + l.own_jemalloc->mallctl);
 }
 
 // The start line: what is profiled, with what, where, within which budget,
@@ -504,7 +554,9 @@ void log_start(Launch& l, const std::string& lib, bool with_ctl, uint64_t max_by
                 l.target + " with memray (" + lib + "), started by memprofile's bootstrap " + l.bootstrap_dir +
                 "/sitecustomize.py, which serves memprofile start/stop/status"
           : std::string(cfg.dormant ? "loaded dormant (recording off until memprofile start): " : "profiling ") +
-                l.target + " with " + to_string(backend) + " (" + lib + ")";
+                l.target + " with " + to_string(backend) + " (" + own_jemalloc_words(l, lib) + ")" +
+                (l.cpython && backend != Backend::None ? ", PYTHONMALLOC=malloc so that every Python object goes "
+                                                         "through malloc" : "");
   l.log.info("start", what + ", output in " + cfg.output_dir + budget + tree,
              {{"backend", to_string(backend)},
               {"library", lib},
@@ -562,8 +614,9 @@ ExitCode run_exec(const ExecArgs& o) {
   add_backend_env(l);
   const bool memray = l.plan.backend == Backend::Memray;
   if (memray) add_memray_env(l);
-  const std::string lib = memray ? l.memray_extension : absolute(l.plan.preload, l.cwd);
   const bool with_ctl = l.ctl_problem.empty();
+  // The program's own jemalloc records: the control library is the whole preload.
+  const std::string lib = memray ? l.memray_extension : l.own_jemalloc && with_ctl ? l.ctl_lib : absolute(l.plan.preload, l.cwd);
   const uint64_t max_bytes = profile_budget_bytes(l.plan.cfg);
   const uint64_t snapshot_every_ms = with_ctl && takes_snapshots(l.plan.backend) ? l.plan.cfg.snapshot_every_ms : 0;
   if ((l.plan.backend == Backend::None || memray) && !l.plan.cfg.preload.empty())
@@ -577,7 +630,9 @@ ExitCode run_exec(const ExecArgs& o) {
   else
     l.log.warn("no_control", "no disk budget and no memprofile start/stop/snapshot/status: " + l.ctl_problem,
                {{"ctl_library", l.ctl_lib}});
-  if (!memray) add_preload(l, lib, with_ctl);
+  // (A program's own jemalloc without the control library: nothing to
+  // preload, and the preloaded jemalloc would write dumps of the same names.)
+  if (!memray && !(l.own_jemalloc && !with_ctl)) add_preload(l, lib, with_ctl);
   log_start(l, lib, with_ctl, max_bytes, snapshot_every_ms);
   int err = try_exec(l.program, l.plan.argv, l.env);
   if (err != E2BIG) exec_failed(l.program, err);

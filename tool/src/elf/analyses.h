@@ -29,6 +29,16 @@ struct SymbolLookup {
 bool defines_function(const ElfView& view, const DynStrings& strings, const SymbolLookup& lookup,
                       const char* name);
 
+// allocators.cpp: every dynamic symbol, for the allocator entry points the
+// object imports or defines (info.heap); `strtab` is DT_STRTAB's address
+// (0 when absent). Never the file's error.
+void read_dynamic_symbols(const ElfView& view, const DynStrings& strings, const SymbolLookup& lookup,
+                          uint64_t strtab, HeapFacts& heap);
+// allocators.cpp: the static symbol table and the read-only strings (an
+// embedded jemalloc's variable and profiler, tcmalloc's heap profiler),
+// once the file is classified; never the file's error.
+void read_heap_facts(const ElfView& view, const ElfInfo& info, HeapFacts& heap);
+
 // go_buildinfo.cpp: Go's build info; sets info.go when it is there and
 // info.go_version when its version string is readable. Never the file's error.
 void read_go_buildinfo(const ElfView& view, ElfInfo& info);

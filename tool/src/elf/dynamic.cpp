@@ -147,6 +147,7 @@ bool read_dynamic(const ElfView& view, const GElf_Phdr& ph, ElfInfo& info) {
     SymbolLookup lookup{*symtab, syment, gnu_hash, sysv_hash};
     info.defines_malloc = defines_function(view, strings, lookup, "malloc");
     info.defines_free = defines_function(view, strings, lookup, "free");
+    read_dynamic_symbols(view, strings, lookup, strtab.value_or(0), info.heap);
   }
   return pie;
 }

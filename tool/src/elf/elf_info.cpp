@@ -234,6 +234,7 @@ ElfInfo read_elf(Elf* elf, uint64_t size, const std::string& name, bool use_sect
   // Programs are searched for Go's build info; anything else only when a Go
   // note already marks it, so libraries are not scanned on a guess.
   if (info.go || info.is_program()) read_go_buildinfo(view, info);
+  if (info.linkage != Linkage::Relocatable && info.linkage != Linkage::Core) read_heap_facts(view, info, info.heap);
   return info;
 }
 

@@ -30,6 +30,34 @@ struct VersionNeed {
   std::vector<std::string> versions;  // vna_name, e.g. "GLIBC_2.34"
 };
 
+// Where the heap of the code in one object goes besides glibc's malloc, as
+// its symbols and strings say (allocators.cpp). Names only of the entry
+// points memprofile knows (allocator_of), at most kMaxHeapNames of each.
+struct HeapFacts {
+  std::vector<std::string> imports;  // called from another object: "mi_malloc_aligned", "je_malloc"
+  std::vector<std::string> defines;  // defined here, in the dynamic or the static symbol table
+  bool malloc_in_symtab = false;     // malloc defined in .symtab (exported or not)
+  bool symtab = false;               // a static symbol table was read
+  // An embedded jemalloc: the variable it reads its settings from
+  // ("MALLOC_CONF", "_RJEM_MALLOC_CONF"), and whether profiling is built in.
+  std::string jemalloc_conf_env;
+  bool jemalloc_prof = false;
+  bool tcmalloc_heap_profiler = false;  // gperftools' heap profiler (HEAPPROFILE) is in it
+  bool dotnet_host = false;             // names libhostfxr.so: .NET's host
+  // A managed runtime this object is (by the entry points it defines):
+  // "cpython", "jvm", "node", "dotnet", or "".
+  std::string runtime;
+  std::string mallctl_export;  // a jemalloc mallctl in the dynamic symbols ("je_mallctl"): callable by name
+};
+constexpr size_t kMaxHeapNames = 64;
+
+// The allocator a symbol is an entry point of ("jemalloc", "mimalloc",
+// "tcmalloc", "snmalloc", "rpmalloc", "tbbmalloc"), or "" for none; for
+// jemalloc, *prefix gets its prefix ("je_", "_rjem_", "" unprefixed). By
+// pattern: jemalloc's own API names (mallocx, sdallocx, mallctl...) after any
+// prefix, and each other allocator's prefix before an allocation verb.
+std::string allocator_of(const std::string& symbol, std::string* prefix = nullptr);
+
 struct ElfInfo {
   int elf_class = 0;  // 32 or 64
   bool little_endian = true;
@@ -54,6 +82,7 @@ struct ElfInfo {
   // Dynamic symbols this object defines (only the ones memprofile asks about).
   bool defines_malloc = false;
   bool defines_free = false;
+  HeapFacts heap;
 
   Libc libc() const;
   // Highest GLIBC_x.y required through VERNEED, "" when none.

@@ -45,6 +45,9 @@ uint64_t facts_bytes(const ElfInfo& e) {
                str(e.runpath) + str(e.go_version);
   for (const auto& v : e.needed) n += str(v);
   for (const auto& v : e.verdef) n += str(v);
+  for (const auto& v : e.heap.imports) n += str(v);
+  for (const auto& v : e.heap.defines) n += str(v);
+  n += str(e.heap.jemalloc_conf_env);
   for (const auto& vn : e.verneed) {
     n += sizeof(VersionNeed) + str(vn.file);
     for (const auto& v : vn.versions) n += str(v);

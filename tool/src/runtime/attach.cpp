@@ -134,6 +134,7 @@ std::string find_output_dir(const LauncherConfig& told, Backend backend, const P
     switch (backend) {
       case Backend::Jemalloc: {
         std::string conf = p.get("MALLOC_CONF");
+        if (conf.empty()) conf = p.get("MEMPROFILE_CTL_DIR").empty() ? "" : "prof_prefix:" + p.get("MEMPROFILE_CTL_DIR") + "/jeprof";
         size_t at = conf.find("prof_prefix:");
         if (at != std::string::npos) dir = dir_of_setting(conf.substr(at + 12, conf.find(',', at) - at - 12));
         break;
@@ -227,6 +228,10 @@ Attachment check_attached(const AttachRequest& o) {
   a.output_dir_from = from.output_dir;
   a.library = mapped_library(told.preload.empty() ? default_preload(a.backend) : told.preload, a.backend, p);
   read_program(p, a);
+  // memprofile exec drives a program's own jemalloc (MEMPROFILE_CTL_MALLCTL
+  // names its mallctl): the library that records is the program itself.
+  if (a.library.empty() && a.backend == Backend::Jemalloc && p.env.count("MEMPROFILE_CTL_MALLCTL"))
+    a.library = a.exe;
   watch_profiles(o, a);
   a.attached = !a.library.empty() && a.linkage != "static" && a.linkage != "static-pie";
   ask_recording(a);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "verdict/heap_coverage.h"
 
 namespace memprofile {
 
@@ -236,6 +237,10 @@ void Checker::check_preload(FileReport& r, const ResolvedPreload& pre) const {
                                            : !p.defines_malloc                  ? "malloc"
                                                                                 : "free") +
                                           ": it cannot interpose the allocator"));
+  // Attached is not seeing: where the program's heap goes besides the
+  // malloc this preload interposes. Only for a profiler that can load here.
+  if (p.defines_malloc && p.machine == e.machine && p.linkage == Linkage::SharedLibrary && e.is_program())
+    for (auto& f : heap_coverage(r, p, name)) r.findings.push_back(std::move(f));
 }
 
 }  // namespace memprofile

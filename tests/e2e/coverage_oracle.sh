@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Attached is not seeing: for each program that keeps 48 MiB from
+# planted_growth through a different allocator (tests/fixtures/allocators.sh),
+# the verdict of `check` under heaptrack and jemalloc is held against what
+# the real profiler recorded. READY (profilable: yes): memprofile exec runs
+# it and report must name planted_growth. NOT READY: the profiler, preloaded
+# as a user would without memprofile, must indeed miss it. Either mismatch
+# fails. The expected verdicts are written out too, so that a rule that
+# drifts both ways at once is caught.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/e2e/control_lib.sh
+source "$(dirname "$0")/control_lib.sh"
+
+fx="$(allocator_fixtures)"
+declare -A LIB=(
+  [heaptrack]="$(preload_dist heaptrack amd64)/libheaptrack_preload.so"
+  [jemalloc]="$(preload_dist jemalloc amd64)/libjemalloc.so.2"
+)
+# PROGRAM:BACKEND -> the verdict, and the code that says why when it is no.
+declare -A WANT=(
+  [plain:heaptrack]=yes [plain:jemalloc]=yes
+  [je-needed:heaptrack]=yes [je-needed:jemalloc]=yes
+  [je-static:heaptrack]=HEAP_OWN_MALLOC [je-static:jemalloc]=yes
+  [tc-static:heaptrack]=HEAP_OWN_MALLOC [tc-static:jemalloc]=HEAP_OWN_MALLOC
+  [rjem-c:heaptrack]=HEAP_OWN_ALLOCATOR [rjem-c:jemalloc]=yes
+  [rust-rjem:heaptrack]=HEAP_OWN_ALLOCATOR [rust-rjem:jemalloc]=yes
+  [rust-mimalloc:heaptrack]=HEAP_OWN_ALLOCATOR [rust-mimalloc:jemalloc]=HEAP_OWN_ALLOCATOR
+)
+
+# preloaded BACKEND PROGRAM OUT: the profiler as a user preloads it by hand.
+preloaded() {
+  case "$1" in
+    heaptrack) env LD_PRELOAD="${LIB[heaptrack]}" DUMP_HEAPTRACK_OUTPUT="$3/heaptrack.\$\$.raw" "$2" ;;
+    jemalloc) env LD_PRELOAD="${LIB[jemalloc]}" MALLOC_CONF="prof:true,prof_final:true,prof_prefix:$3/jeprof" "$2" ;;
+  esac > /dev/null
+}
+
+checked=0
+for key in "${!WANT[@]}"; do
+  program="${key%%:*}" backend="${key##*:}" want="${WANT[${key}]}"
+  out="${SCRATCH}/out-${program}-${backend}"
+  mkdir -p "${out}"
+  # (check exits 1 for a file that is not profilable: the text says which.)
+  verdict="$("${MEMPROFILE}" check --root / --preload "${LIB[${backend}]}" "${fx}/${program}" || true)"
+  if [[ "${want}" == yes ]]; then
+    grep -q "profilable: yes" <<< "${verdict}" || fail "${key}: not READY, expected READY: ${verdict}"
+    "${LAUNCHER}" exec --backend "${backend}" --preload "${LIB[${backend}]}" --output-dir "${out}" --min-free-mb 1 \
+      -- "${fx}/${program}" > /dev/null 2> "${out}.log" || fail "${key}: exec failed: $(cat "${out}.log")"
+    "${MEMPROFILE}" report --rootfs / "${out}" > "${out}.report" 2>&1 ||
+      fail "${key}: READY, but report found no profile: $(cat "${out}.report" "${out}.log")"
+    grep -q "planted_growth" "${out}.report" ||
+      fail "${key}: READY, but the profile misses planted_growth: $(head -20 "${out}.report")"
+  else
+    grep -q "profilable: no" <<< "${verdict}" || fail "${key}: READY, expected ${want}: ${verdict}"
+    grep -q "error ${want}:" <<< "${verdict}" || fail "${key}: not ${want}: ${verdict}"
+    preloaded "${backend}" "${fx}/${program}" "${out}"
+    if "${MEMPROFILE}" report --rootfs / "${out}" > "${out}.report" 2>&1; then
+      ! grep -q "planted_growth" "${out}.report" ||
+        fail "${key}: said ${want}, but ${backend} did see planted_growth: $(head -12 "${out}.report")"
+    fi
+  fi
+  checked=$((checked + 1))
+done
+[[ "${checked}" == 14 ]] || fail "checked ${checked} of 14 pairs"
+pass "14 program/backend pairs: every READY profile names planted_growth, every NOT READY one misses it"
+
+# The program's own jemalloc, driven: the start line says which variable and
+# that snapshot cannot reach an unexported mallctl; the same as a dormant
+# start is refused, with the reason.
+grep -q "its own jemalloc, linked into it, through _RJEM_MALLOC_CONF; it exports no mallctl" \
+  "${SCRATCH}/out-rust-rjem-jemalloc.log" || fail "start line: $(cat "${SCRATCH}/out-rust-rjem-jemalloc.log")"
+mkdir -p "${SCRATCH}/dormant"
+"${LAUNCHER}" exec --backend jemalloc --preload "${LIB[jemalloc]}" --output-dir "${SCRATCH}/dormant" --dormant \
+  --min-free-mb 1 -- "${fx}/rust-rjem" > /dev/null 2> "${SCRATCH}/dormant.log"
+grep -q "running unprofiled: .*LAUNCHER_CONFIG: .*carries its own jemalloc, which does not export its mallctl" \
+  "${SCRATCH}/dormant.log" || fail "dormant: $(cat "${SCRATCH}/dormant.log")"
+pass "the program's own jemalloc: driven through _RJEM_MALLOC_CONF, and --dormant refused where start cannot reach it"

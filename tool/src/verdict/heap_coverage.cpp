@@ -1,0 +1,171 @@
+#include "verdict/heap_coverage.h"
+
+#include <algorithm>
+#include <set>
+
+namespace memprofile {
+
+namespace {
+
+std::string joined(const std::vector<std::string>& names, size_t most = 4) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < most; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > most) out += ", +" + std::to_string(names.size() - most) + " more";
+  return out;
+}
+
+// The allocator an object carries, by the entry points it defines or the
+// strings of one linked in: "jemalloc", "tcmalloc"... or "".
+std::string carried_allocator(const ElfInfo& e, std::string* prefix) {
+  for (const auto& name : e.heap.defines) {
+    std::string family = allocator_of(name, prefix);
+    if (!family.empty()) return family;
+  }
+  if (!e.heap.jemalloc_conf_env.empty()) {
+    const std::string& env = e.heap.jemalloc_conf_env;
+    std::string upper = env.substr(0, env.size() - std::string("MALLOC_CONF").size());
+    std::string lower;
+    for (char c : upper) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    *prefix = lower;
+    return "jemalloc";
+  }
+  if (e.heap.tcmalloc_heap_profiler) return "tcmalloc";
+  return "";
+}
+
+// How to see the heap of a program that carries `family`.
+std::string fix_for(const std::string& family, const ElfInfo& e, bool preload_is_jemalloc) {
+  if (family == "jemalloc" && e.heap.jemalloc_prof)
+    return "its jemalloc has profiling built in: run it with memprofile exec --backend jemalloc, which drives that "
+           "jemalloc through " + e.heap.jemalloc_conf_env + (preload_is_jemalloc ? " (this preload does not)" : "");
+  if (family == "tcmalloc" && e.heap.tcmalloc_heap_profiler)
+    return "tcmalloc's own heap profiler is in it: run it with HEAPPROFILE=DIR/heap (gperftools' pprof reads the "
+           "dumps), or build the profiling image against glibc's malloc";
+  std::string what = family.empty() ? "the statically linked allocator" : family;
+  return "build the profiling image without " + what +
+         " (link glibc's malloc; for Rust, put #[global_allocator] behind a cargo feature the profiling build leaves "
+         "off)";
+}
+
+bool preload_defines(const ElfInfo& preload, const std::string& name) {
+  const auto& d = preload.heap.defines;
+  return std::find(d.begin(), d.end(), name) != d.end();
+}
+
+Finding managed_finding(const std::string& runtime, const std::string& path) {
+  if (runtime == "jvm")
+    return make_finding("HEAP_MANAGED_JVM", path + " runs a JVM: the Java heap is the JVM's own (mmap), so the "
+                                                   "profile shows the JVM's native heap only (malloc: threads, "
+                                                   "code cache, direct buffers, JNI)");
+  if (runtime == "node")
+    return make_finding("HEAP_MANAGED_V8", path + " runs V8 (node): JavaScript objects live in V8's own heap "
+                                                  "(mmap), so the profile shows node's native heap only (Buffers, "
+                                                  "addons, libuv)");
+  return make_finding("HEAP_MANAGED_DOTNET", path + " runs .NET: managed objects live in the GC's own heap "
+                                                    "(mmap), so the profile shows the runtime's native heap only");
+}
+
+}  // namespace
+
+std::optional<OwnJemalloc> own_jemalloc(const ElfInfo& program) {
+  const HeapFacts& h = program.heap;
+  if (h.jemalloc_conf_env.empty() || !h.jemalloc_prof) return std::nullopt;
+  return OwnJemalloc{h.jemalloc_conf_env, h.mallctl_export};
+}
+
+std::string managed_runtime(const ElfInfo& e, const std::optional<LoadResult>& load) {
+  if (!e.heap.runtime.empty()) return e.heap.runtime;
+  if (e.heap.dotnet_host) return "dotnet";
+  if (load)
+    for (const auto& o : load->objects)
+      if (o.elf && !o.preload && !o.elf->heap.runtime.empty()) return o.elf->heap.runtime;
+  for (const auto& n : e.needed) {
+    if (n.rfind("libjvm.so", 0) == 0 || n.rfind("libjli.so", 0) == 0) return "jvm";
+    if (n.rfind("libnode.so", 0) == 0) return "node";
+    if (n.rfind("libpython3", 0) == 0) return "cpython";
+    if (n.rfind("libcoreclr.so", 0) == 0 || n.rfind("libhostfxr.so", 0) == 0) return "dotnet";
+  }
+  return "";
+}
+
+std::vector<Finding> heap_coverage(const FileReport& r, const ElfInfo& preload, const std::string& preload_name) {
+  std::vector<Finding> out;
+  const ElfInfo& e = *r.elf;
+  if (e.linkage != Linkage::Dynamic) return out;  // STATIC_*: no preload at all
+  const bool preload_is_jemalloc = preload_defines(preload, "mallctl");
+  std::string prefix;
+  const std::string family = carried_allocator(e, &prefix);
+  const bool own_malloc = e.defines_malloc || e.heap.malloc_in_symtab;
+
+  // 1. The program carries its own allocator.
+  if (auto own = own_jemalloc(e); own && preload_is_jemalloc) {
+    std::string reach = own->mallctl.empty()
+                            ? "; its mallctl is not exported, so snapshot, start and stop cannot reach it: it dumps "
+                              "every 1 GiB allocated and at exit"
+                            : "; snapshot, start and stop reach it through " + own->mallctl;
+    out.push_back(make_finding("HEAP_OWN_JEMALLOC", r.path + " carries its own jemalloc" +
+                                                        (prefix.empty() ? "" : " (prefix " + prefix + ")") +
+                                                        " with profiling built in: memprofile exec drives it through " +
+                                                        own->conf_env + " in place of the preloaded jemalloc" + reach));
+  } else if (own_malloc) {
+    out.push_back(make_finding(
+        "HEAP_OWN_MALLOC",
+        r.path + " defines malloc itself (" + (family.empty() ? "an allocator" : family) +
+            " linked in statically): the program comes before LD_PRELOAD in symbol lookup, so " + preload_name +
+            "'s malloc is never called and the profile will not show this program's heap",
+        fix_for(family, e, preload_is_jemalloc)));
+  } else if (!family.empty()) {
+    std::vector<std::string> names;
+    for (const auto& n : e.heap.defines)
+      if (allocator_of(n) == family && n.rfind(prefix, 0) == 0) names.push_back(n);
+    // The public names first: they are the short ones (_rjem_malloc, not
+    // _rjem_je_malloc_default).
+    std::stable_sort(names.begin(), names.end(),
+                     [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+    out.push_back(make_finding(
+        "HEAP_OWN_ALLOCATOR",
+        r.path + " carries " + family + (prefix.empty() ? "" : " with the prefix " + prefix) +
+            (names.empty() ? "" : " (" + joined(names) + ")") +
+            " and allocates through it, not malloc: no preload interposes those names, so the profile will not "
+            "show what it allocates there",
+        fix_for(family, e, preload_is_jemalloc)));
+  }
+
+  // 2. Code that calls an allocator's own entry points, which the preload
+  // does not define (the preloaded jemalloc defines jemalloc's API, so a
+  // call to mallocx from libjemalloc.so.2 is seen with it).
+  std::vector<std::pair<std::string, const ElfInfo*>> callers = {{r.path, &e}};
+  if (r.load)
+    for (const auto& o : r.load->objects)
+      if (o.elf && !o.preload && !o.path.empty() && o.path != r.canonical) callers.push_back({o.path, o.elf.get()});
+  std::set<std::string> said;
+  for (const auto& [path, elf] : callers) {
+    std::vector<std::string> missed;
+    std::string called;
+    for (const auto& n : elf->heap.imports)
+      if (!preload_defines(preload, n)) {
+        missed.push_back(n);
+        if (called.empty()) called = allocator_of(n);
+      }
+    if (missed.empty() || !said.insert(called).second) continue;
+    out.push_back(make_finding(
+        "HEAP_OWN_ALLOCATOR",
+        (path == r.path ? r.path : path + " (loaded by " + r.path + ")") + " calls " + called +
+            "'s own entry points (" + joined(missed) + ") in place of malloc: " + preload_name +
+            " does not interpose them, so the profile will not show what is allocated through them",
+        fix_for(called, e, preload_is_jemalloc)));
+  }
+
+  // 3. A managed runtime: the native heap only, or (CPython) pymalloc.
+  std::string runtime = managed_runtime(e, r.load);
+  if (runtime == "cpython")
+    out.push_back(make_finding("HEAP_PYMALLOC",
+                               r.path + " is CPython: pymalloc keeps small objects in arenas of its own (mmap), "
+                                        "which a preload profiler does not see; memprofile exec sets "
+                                        "PYTHONMALLOC=malloc for it, so every object goes through malloc"));
+  else if (!runtime.empty())
+    out.push_back(managed_finding(runtime, r.path));
+  return out;
+}
+
+}  // namespace memprofile
