@@ -878,12 +878,28 @@ static unsigned long long start_ticks(void) {
   char stat[1024];
   read_small_file("/proc/self/stat", stat, sizeof stat);
   const char* p = strrchr(stat, ')');
-  // After ") ", field 3 (state) is the first: field 22 (starttime) is 19 further.
-  for (int field = 3; p && field < 22; ++field) p = strchr(p + 1, ' ');
+  // The blank after ")" comes before field 3 (state); the one before field
+  // 22 (starttime) is 19 blanks further, the 20th in all.
+  for (int field = 3; p && field <= 22; ++field) p = strchr(p + 1, ' ');
   return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
-static void write_process_record(pid_t pid, pid_t parent, long long started, int recorded) {
+// What the process holds as it exits, for report's "most of its memory is
+// not in the profile": the kernel's anonymous resident memory (RssAnon) and
+// what its allocator says is in use. "" before exit.
+static void exit_memory(char* out, size_t len) {
+  char status[4096];
+  read_small_file("/proc/self/status", status, sizeof status);
+  const char* anon = strstr(status, "\nRssAnon:");
+  unsigned long long kb = anon ? strtoull(anon + 9, NULL, 10) : 0;
+  struct allocator_stats as;
+  unsigned long long in_use = 0;
+  if (ctl.profiler->allocator_stats && ctl.profiler->allocator_stats(&as) == 0)
+    in_use = as.name && strcmp(as.name, "jemalloc") == 0 ? as.allocated : as.in_use;
+  snprintf(out, len, ",\"exit_rss_anon\":%llu,\"exit_allocator_in_use\":%llu", kb * 1024, in_use);
+}
+
+static void write_process_record(pid_t pid, pid_t parent, long long started, int recorded, const char* at_exit) {
   char exe[1024], body[2048], quoted[2 * sizeof exe + 3], name[64], tmp[80], boot[64];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   exe[n > 0 ? n : 0] = '\0';
@@ -893,9 +909,9 @@ static void write_process_record(pid_t pid, pid_t parent, long long started, int
     if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f') || *c == '-')) *c = '\0';
   int len = snprintf(body, sizeof body,
                      "{\"pid\":%d,\"parent\":%d,\"program\":%s,\"backend\":\"%s\",\"started\":%lld,\"boot\":\"%s\","
-                     "\"start_ticks\":%llu%s%s}\n",
+                     "\"start_ticks\":%llu%s%s%s}\n",
                      (int)pid, (int)parent, quoted, ctl.profiler->name, started, boot, start_ticks(),
-                     recorded ? "" : ",\"recorded\":false", ctl.dormant ? ",\"dormant\":true" : "");
+                     recorded ? "" : ",\"recorded\":false", ctl.dormant ? ",\"dormant\":true" : "", at_exit);
   snprintf(name, sizeof name, "memprofile-proc.%d.json", (int)pid);
   snprintf(tmp, sizeof tmp, "%s.new", name);
   int dfd = openat(AT_FDCWD, ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -912,7 +928,7 @@ static void write_process_record(pid_t pid, pid_t parent, long long started, int
 
 // The wake pipe, the socket and the control thread of the process served.
 static int start_serving(void) {
-  write_process_record(ctl.pid, ctl.parent, (long long)ctl.start_time, 1);
+  write_process_record(ctl.pid, ctl.parent, (long long)ctl.start_time, 1, "");
   if (pipe2(wake_fd, O_CLOEXEC | O_NONBLOCK) != 0) {
     ctl_log("pipe: %s; start/stop/snapshot/status are not available", strerror(errno));
     wake_fd[0] = wake_fd[1] = -1;
@@ -952,7 +968,7 @@ void ctl_fork_child(void) {
     // another program (ctl_exec_other), when it is no longer the
     // profiled program.
     unrecorded_pid = getpid();
-    write_process_record(unrecorded_pid, parent, (long long)time(NULL), 0);
+    write_process_record(unrecorded_pid, parent, (long long)time(NULL), 0, "");
     return;
   }
   ctl.pid = getpid();
@@ -984,6 +1000,13 @@ void ctl_exit(void) {
   char why[sizeof ctl.stopped_reason];
   if (ctl.recording && ctl.disk && ctl.disk->refused(why, sizeof why)) ctl_log("recording stopped: %s", why);
   if (sock_path[0]) unlink(sock_path);
+  // The record again, with what the process holds as it ends (a record is
+  // only where one was written at start).
+  if (sock_path[0]) {
+    char at_exit[128];
+    exit_memory(at_exit, sizeof at_exit);
+    write_process_record(ctl.pid, ctl.parent, (long long)ctl.start_time, 1, at_exit);
+  }
   // The first process ends last in most trees: what its children left.
   if (!ctl.parent) reap_stale_sockets();
 }

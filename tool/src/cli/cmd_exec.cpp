@@ -426,10 +426,11 @@ void add_backend_env(Launch& l) {
       continue;
     l.env.push_back(k + "=" + v);
     // The control library takes the settings out of the environment once
-    // the profiler has read them (ctl.h, spawn_scope); a program's own
-    // jemalloc reads its variable later, at its first allocation, so that
-    // one stays.
-    if (!(l.own_jemalloc && k == l.own_jemalloc->conf_env)) l.added.push_back(k);
+    // the profiler has read them (ctl.h, spawn_scope). Two are read later,
+    // so they stay: a program's own jemalloc reads its variable at its first
+    // allocation, CPython PYTHONMALLOC when main starts the interpreter.
+    bool read_later = (l.own_jemalloc && k == l.own_jemalloc->conf_env) || k == "PYTHONMALLOC";
+    if (!read_later) l.added.push_back(k);
   }
 }
 
@@ -555,8 +556,9 @@ void log_start(Launch& l, const std::string& lib, bool with_ctl, uint64_t max_by
                 "/sitecustomize.py, which serves memprofile start/stop/status"
           : std::string(cfg.dormant ? "loaded dormant (recording off until memprofile start): " : "profiling ") +
                 l.target + " with " + to_string(backend) + " (" + own_jemalloc_words(l, lib) + ")" +
-                (l.cpython && backend != Backend::None ? ", PYTHONMALLOC=malloc so that every Python object goes "
-                                                         "through malloc" : "");
+                (l.cpython && backend != Backend::None && !env_has(l.unprofiled_env, "PYTHONMALLOC")
+                     ? ", PYTHONMALLOC=malloc so that every Python object goes through malloc"
+                     : "");
   l.log.info("start", what + ", output in " + cfg.output_dir + budget + tree,
              {{"backend", to_string(backend)},
               {"library", lib},

@@ -24,6 +24,10 @@ ProcessInfo parse_process_record(const std::string& text, const std::string& nam
   if (j.contains("start_ticks") && j["start_ticks"].is_number_unsigned()) p.start_ticks = j["start_ticks"].get<uint64_t>();
   if (j.contains("recorded") && j["recorded"].is_boolean()) p.recorded = j["recorded"].get<bool>();
   if (j.contains("dormant") && j["dormant"].is_boolean()) p.dormant = j["dormant"].get<bool>();
+  if (j.contains("exit_rss_anon") && j["exit_rss_anon"].is_number_unsigned())
+    p.exit_rss_anon = j["exit_rss_anon"].get<uint64_t>();
+  if (j.contains("exit_allocator_in_use") && j["exit_allocator_in_use"].is_number_unsigned())
+    p.exit_allocator_in_use = j["exit_allocator_in_use"].get<uint64_t>();
   p.key = p.pid;
   return p;
 }

@@ -25,6 +25,9 @@ struct ProcessInfo {
   std::string backend;           // the record's profiler
   bool recorded = true;          // false: a forked child its profiler does not record (its record says so)
   bool dormant = false;          // started dormant: what its first snapshot holds was allocated since memprofile start
+  // What it held as it exited, when its record says (0: not said): the
+  // kernel's anonymous resident memory, and its allocator's bytes in use.
+  uint64_t exit_rss_anon = 0, exit_allocator_in_use = 0;
   // Which process of the report it is: its pid, unless two processes share
   // it (pid 1 of two pods' directories or archives, each with its own start
   // time), which then get keys of their own and `origin`, the input each

@@ -411,6 +411,50 @@ void note_unprofiled(const std::map<uint64_t, ProcessInfo>& records, const std::
   }
 }
 
+// A profile that holds far less than the process did: most of its memory
+// never went through the malloc the profiler saw (an allocator of its own,
+// pymalloc without PYTHONMALLOC=malloc, a managed runtime's heap). Judged
+// where the record says what the process held at exit: its anonymous
+// resident memory at least 32 MiB, and both the profile at its largest and
+// the allocator's own count under a quarter of it. Said in one line, with
+// the likely causes, so an empty profile is not read as "no growth".
+void note_heap_outside_profile(const std::vector<ProcessSeries>& processes, std::vector<std::string>& notes) {
+  constexpr uint64_t kFloor = 32ull << 20;
+  for (const auto& p : processes) {
+    const uint64_t anon = p.info.exit_rss_anon;
+    if (anon < kFloor || p.info.exit_allocator_in_use >= anon / 4) continue;
+    double largest = 0;
+    for (const auto& s : p.snaps) largest = std::max(largest, s.total_bytes);
+    if (largest >= static_cast<double>(anon) / 4) continue;
+    notes.push_back("pid " + std::to_string(p.info.pid) + (p.info.origin.empty() ? "" : " of " + p.info.origin) + " (" +
+                    (p.info.program.empty() ? "program unknown" : p.info.program) + ") held " + human_bytes(anon) +
+                    " of anonymous memory at exit, but its profile holds at most " + human_bytes(largest) +
+                    " and its allocator counted " + human_bytes(p.info.exit_allocator_in_use) +
+                    ": most of its memory is outside the malloc the profiler sees (an allocator of its own, "
+                    "pymalloc without PYTHONMALLOC=malloc, or a managed runtime's heap): memprofile check "
+                    "--preload LIB PROGRAM says which");
+  }
+}
+
+// Why a directory with process records has no profile: each process its
+// profiler was to record, and the likely cause.
+std::string why_no_profile(const std::map<uint64_t, ProcessInfo>& records) {
+  std::string why;
+  size_t said = 0;
+  for (const auto& [key, info] : records) {
+    if (!info.recorded || info.backend.empty() || info.backend == "none") continue;
+    if (++said > 4) continue;
+    why += std::string(said == 1 ? ": " : "; ") + "pid " + std::to_string(info.pid) + " (" +
+           (info.program.empty() ? "program unknown" : info.program) + ") ran under " + info.backend +
+           ", which wrote nothing for it";
+  }
+  if (!said) return "";
+  if (said > 4) why += "; and " + std::to_string(said - 4) + " more";
+  return why + ". Likely cause: the program's heap does not go through the malloc the profiler interposes (an "
+               "allocator linked into it, or calls to an allocator's own entry points): memprofile check "
+               "--preload LIB PROGRAM says which";
+}
+
 // A dormant tree records from memprofile start: what a process's first
 // dump holds was allocated since then, and is growth like any other (a
 // backend that allocated 252 MiB between start and its first snapshot, and
@@ -585,10 +629,11 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
     }
     if (base) put_base(processes);
     note_unprofiled(loaded.records, processes, process_notes[0]);
+    note_heap_outside_profile(processes, process_notes[0]);
     return processes;
   }
   if (loaded.dumps.empty() && !base && !memory.empty()) return processes;  // memory records alone
-  if (loaded.dumps.empty()) throw Error("no profile in " + args[0]);
+  if (loaded.dumps.empty()) throw Error("no profile in " + args[0] + why_no_profile(loaded.records));
   processes = group_by_process(std::move(loaded.dumps), loaded.records);
   for (auto& p : processes) drop_exit_snapshot(p.snaps, process_notes[p.info.pid]);
   if (base)
@@ -596,6 +641,7 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
   else
     start_from_zero(processes, process_notes[0]);
   note_unprofiled(loaded.records, processes, process_notes[0]);
+  note_heap_outside_profile(processes, process_notes[0]);
   return processes;
 }
 
