@@ -214,13 +214,32 @@ static int always(void) { return 1; }
 // there), else glibc's.
 static int none_stats(struct allocator_stats* s) { return mallctl_ptr ? jemalloc_stats(s) : glibc_stats(s); }
 
+// Its later dumps under the new directory: jemalloc's prof.prefix (5.3),
+// which it copies.
+static int jemalloc_moved(const char* dir, char* err, size_t errlen) {
+  mallctl_fn mallctl = find_mallctl(err, errlen);
+  if (!mallctl) return -1;
+  static char prefix[sizeof ctl.dir + 16];
+  snprintf(prefix, sizeof prefix, "%s/jeprof", dir);
+  const char* p = prefix;
+  int rc = mallctl("prof.prefix", NULL, NULL, (void*)&p, sizeof p);
+  if (rc != 0) {
+    snprintf(err, errlen, "mallctl prof.prefix: %s", strerror(rc));
+    return -1;
+  }
+  return 0;
+}
+
 static const struct ctl_profiler jemalloc = {"jemalloc", jemalloc_active, jemalloc_recording,
-                                             jemalloc_records_children, jemalloc_dump, jemalloc_stats, 0};
+                                             jemalloc_records_children, jemalloc_dump, jemalloc_stats, 0,
+                                             jemalloc_moved};
 // bytehound and heaptrack leave malloc to glibc, and write one continuous file.
-static const struct ctl_profiler bytehound = {"bytehound", bytehound_set_recording, unknown, never, NULL, glibc_stats, 0};
-static const struct ctl_profiler heaptrack = {"heaptrack", heaptrack_set_recording, unknown, never, NULL, glibc_stats, 0};
+static const struct ctl_profiler bytehound = {"bytehound", bytehound_set_recording, unknown, never, NULL, glibc_stats, 0,
+                                              NULL};
+static const struct ctl_profiler heaptrack = {"heaptrack", heaptrack_set_recording, unknown, never, NULL, glibc_stats, 0,
+                                              NULL};
 // Every process of the tree is served: what it reports is its own memory.
-static const struct ctl_profiler none = {"none", none_set_recording, never, always, NULL, none_stats, 1};
+static const struct ctl_profiler none = {"none", none_set_recording, never, always, NULL, none_stats, 1, NULL};
 
 const struct ctl_profiler* ctl_profiler_named(const char* name, enum ctl_backend* which) {
   if (strcmp(name, "jemalloc") == 0) {

@@ -853,6 +853,56 @@ static int open_socket(void) {
   return fd;
 }
 
+// Whether `euid`/`egid` can create files in a directory of status `st`, as
+// the kernel checks the mode (supplementary groups aside: the one the
+// process will have is all this knows).
+static int can_write(const struct stat* st, uid_t euid, gid_t egid) {
+  if (euid == 0) return 1;
+  if (st->st_uid == euid) return (st->st_mode & (S_IWUSR | S_IXUSR)) == (S_IWUSR | S_IXUSR);
+  if (st->st_gid == egid) return (st->st_mode & (S_IWGRP | S_IXGRP)) == (S_IWGRP | S_IXGRP);
+  return (st->st_mode & (S_IWOTH | S_IXOTH)) == (S_IWOTH | S_IXOTH);
+}
+
+void ctl_own_directory(uid_t euid, gid_t egid) {
+  static int moved;
+  if (moved || ctl.pid != getpid() || !ctl.dir[0] || geteuid() != 0 || euid == 0) return;
+  struct stat st;
+  if (stat(ctl.dir, &st) != 0 || can_write(&st, euid, egid)) return;
+  pthread_mutex_lock(&busy);
+  char name[32], sub[sizeof ctl.dir], err[256] = "";
+  snprintf(name, sizeof name, "proc.%d", (int)ctl.pid);
+  int dfd = -1, sfd = -1;
+  if (strlen(ctl.dir) + 1 + strlen(name) >= sizeof sub) {
+    snprintf(err, sizeof err, "the directory's name is too long for a subdirectory");
+  } else if ((dfd = openat(AT_FDCWD, ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+    snprintf(err, sizeof err, "cannot open it: %s", strerror(errno));
+  } else if (mkdirat(dfd, name, 0755) != 0 && errno != EEXIST) {
+    snprintf(err, sizeof err, "cannot make %s there: %s", name, strerror(errno));
+  } else if ((sfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+    // (An earlier process of this pid may have left one: a directory is
+    // taken over, a link or anything else is not.)
+    snprintf(err, sizeof err, "%s there is not a directory of its own: %s", name, strerror(errno));
+  } else if (fchown(sfd, euid, egid) != 0 || fchmod(sfd, 0755) != 0) {
+    snprintf(err, sizeof err, "cannot give %s to uid %u: %s", name, (unsigned)euid, strerror(errno));
+  } else {
+    snprintf(sub, sizeof sub, "%s/%s", ctl.dir, name);
+    if (!ctl.profiler->moved || ctl.profiler->moved(sub, err, sizeof err) == 0) {
+      ctl_log("uid %u cannot write %s: this process writes its files to %s, its own subdirectory, owned by uid %u",
+              (unsigned)euid, ctl.dir, sub, (unsigned)euid);
+      strcpy(ctl.dir, sub);
+      files_guard_move(sub);
+      moved = 1;
+    }
+  }
+  if (sfd >= 0) close(sfd);
+  if (dfd >= 0) close(dfd);
+  if (!moved)
+    ctl_log("uid %u cannot write %s, and no subdirectory of its own could be made (%s): its snapshots will fail; "
+            "chmod 1777 %s, or give memprofile exec --output-dir a directory every user of the tree can write",
+            (unsigned)euid, ctl.dir, err, ctl.dir);
+  pthread_mutex_unlock(&busy);
+}
+
 void ctl_fork_prepare(void) { pthread_mutex_lock(&busy); }
 void ctl_fork_parent(void) { pthread_mutex_unlock(&busy); }
 

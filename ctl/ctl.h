@@ -54,6 +54,10 @@ struct ctl_profiler {
   // A snapshot is the memory record alone (memprofile-mem.PID.SEQ.mem.json),
   // taken whether or not anything records: CTL_NONE.
   int records_only;
+  // The process's files go to `dir` from now on (its own subdirectory,
+  // users.c): the profiler's later files too. 0, or -1 with why in err.
+  // NULL: its files are open already (one continuous file) or it has none.
+  int (*moved)(const char* dir, char* err, size_t errlen);
 };
 
 struct usage {
@@ -178,6 +182,15 @@ const struct ctl_disk* ctl_disk_budget(void);
 // creat and creat64 are the library's own, for the profilers' calls; the
 // library's own files are opened with openat, straight to the kernel).
 void files_guard(const char* dir);
+// The process's own subdirectory from now on (once; ctl_own_directory).
+void files_guard_move(const char* dir);
+
+// users.c: the process is about to become `euid`, who may not be able to
+// write the output directory (nginx's workers become its `user`): while it
+// still can, it makes its own subdirectory there, DIR/proc.PID, owned by
+// that user (group `egid`), and writes its files into it from then on.
+// Called from the setuid family's wrappers, before the change.
+void ctl_own_directory(uid_t euid, gid_t egid);
 
 // stream.c: heaptrack's trace, gated where it is written. The constructor
 // looks up libc's write and close (stream_init). files.c hands over the

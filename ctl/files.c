@@ -31,21 +31,33 @@
 
 #include "ctl.h"
 
-// Set once (the constructor, or the first create before it); read only then.
-static char guarded_dir[sizeof ctl.dir];
-static size_t guarded_len;
+// Set once (the constructor, or the first create before it); moved once at
+// most, to the process's own subdirectory (files_guard_move), into the
+// other slot, so that a create on another thread reads one whole directory.
+struct guard {
+  char dir[sizeof ctl.dir];
+  size_t len;
+};
+static struct guard guards[2];
+static struct guard* guarded;  // the directory in force (atomic); NULL until set
 
-static int guard_known;  // guarded_dir is set (atomic)
-
-void files_guard(const char* dir) {
-  if (__atomic_load_n(&guard_known, __ATOMIC_ACQUIRE)) return;
+static int set_guard(struct guard* g, const char* dir) {
   size_t n = strlen(dir);
   while (n > 1 && dir[n - 1] == '/') --n;
-  if (n == 0 || n >= sizeof guarded_dir) return;
-  memcpy(guarded_dir, dir, n);
-  guarded_dir[n] = '\0';
-  guarded_len = n;
-  __atomic_store_n(&guard_known, 1, __ATOMIC_RELEASE);
+  if (n == 0 || n >= sizeof g->dir) return -1;
+  memcpy(g->dir, dir, n);
+  g->dir[n] = '\0';
+  g->len = n;
+  __atomic_store_n(&guarded, g, __ATOMIC_RELEASE);
+  return 0;
+}
+
+void files_guard(const char* dir) {
+  if (!__atomic_load_n(&guarded, __ATOMIC_ACQUIRE)) set_guard(&guards[0], dir);
+}
+
+void files_guard_move(const char* dir) {
+  if (__atomic_load_n(&guarded, __ATOMIC_ACQUIRE) == &guards[0]) set_guard(&guards[1], dir);
 }
 
 static int sys_openat(int dfd, const char* path, int flags, mode_t mode) {
@@ -54,9 +66,9 @@ static int sys_openat(int dfd, const char* path, int flags, mode_t mode) {
 
 // The name inside the guarded directory that `path` creates, or NULL when
 // it is elsewhere (a subdirectory included: profilers write none).
-static const char* guarded_name(const char* path) {
-  if (!guarded_len || !path || strncmp(path, guarded_dir, guarded_len) != 0 || path[guarded_len] != '/') return NULL;
-  const char* name = path + guarded_len + 1;
+static const char* guarded_name(const char* path, const struct guard* g) {
+  if (!g || !path || strncmp(path, g->dir, g->len) != 0 || path[g->len] != '/') return NULL;
+  const char* name = path + g->len + 1;
   if (!*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) return NULL;
   return name;
 }
@@ -70,8 +82,8 @@ static int is_trace(const char* name) {
          strcmp(name + n - 4, ".raw") == 0;
 }
 
-static int create_guarded(const char* path, const char* name, int flags, mode_t mode) {
-  int dfd = sys_openat(AT_FDCWD, guarded_dir, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+static int create_guarded(const struct guard* g, const char* path, const char* name, int flags, mode_t mode) {
+  int dfd = sys_openat(AT_FDCWD, g->dir, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
   if (dfd < 0) return -1;
   // A dump the control thread asked for is written under NAME.part and
   // gets its name only once it is whole and fits (ctl.c): a disk that
@@ -123,7 +135,7 @@ static int create_guarded(const char* path, const char* name, int flags, mode_t 
   }
   int saved = errno;
   close(dfd);
-  if (is_trace(name)) stream_opened(fd, guarded_dir);
+  if (is_trace(name)) stream_opened(fd, g->dir);
   errno = saved;
   return fd;
 }
@@ -132,12 +144,13 @@ static int guarded_open(const char* path, int flags, mode_t mode) {
   // A profiler may open its file before this library's constructor has run
   // (heaptrack does, at its first allocation): the directory is read from
   // the environment then. getenv neither allocates nor locks.
-  if (!__atomic_load_n(&guard_known, __ATOMIC_ACQUIRE) && (flags & O_CREAT)) {
+  if (!__atomic_load_n(&guarded, __ATOMIC_ACQUIRE) && (flags & O_CREAT)) {
     const char* dir = getenv("MEMPROFILE_CTL_DIR");
     if (dir && *dir && getenv("MEMPROFILE_CTL_BACKEND")) files_guard(dir);
   }
-  const char* name = (flags & O_CREAT) ? guarded_name(path) : NULL;
-  if (name) return create_guarded(path, name, flags, mode);
+  const struct guard* g = __atomic_load_n(&guarded, __ATOMIC_ACQUIRE);
+  const char* name = (flags & O_CREAT) ? guarded_name(path, g) : NULL;
+  if (name) return create_guarded(g, path, name, flags, mode);
   return sys_openat(AT_FDCWD, path, flags, mode);
 }
 

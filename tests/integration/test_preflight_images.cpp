@@ -226,6 +226,31 @@ TEST_CASE("preflight: what breaks a memprofile exec entrypoint") {
   CHECK(arch["blocking"] == json({"LAUNCHER_WRONG_ARCH"}));
 }
 
+TEST_CASE("preflight: the users nginx's configuration makes its workers, against the profile's directory") {
+  // nginx started as root runs its workers as its `user`: with LD_PRELOAD
+  // in Env nothing gives them a directory they can write; under memprofile
+  // exec each gets a subdirectory of its own (the control library's).
+  Scratch s;
+  make_launcher_root(s, "backend = jemalloc\noutput_dir = /var/memprofile\nentrypoint = [\"/usr/sbin/nginx\"]\n");
+  testing::copy_file(testing::fixture("dynamic"), s / "usr/sbin/nginx");
+  testing::write_file(s / "etc/nginx/nginx.conf", "user www-data;\nevents {}\n");
+  testing::write_file(s / "etc/passwd", "root:x:0:0::/root:/bin/sh\nwww-data:x:33:33::/var/www:/usr/sbin/nologin\n");
+  testing::write_file(s / "etc/group", "root:x:0:\nwww-data:x:33:\n");
+  testing::copy_file(testing::fixture("fake_preload.so"), s / "usr/local/lib/libjemalloc.so", 0644);
+  testing::make_dirs(s / "data");
+  json bare = preflight_json({"--rootfs", s.path(), "--entrypoint", "/usr/sbin/nginx", "--env",
+                              "MALLOC_CONF=prof:true,prof_prefix:/data/jeprof", "--env",
+                              "LD_PRELOAD=/usr/local/lib/libjemalloc.so"}, 1);
+  CHECK(bare["blocking"] == json({"OUTPUT_DIR_NOT_WRITABLE"}));
+  CHECK_THAT(bare.dump(), Catch::Contains("uid 33 (www-data, nginx's `user` in /etc/nginx/nginx.conf)"));
+  json launched = preflight_json({"--rootfs", s.path(), "--entrypoint", kLauncherEntrypoint}, 0);
+  CHECK(has(launched, "OUTPUT_DIR_PER_PROCESS"));
+  CHECK_FALSE(has(launched, "OUTPUT_DIR_NOT_WRITABLE"));
+  REQUIRE(chmod((s / "var/memprofile").c_str(), 01777) == 0);
+  json open = preflight_json({"--rootfs", s.path(), "--entrypoint", kLauncherEntrypoint}, 0);
+  CHECK_FALSE(has(open, "OUTPUT_DIR_PER_PROCESS"));
+}
+
 TEST_CASE("flatten: an opaque directory hides lower layers only") {
   Scratch s;
   OciImage img;

@@ -120,7 +120,7 @@ std::string unwritable_for_tree(const HostTree& root, const std::string& program
 std::vector<Finding> check_everything(const HostTree& root, const std::string& target, const std::vector<std::string>& argv,
                                       const std::optional<FoundProgram>& found, const std::string& preload,
                                       const std::string& cwd, const std::string& out_dir, uint64_t min_free_mb,
-                                      bool is_profiler, uint16_t* machine) {
+                                      bool is_profiler, uint16_t* machine, std::string* unwritable_by) {
   std::vector<Finding> problems;
   if (!found || found->file.node.kind != FsNode::Kind::Regular) {
     problems.push_back(make_finding("TARGET_NOT_FOUND", target + " does not exist", "give --target as the real program's path"));
@@ -154,11 +154,11 @@ std::vector<Finding> check_everything(const HostTree& root, const std::string& t
     problems.push_back(make_finding("OUTPUT_DIR_NOT_WRITABLE",
                                     "output directory " + out_dir + " is not writable by uid " + std::to_string(getuid()),
                                     "mount a writable volume there or chown it to the container's user"));
-  } else if (std::string who = unwritable_for_tree(root, path, argv, st); !who.empty()) {
-    problems.push_back(make_finding("OUTPUT_DIR_NOT_WRITABLE", "output directory " + out_dir + " is not writable by " + who,
-                                    "chmod 1777 " + out_dir + " (as memprofile's images make it), or --output-dir a "
-                                    "directory every user of the tree can write"));
   } else {
+    // A user of the tree who cannot write it: the control library gives
+    // each process that becomes one its own subdirectory (check_launch
+    // decides, once it knows whether the library loads).
+    *unwritable_by = unwritable_for_tree(root, path, argv, st);
     struct statvfs vfs;
     if (statvfs(out_dir.c_str(), &vfs) == 0) {
       uint64_t free_mb = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize / (1024 * 1024);
@@ -245,6 +245,9 @@ struct Launch {
   // preloaded one; CPython, which gets PYTHONMALLOC=malloc.
   std::optional<OwnJemalloc> own_jemalloc;
   bool cpython = false;
+  // A user the tree becomes who cannot write the output directory, in words
+  // ("" when each can): its processes get subdirectories of their own.
+  std::string unwritable_by;
 };
 
 // The plan's own refusals, before anything is looked up: nullopt when it can go on.
@@ -342,7 +345,7 @@ std::vector<Finding> check_memray(Launch& l, const HostTree& root, uint16_t* mac
   }
   if (!problems.empty()) return problems;
   problems = check_everything(root, l.target, l.plan.argv, l.target_found, l.memray_extension, l.cwd, cfg.output_dir,
-                              cfg.min_free_mb, false, machine);
+                              cfg.min_free_mb, false, machine, &l.unwritable_by);
   if (!problems.empty()) return problems;
   l.bootstrap_dir = dirname_of(absolute(cfg.ctl_library, l.cwd)) + "/python";
   struct stat st;
@@ -382,11 +385,17 @@ void check_launch(Launch& l, const HostTree& root) {
     l.problems = check_memray(l, root, &machine);
   else
     l.problems = check_everything(root, l.target, l.plan.argv, l.target_found, l.plan.preload, l.cwd, cfg.output_dir, cfg.min_free_mb,
-                                  l.plan.backend != Backend::None, &machine);
+                                  l.plan.backend != Backend::None, &machine, &l.unwritable_by);
   if (l.plan.backend == Backend::Memray) {
     // The bootstrap serves the control protocol itself (its presence is
-    // one of check_memray's findings): no library is preloaded.
+    // one of check_memray's findings): no library is preloaded, and none
+    // makes subdirectories for other users.
     l.aarch64 = machine == 183;
+    if (!l.unwritable_by.empty())
+      l.problems.push_back(make_finding("OUTPUT_DIR_NOT_WRITABLE",
+                                        "output directory " + cfg.output_dir + " is not writable by " + l.unwritable_by,
+                                        "chmod 1777 " + cfg.output_dir + " (as memprofile's images make it), or "
+                                        "--output-dir a directory every user of the tree can write"));
     return;
   }
   l.aarch64 = machine == 183;  // EM_AARCH64
@@ -401,6 +410,14 @@ void check_launch(Launch& l, const HostTree& root) {
     l.problems.push_back(make_finding("CTL_LIBRARY_MISSING", "dormant mode needs the control library: " + l.ctl_problem));
   if (!l.ctl_problem.empty() && l.plan.backend == Backend::None)
     l.problems.push_back(make_finding("CTL_LIBRARY_MISSING", "--backend none is the control library alone: " + l.ctl_problem));
+  // Without the control library no process can make its own subdirectory.
+  if (!l.unwritable_by.empty() && !l.ctl_problem.empty())
+    l.problems.push_back(make_finding("OUTPUT_DIR_NOT_WRITABLE",
+                                      "output directory " + cfg.output_dir + " is not writable by " + l.unwritable_by +
+                                          ", and without the control library (" + l.ctl_problem +
+                                          ") they cannot be given subdirectories of their own",
+                                      "chmod 1777 " + cfg.output_dir + " (as memprofile's images make it), or "
+                                      "--output-dir a directory every user of the tree can write"));
 }
 
 // The backend's settings; the user's own win over memprofile's defaults.
@@ -559,6 +576,10 @@ void log_start(Launch& l, const std::string& lib, bool with_ctl, uint64_t max_by
                 (l.cpython && backend != Backend::None && !env_has(l.unprofiled_env, "PYTHONMALLOC")
                      ? ", PYTHONMALLOC=malloc so that every Python object goes through malloc"
                      : "");
+  if (!l.unwritable_by.empty() && with_ctl)
+    tree += "; the directory is not writable by " + l.unwritable_by.substr(0, l.unwritable_by.find(", as which")) +
+            ": each process that becomes that user writes to a subdirectory of its own, " + cfg.output_dir +
+            "/proc.PID, owned by it (chmod 1777 " + cfg.output_dir + " keeps them all in one)";
   l.log.info("start", what + ", output in " + cfg.output_dir + budget + tree,
              {{"backend", to_string(backend)},
               {"library", lib},

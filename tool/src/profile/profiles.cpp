@@ -43,10 +43,19 @@ bool starts_like_memray(const std::string& path) {
   return std::memcmp(head, "memray", 7) == 0 || std::memcmp(head, "\x04\x22\x4d\x18", 4) == 0;
 }
 
+// A process's own subdirectory, proc.PID: where a process that became a
+// user who cannot write the output directory writes its files (the control
+// library made it, ctl.h).
+bool is_process_subdir(const std::string& name) {
+  return name.size() > 5 && name.size() <= 15 && name.compare(0, 5, "proc.") == 0 &&
+         name.find_first_not_of("0123456789", 5) == std::string::npos;
+}
+
 // The profile files a PROFILE argument names: itself, or a directory's
-// profiles (not recursive: collect writes them flat). `input_of` gets each
-// file's input: the directory named, or a file's own directory (an archive
-// is an input of its own, set as it is read).
+// profiles, with those of its processes' own subdirectories (proc.PID, one
+// level: collect keeps them so). `input_of` gets each file's input: the
+// directory named, or a file's own directory (an archive is an input of
+// its own, set as it is read).
 void gather(const std::string& arg, std::vector<std::string>& out, std::map<std::string, std::string>& input_of) {
   struct stat st;
   if (stat(arg.c_str(), &st) != 0) throw FileError(arg, std::string("cannot open: ") + std::strerror(errno));
@@ -57,12 +66,17 @@ void gather(const std::string& arg, std::vector<std::string>& out, std::map<std:
   }
   std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(arg.c_str()), closedir);
   if (!dir) throw FileError(arg, std::string("cannot list: ") + std::strerror(errno));
-  std::vector<std::string> names;
+  std::vector<std::string> names, subdirs;
   while (dirent* e = readdir(dir.get())) {
     std::string n = e->d_name;
     // Only regular files (through a link too): a fifo or a device under a
     // profile's name would block the read for ever.
     struct stat entry;
+    if (is_process_subdir(n) && fstatat(dirfd(dir.get()), e->d_name, &entry, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISDIR(entry.st_mode)) {
+      if (subdirs.size() < kMaxProfiles) subdirs.push_back(n);
+      continue;
+    }
     if (fstatat(dirfd(dir.get()), e->d_name, &entry, 0) != 0 || !S_ISREG(entry.st_mode)) continue;
     if (ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || is_bytehound_name(n) ||
         // An empty capture is memray's too (created, not yet written): read,
@@ -73,6 +87,19 @@ void gather(const std::string& arg, std::vector<std::string>& out, std::map<std:
       names.push_back(n);
     if (names.size() > kMaxProfiles)
       throw FileError(arg, "more than " + std::to_string(kMaxProfiles) + " profiles; name the ones to read");
+  }
+  for (const auto& sub : subdirs) {
+    std::unique_ptr<DIR, int (*)(DIR*)> d(opendir((arg + "/" + sub).c_str()), closedir);
+    while (dirent* e = d ? readdir(d.get()) : nullptr) {
+      std::string n = e->d_name;
+      struct stat entry;
+      if (fstatat(dirfd(d.get()), e->d_name, &entry, 0) != 0 || !S_ISREG(entry.st_mode)) continue;
+      if (ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || is_bytehound_name(n) || is_memray_marks(n) ||
+          is_process_record(n) || is_memory_record(n))
+        names.push_back(sub + "/" + n);
+      if (names.size() > kMaxProfiles)
+        throw FileError(arg, "more than " + std::to_string(kMaxProfiles) + " profiles; name the ones to read");
+    }
   }
   if (names.empty()) throw FileError(arg, "holds no heap profile (jemalloc *.heap, heaptrack.*, bytehound *.dat, memray *.bin) and no memory record "
                              "(*.mem.json)");

@@ -29,16 +29,24 @@ namespace {
 // The process's own profile files (pid < 0: every process's): in a
 // directory a whole tree shares, its children's (and an earlier process's
 // of another pid) are theirs.
-std::map<std::string, uint64_t> profile_sizes(Backend b, const std::string& dir, long pid) {
+// A process that became a user who cannot write the directory writes in its
+// own subdirectory, proc.PID (ctl.h): its files are named with that in front.
+std::map<std::string, uint64_t> profile_sizes(Backend b, const std::string& dir, long pid, bool subdirs_too = true) {
   std::map<std::string, uint64_t> out;
   std::unique_ptr<DIR, int (*)(DIR*)> d(opendir(dir.c_str()), closedir);
   if (!d) return out;
+  std::vector<std::string> subdirs;
   while (struct dirent* e = readdir(d.get())) {
     std::string name = e->d_name;
+    if (subdirs_too && name.rfind("proc.", 0) == 0 && name.size() <= 15 && name.find_first_not_of("0123456789", 5) == std::string::npos &&
+        (pid < 0 || name == "proc." + std::to_string(pid)))
+      subdirs.push_back(name);
     if (!is_profile_file(b, name) || (pid >= 0 && profile_file_pid(b, name) != pid)) continue;
     struct stat st;
     if (stat((dir + "/" + name).c_str(), &st) == 0 && S_ISREG(st.st_mode)) out[name] = static_cast<uint64_t>(st.st_size);
   }
+  for (const auto& sub : subdirs)
+    for (const auto& [name, size] : profile_sizes(b, dir + "/" + sub, pid, false)) out[sub + "/" + name] = size;
   return out;
 }
 
@@ -188,7 +196,7 @@ void watch_profiles(const AttachRequest& o, Attachment& a) {
   std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(o.window * 1000)));
   for (const auto& [name, size] : profile_sizes(a.backend, a.output_dir, -1)) {
     a.output_dir_bytes += size;
-    if (profile_file_pid(a.backend, name) != o.pid) continue;
+    if (profile_file_pid(a.backend, name.substr(name.rfind('/') + 1)) != o.pid) continue;
     uint64_t was = before.count(name) ? before[name] : 0;
     a.growing = a.growing || size > was;
     a.profiles.push_back({a.output_dir + "/" + name, size, size - std::min(size, was)});

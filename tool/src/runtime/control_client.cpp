@@ -101,15 +101,21 @@ std::string not_its_file(const std::string& path, long pid, const std::string& o
   if (output_file_pid(name) != pid || (!out.empty() && dir_of(path) != out))
     return "names " + path + " as its own, which is not a file of process " + std::to_string(pid) + " in " +
            (out.empty() ? std::string("its output directory") : out);
+  // Its files are where its socket is, or in its own subdirectory there
+  // (a process that became a user who cannot write the directory).
+  // (The reply names them as the process sees them: in a container, not
+  // the path here. Only the subdirectory's name is taken from it.)
+  const std::string own = "proc." + std::to_string(pid);
+  const std::string in = !out.empty() && base_of(out) == own ? dir + "/" + own : dir;
   struct stat st;
-  if (lstat((dir + "/" + name).c_str(), &st) != 0) {
+  if (lstat((in + "/" + name).c_str(), &st) != 0) {
     if (errno == ENOENT) return "";  // rotated away meanwhile
     *planted = true;                 // cannot be checked: not shown
     return "names " + path + " as its own, which cannot be checked here (" + strerror(errno) + ")";
   }
   if (uid >= 0 && S_ISREG(st.st_mode) && owned_by(st, uid)) return "";
   *planted = true;
-  return "names " + path + " as its own, but " + dir + "/" + name + " is " +
+  return "names " + path + " as its own, but " + in + "/" + name + " is " +
          (S_ISREG(st.st_mode) ? "owned by uid " + std::to_string(st.st_uid) : std::string("not a regular file"));
 }
 

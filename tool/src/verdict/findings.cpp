@@ -102,6 +102,8 @@ const std::vector<FindingSpec>& finding_catalog() {
        "give the profile its own volume (not the application's data volume) with room to grow", 30},
       {"ENV_TOO_LARGE", Severity::Error, "make the environment or the arguments smaller"},
       // Heap coverage (verdict/heap_coverage.cpp): attached is not seeing.
+      {"OUTPUT_DIR_PER_PROCESS", Severity::Info,
+       "nothing to do; chmod 1777 the directory to keep every process's files in one"},
       {"HEAP_OWN_MALLOC", Severity::Error,
        "build the profiling image without the statically linked allocator (link glibc's malloc)", 13},
       {"HEAP_OWN_ALLOCATOR", Severity::Error,

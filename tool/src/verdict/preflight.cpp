@@ -16,6 +16,7 @@
 #include "image/layer.h"
 #include "runtime/launcher.h"
 #include "runtime/backend.h"
+#include "verdict/tree_users.h"
 #include "verdict/python_target.h"
 
 namespace memprofile {
@@ -664,6 +665,38 @@ std::string profile_output(const Context& ctx) {
   return out;
 }
 
+// The users the program's own configuration makes its processes (nginx's
+// `user`), as exec checks them (tree_users.h): one who cannot write the
+// directory gets, under memprofile exec's control library, a subdirectory
+// per process, made while the process is still root (ctl/users.c); without
+// it (LD_PRELOAD in Env, or memray's bootstrap) its snapshots would fail.
+void check_program_users(Context& ctx, const std::string& dir, const FsNode& n) {
+  if (!ctx.target) return;
+  const std::vector<std::string>& argv = ctx.launcher ? ctx.launcher->plan.argv : ctx.res.argv;
+  struct stat st {};
+  st.st_uid = n.uid;
+  st.st_gid = n.gid;
+  st.st_mode = S_IFDIR | (n.mode & 07777);
+  for (const auto& u : program_users(ctx.tree, ctx.target->path, argv, ctx.ids.uid)) {
+    if (can_write_dir(st, u.ids)) continue;
+    std::string who = "uid " + std::to_string(u.ids.uid) + " (" + u.name + ", " + u.from + ")";
+    if (ctx.launcher && !ctx.memray)
+      ctx.add(make_finding("OUTPUT_DIR_PER_PROCESS",
+                           dir + " is not writable by " + who + ": each process that becomes that user will write to "
+                           "a subdirectory of its own, " + dir + "/proc.PID, which the control library makes for it "
+                           "while it is still root"));
+    else
+      ctx.add(make_finding("OUTPUT_DIR_NOT_WRITABLE",
+                           dir + " is not writable by " + who + ", as which its processes will run: their snapshots "
+                           "would fail" + (ctx.launcher ? std::string(" (memray's bootstrap makes no subdirectories)")
+                                                        : std::string(" (only memprofile exec's control library gives "
+                                                                      "each a subdirectory of its own)")),
+                           "chmod 1777 " + dir + " in the image, or point the profile at a directory every user of "
+                           "the tree can write"));
+    return;
+  }
+}
+
 // Where the profile goes, and whether the image's user can write there.
 void check_output_dir(Context& ctx) {
   const PreflightResult& res = ctx.res;
@@ -683,7 +716,10 @@ void check_output_dir(Context& ctx) {
   const UserIds& ids = ctx.ids;
   bool in_group = n.gid == ids.gid || std::count(ids.groups.begin(), ids.groups.end(), n.gid);
   uint32_t bits = ids.uid == 0 ? 07 : n.uid == ids.uid ? (n.mode >> 6) & 7 : in_group ? (n.mode >> 3) & 7 : n.mode & 7;
-  if ((bits & 3) == 3) return;
+  if ((bits & 3) == 3) {
+    check_program_users(ctx, dir, n);
+    return;
+  }
   char mode[8];
   snprintf(mode, sizeof mode, "%04o", n.mode & 07777);
   ctx.add(make_finding("OUTPUT_DIR_NOT_WRITABLE", dir + " is not writable by the image's user " +
