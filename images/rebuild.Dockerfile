@@ -46,6 +46,10 @@ FROM --platform=$BUILDPLATFORM ${RUST_BUILDER_IMAGE} AS app
 ARG TARGETPLATFORM
 ARG APP_BIN
 ARG CARGO_PROFILE=release
+# The profiling build's features: one that brings a #[global_allocator] is
+# left off (docs/images.md, CARGO_FEATURES).
+ARG CARGO_FEATURES=
+ARG CARGO_NO_DEFAULT_FEATURES=false
 COPY app/ /app/
 WORKDIR /app
 RUN case "${TARGETPLATFORM}" in \
@@ -61,6 +65,8 @@ RUN case "${TARGETPLATFORM}" in \
  && case "${CARGO_PROFILE}" in release) dir=release ;; dev|test) dir=debug ;; *) dir="${CARGO_PROFILE}" ;; esac \
  && RUSTFLAGS="-C target-feature=-crt-static" \
     cargo build --offline --locked --profile "${CARGO_PROFILE}" --target "${target}" --bin "${APP_BIN}" \
+      $(if [ "${CARGO_NO_DEFAULT_FEATURES}" = true ]; then echo --no-default-features; fi) \
+      ${CARGO_FEATURES:+--features "${CARGO_FEATURES}"} \
  && install -D -m 0755 "target/${target}/${dir}/${APP_BIN}" "/out/usr/local/bin/${APP_BIN}"
 
 FROM ${BASE_IMAGE}

@@ -13,7 +13,8 @@
 # judged.
 #
 # Environment (set by the Makefile): ENGINE MEMPROFILE BACKEND IMAGE PLATFORMS
-#   MULTI APP_IMAGE APP_SRC APP_BIN APP_TARGET DORMANT MAX_PROFILE_MB SNAPSHOT_EVERY CARGO_PROFILE BASE_IMAGE
+#   MULTI APP_IMAGE APP_SRC APP_BIN APP_TARGET DORMANT MAX_PROFILE_MB SNAPSHOT_EVERY CARGO_PROFILE
+#   CARGO_FEATURES CARGO_NO_DEFAULT_FEATURES BASE_IMAGE
 #   BUILDER_IMAGE RUST_BUILDER_IMAGE ARTIFACTS PULL_POLICY TLS_VERIFY PUSH
 #   SKIP_CLEAN WORK_DIR OUT_ARCHIVE REVISION SOURCE_URL ENGINE_BUILD_FLAGS
 set -o errexit -o nounset -o pipefail
@@ -169,7 +170,8 @@ else
   [[ -f "${APP_SRC}/Cargo.toml" ]] || die "APP_SRC=${APP_SRC} has no Cargo.toml (way 2 rebuilds a cargo project)"
   mkdir -p "${ctx}/app"
   tar -C "${APP_SRC}" --exclude=./target --exclude=./.git -cf - . | tar -C "${ctx}/app" -xf -
-  build_args+=(--build-arg "APP_BIN=${APP_BIN}" --build-arg "CARGO_PROFILE=${CARGO_PROFILE:-release}")
+  build_args+=(--build-arg "APP_BIN=${APP_BIN}" --build-arg "CARGO_PROFILE=${CARGO_PROFILE:-release}"
+    --build-arg "CARGO_FEATURES=${CARGO_FEATURES:-}" --build-arg "CARGO_NO_DEFAULT_FEATURES=${CARGO_NO_DEFAULT_FEATURES:-false}")
   [[ -z "${BASE_IMAGE:-}" ]] || build_args+=(--build-arg "BASE_IMAGE=${BASE_IMAGE}")
   [[ -z "${RUST_BUILDER_IMAGE:-}" ]] || build_args+=(--build-arg "RUST_BUILDER_IMAGE=${RUST_BUILDER_IMAGE}")
   [[ -n "${PLATFORMS}" ]] || { PLATFORMS="linux/$(dpkg --print-architecture 2>/dev/null || echo amd64)"; platform_args=(--platform "${PLATFORMS}"); }
