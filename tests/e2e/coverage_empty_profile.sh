@@ -53,3 +53,35 @@ mkdir "${out}"
 grep -q "planted_growth" "${SCRATCH}/seen.txt" || fail "plain: $(head -5 "${SCRATCH}/seen.txt")"
 ! grep -q "outside the malloc" "${SCRATCH}/seen.txt" || fail "a false note: $(head -5 "${SCRATCH}/seen.txt")"
 pass "a profile that holds the heap is not flagged"
+
+# status says it of a live process, from the kernel's and the allocator's
+# figures: pymalloc kept on under jemalloc, and not with exec's default.
+cat > "${SCRATCH}/hold.py" <<'PY'
+import sys
+import time
+
+keep = [("x%07d" % i) * 3 for i in range(1_000_000)]
+open(sys.argv[1], "w").close()
+time.sleep(120)
+PY
+JEMALLOC="$(preload_dist jemalloc amd64)/libjemalloc.so.2"
+# status_of MODE: status of hold.py under exec, PYTHONMALLOC as MODE says
+# ("" leaves exec's own), in ${SCRATCH}/status-MODE.
+status_of() {
+  local out="${SCRATCH}/live-${1:-default}" pid
+  mkdir "${out}"
+  env ${1:+PYTHONMALLOC=$1} "${LAUNCHER}" exec --backend jemalloc --preload "${JEMALLOC}" --output-dir "${out}" \
+    --min-free-mb 1 -- "${PYTHON}" "${SCRATCH}/hold.py" "${out}/ready" > /dev/null 2>&1 &
+  pid=$!
+  track "${pid}"
+  wait_until 60 test -e "${out}/ready" || fail "hold.py did not start"
+  "${MEMPROFILE}" status "${pid}" --output-dir "${out}" > "${SCRATCH}/status-${1:-default}" || fail "status"
+  kill -KILL "${pid}"
+  wait "${pid}" 2> /dev/null || true
+}
+status_of pymalloc
+grep -q "most of its memory is outside the malloc jemalloc sees" "${SCRATCH}/status-pymalloc" ||
+  fail "status does not say: $(cat "${SCRATCH}/status-pymalloc")"
+status_of ""
+! grep -q "outside the malloc" "${SCRATCH}/status-default" || fail "a false line: $(cat "${SCRATCH}/status-default")"
+pass "status: pymalloc's arenas are named as memory the profile will not show; with PYTHONMALLOC=malloc, nothing"

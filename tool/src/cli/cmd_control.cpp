@@ -232,6 +232,14 @@ void print_memory(const ProcessMemory& m, const json& reply) {
   std::cout << "  outside the allocator's allocations:";
   for (size_t i = 0; i < gap.size(); ++i) std::cout << (i ? ";" : "") << " " << gap[i].what << " " << mib(gap[i].bytes);
   std::cout << "\n";
+  // Attached is not seeing: a heap profiler whose malloc holds a small part
+  // of the process's anonymous memory will show that part only.
+  const std::string backend = reply.value("backend", std::string());
+  const uint64_t outside = gap.size() > 1 ? gap[1].bytes : 0;
+  if (!backend.empty() && backend != "none" && outside >= (32ull << 20) && outside > m.anon / 2)
+    std::cout << "  most of its memory is outside the malloc " << backend << " sees (" << mib(outside) << " of "
+              << mib(m.anon) << " anonymous): an allocator of its own, pymalloc, or a managed heap; the profile will "
+              << "not show it (memprofile check --preload LIB PROGRAM says which)\n";
 }
 
 // The profile's own view of one process: bytes in use at its newest
