@@ -65,6 +65,10 @@ void note_symbol(const std::string& name, const GElf_Sym& sym, bool static_table
     for (const auto& [marker, runtime] : kRuntimes)
       if (name == marker) h.runtime = runtime;
     if (!static_table && ends_with(name, "mallctl")) h.mallctl_export = name;
+    // gperftools' heap profiler, linked in: HEAPPROFILE works only then (a
+    // static libtcmalloc.a leaves it out unless something calls it, though
+    // the variable's name is among its strings either way).
+    if (name == "HeapProfilerStart") h.tcmalloc_heap_profiler = true;
   }
   if (allocator_of(name).empty()) return;
   add_name(defined ? h.defines : h.imports, name);
@@ -92,7 +96,7 @@ uint64_t dynamic_symbol_count(const ElfView& view, const SymbolLookup& l) {
   view.fail(std::string(tag) + " last chain has no end");
 }
 
-// The read-only strings of a jemalloc, tcmalloc or .NET host linked in.
+// The read-only strings of a jemalloc or a .NET host linked in.
 class StringScan {
  public:
   explicit StringScan(HeapFacts& h) : h_(h) {}
@@ -101,7 +105,6 @@ class StringScan {
     if (find(p, n, "<jemalloc>")) jemalloc_ = true;
     // prof.c's leak report: only there when profiling is built in.
     if (find(p, n, "Run jeprof on dump output")) prof_ = true;
-    if (find(p, n, "HEAPPROFILE")) h_.tcmalloc_heap_profiler = true;
     if (find(p, n, "libhostfxr.so")) h_.dotnet_host = true;
     // The variable jemalloc reads, "<PREFIX>MALLOC_CONF" (prefix upper-cased)
     // as a string of its own: NUL before its first character and after it.

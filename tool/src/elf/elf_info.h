@@ -42,7 +42,7 @@ struct HeapFacts {
   // ("MALLOC_CONF", "_RJEM_MALLOC_CONF"), and whether profiling is built in.
   std::string jemalloc_conf_env;
   bool jemalloc_prof = false;
-  bool tcmalloc_heap_profiler = false;  // gperftools' heap profiler (HEAPPROFILE) is in it
+  bool tcmalloc_heap_profiler = false;  // gperftools' heap profiler is linked in (HeapProfilerStart defined)
   bool dotnet_host = false;             // names libhostfxr.so: .NET's host
   // A managed runtime this object is (by the entry points it defines):
   // "cpython", "jvm", "node", "dotnet", or "".
