@@ -85,3 +85,19 @@ grep -q "most of its memory is outside the malloc jemalloc sees" "${SCRATCH}/sta
 status_of ""
 ! grep -q "outside the malloc" "${SCRATCH}/status-default" || fail "a false line: $(cat "${SCRATCH}/status-default")"
 pass "status: pymalloc's arenas are named as memory the profile will not show; with PYTHONMALLOC=malloc, nothing"
+
+# attached, on a live process: heaptrack mapped, and no trace at all,
+# because the program never calls the malloc heaptrack interposes.
+out="${SCRATCH}/attached"
+mkdir "${out}"
+env LD_PRELOAD="${HEAPTRACK}" DUMP_HEAPTRACK_OUTPUT="${out}/heaptrack.\$\$.raw" MEMPROFILE_BACKEND=heaptrack PLANTED_HOLD=60 \
+  "${fx}/je-static" > /dev/null &
+held=$!
+track "${held}"
+wait_until 30 grep -q libheaptrack_preload "/proc/${held}/maps" || fail "heaptrack not mapped"
+"${MEMPROFILE}" attached "${held}" --output-dir "${out}" --window 1 > "${SCRATCH}/attached.txt" || true
+grep -q "note: heaptrack writes its file from the first malloc it sees, and there is none" "${SCRATCH}/attached.txt" ||
+  fail "attached does not say: $(cat "${SCRATCH}/attached.txt")"
+kill -KILL "${held}"
+wait "${held}" 2> /dev/null || true
+pass "attached: heaptrack mapped into a program with its own malloc, no trace, and why"

@@ -58,6 +58,12 @@ void print_attachment(std::ostream& out, const Attachment& a) {
         << "\n";
   else if (!a.control_error.empty())
     out << "  recording: unknown (the control socket did not answer: " << a.control_error << ")\n";
+  // heaptrack and bytehound open their file at the process's first malloc
+  // they see: mapped and none means they never saw one.
+  if ((a.backend == Backend::Heaptrack || a.backend == Backend::Bytehound) && a.attached && a.profiles.empty())
+    out << "  note: " << to_string(a.backend) << " writes its file from the first malloc it sees, and there is none: "
+        << "this program's heap does not go through the malloc it interposes (an allocator of its own; memprofile "
+        << "check --preload LIB PROGRAM says which), so the profile will stay empty\n";
   if (a.backend == Backend::Bytehound && a.attached && !a.growing)
     out << "  note: bytehound flushes about every 30 s; a quiet window is normal\n";
   out << (a.attached ? "ATTACHED" : "NOT ATTACHED") << "\n";
