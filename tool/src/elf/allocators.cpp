@@ -56,6 +56,10 @@ void note_symbol(const std::string& name, const GElf_Sym& sym, bool static_table
   // A local function (jemalloc's static do_rallocx) is no entry point.
   if (bind != STB_GLOBAL && bind != STB_WEAK) return;
   if (!defined && static_table) return;
+  // A weak reference is a call made only where some library defines the
+  // name (abseil's `if (sdallocx) sdallocx(...)` else free): with the name
+  // nowhere, the program goes through malloc and free after all.
+  if (!defined && bind == STB_WEAK) return;
   if (defined && static_table && name == "malloc") h.malloc_in_symtab = true;
   if (defined) {
     // What a managed runtime's own library (or a program linking it in) defines.
