@@ -191,6 +191,8 @@ void files_guard_move(const char* dir);
 // that user (group `egid`), and writes its files into it from then on.
 // Called from the setuid family's wrappers, before the change.
 void ctl_own_directory(uid_t euid, gid_t egid);
+// users.c: libc's setuid family, looked up once by the constructor.
+void users_init(void);
 
 // stream.c: heaptrack's trace, gated where it is written. The constructor
 // looks up libc's write and close (stream_init). files.c hands over the

@@ -70,6 +70,7 @@ static void touch_allocator(void) {
 
 __attribute__((constructor)) static void ctl_init(void) {
   spawn_init();
+  users_init();
   stream_init();
   const char* backend = getenv("MEMPROFILE_CTL_BACKEND");
   const char* dir = getenv("MEMPROFILE_CTL_DIR");

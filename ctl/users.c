@@ -6,7 +6,9 @@
 // itself then goes to libc unchanged.
 //
 // These are the library's only wrappers of identity calls; they change
-// nothing about the call, its result or errno.
+// nothing about the call, its result or errno. libc's own are looked up
+// once, by the constructor (users_init), as spawn.c's are: a vfork child
+// may call setuid before it execs, and must not enter the loader then.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -15,7 +17,20 @@
 
 #include "ctl.h"
 
-static void* next(const char* name) { return dlsym(RTLD_NEXT, name); }
+static int (*real_setuid)(uid_t);
+static int (*real_seteuid)(uid_t);
+static int (*real_setreuid)(uid_t, uid_t);
+static int (*real_setresuid)(uid_t, uid_t, uid_t);
+
+void users_init(void) {
+  real_setuid = (int (*)(uid_t))dlsym(RTLD_NEXT, "setuid");
+  real_seteuid = (int (*)(uid_t))dlsym(RTLD_NEXT, "seteuid");
+  real_setreuid = (int (*)(uid_t, uid_t))dlsym(RTLD_NEXT, "setreuid");
+  real_setresuid = (int (*)(uid_t, uid_t, uid_t))dlsym(RTLD_NEXT, "setresuid");
+}
+
+// A call before the constructor (another library's) looks libc's up then.
+#define REAL(f) (real_##f ? real_##f : (users_init(), real_##f))
 
 // The euid a call will give, where it gives one: (uid_t)-1 keeps it.
 static void before(uid_t euid) {
@@ -23,33 +38,25 @@ static void before(uid_t euid) {
 }
 
 __attribute__((visibility("default"))) int setuid(uid_t uid) {
-  static int (*real)(uid_t);
-  if (!real) real = (int (*)(uid_t))next("setuid");
-  if (!real) return errno = ENOSYS, -1;
+  if (!REAL(setuid)) return errno = ENOSYS, -1;
   before(uid);
-  return real(uid);
+  return real_setuid(uid);
 }
 
 __attribute__((visibility("default"))) int seteuid(uid_t euid) {
-  static int (*real)(uid_t);
-  if (!real) real = (int (*)(uid_t))next("seteuid");
-  if (!real) return errno = ENOSYS, -1;
+  if (!REAL(seteuid)) return errno = ENOSYS, -1;
   before(euid);
-  return real(euid);
+  return real_seteuid(euid);
 }
 
 __attribute__((visibility("default"))) int setreuid(uid_t ruid, uid_t euid) {
-  static int (*real)(uid_t, uid_t);
-  if (!real) real = (int (*)(uid_t, uid_t))next("setreuid");
-  if (!real) return errno = ENOSYS, -1;
+  if (!REAL(setreuid)) return errno = ENOSYS, -1;
   before(euid);
-  return real(ruid, euid);
+  return real_setreuid(ruid, euid);
 }
 
 __attribute__((visibility("default"))) int setresuid(uid_t ruid, uid_t euid, uid_t suid) {
-  static int (*real)(uid_t, uid_t, uid_t);
-  if (!real) real = (int (*)(uid_t, uid_t, uid_t))next("setresuid");
-  if (!real) return errno = ENOSYS, -1;
+  if (!REAL(setresuid)) return errno = ENOSYS, -1;
   before(euid);
-  return real(ruid, euid, suid);
+  return real_setresuid(ruid, euid, suid);
 }
