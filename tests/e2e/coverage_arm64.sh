@@ -21,7 +21,7 @@ declare -A WANT=(
 checked=0
 for key in "${!WANT[@]}"; do
   program="${key%%:*}" backend="${key##*:}" want="${WANT[${key}]}"
-  file "${fx}/${program}" | grep -q "ARM aarch64" || fail "${program} is not an arm64 file"
+  [[ "$(file "${fx}/${program}")" == *"ARM aarch64"* ]] || fail "${program} is not an arm64 file"
   verdict="$("${MEMPROFILE}" check --preload "${LIB[${backend}]}" "${fx}/${program}" || true)"
   if [[ "${want}" == yes ]]; then
     grep -q "profilable: yes" <<< "${verdict}" || fail "${key}: expected READY: ${verdict}"
