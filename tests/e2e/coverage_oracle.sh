@@ -22,6 +22,8 @@ declare -A WANT=(
   [plain:heaptrack]=yes [plain:jemalloc]=yes
   [je-needed:heaptrack]=yes [je-needed:jemalloc]=yes
   [weak-sdallocx:heaptrack]=yes [weak-sdallocx:jemalloc]=yes
+  [cxx-plain:heaptrack]=yes [cxx-plain:jemalloc]=yes
+  [cxx-je-needed:heaptrack]=HEAP_OWN_ALLOCATOR
   [je-static:heaptrack]=HEAP_OWN_MALLOC [je-static:jemalloc]=yes
   [tc-static:heaptrack]=HEAP_OWN_MALLOC [tc-static:jemalloc]=HEAP_OWN_MALLOC
   [rjem-c:heaptrack]=HEAP_OWN_ALLOCATOR [rjem-c:jemalloc]=yes
@@ -63,8 +65,8 @@ for key in "${!WANT[@]}"; do
   fi
   checked=$((checked + 1))
 done
-[[ "${checked}" == 16 ]] || fail "checked ${checked} of 16 pairs"
-pass "16 program/backend pairs: every READY profile names planted_growth, every NOT READY one misses it"
+[[ "${checked}" == 19 ]] || fail "checked ${checked} of 19 pairs"
+pass "19 program/backend pairs: every READY profile names planted_growth, every NOT READY one misses it"
 
 # The program's own jemalloc, driven: the start line says which variable and
 # that snapshot cannot reach an unexported mallctl; the same as a dormant

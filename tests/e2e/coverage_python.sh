@@ -27,7 +27,7 @@ print(len(keep))
 PY
 
 verdict="$("${MEMPROFILE}" check --root / --preload "${HEAPTRACK}" "$(readlink -f "${PYTHON}")")"
-grep -q "warning HEAP_PYMALLOC: .* is CPython: pymalloc keeps small objects" <<< "${verdict}" ||
+grep -q "warning HEAP_PYMALLOC: .* runs CPython: pymalloc keeps small objects" <<< "${verdict}" ||
   fail "no HEAP_PYMALLOC: ${verdict}"
 grep -q "profilable: yes" <<< "${verdict}" || fail "not profilable: ${verdict}"
 pass "check: CPython is READY with the HEAP_PYMALLOC warning"

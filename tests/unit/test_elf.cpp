@@ -48,7 +48,8 @@ TEST_CASE("allocator entry points are told by pattern, with jemalloc's prefix") 
   CHECK(allocator_of("rpmalloc") == "rpmalloc");
   CHECK(allocator_of("scalable_malloc") == "tbbmalloc");
   // Not allocators: glibc's own, and names that only share a start.
-  for (const char* name : {"malloc", "free", "malloc_usable_size", "rpmatch", "mi_version", "tc_flush", "memset"}) {
+  for (const char* name : {"malloc", "free", "malloc_usable_size", "rpmatch", "mi_version", "tc_flush", "memset",
+                           "tc_filter_delete", "sn_snapshot_free_list", "scalable_renew"}) {
     INFO(name);
     CHECK(allocator_of(name).empty());
   }

@@ -30,9 +30,19 @@ bool ends_with(const std::string& s, const char* suffix) {
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
-bool names_allocation(const std::string& rest) {
-  for (const char* verb : {"malloc", "calloc", "realloc", "alloc", "free", "memalign", "new", "delete"})
-    if (rest.find(verb) != std::string::npos) return true;
+// The part after an allocator's prefix names an allocation call: it starts
+// with a verb ("malloc_aligned", "free", "newarray"), after at most one
+// qualifier ("heap_malloc", "aligned_alloc", "rust_alloc"). "filter_delete"
+// does not.
+bool names_allocation(std::string rest) {
+  for (const char* q : {"heap_", "aligned_", "rust_", "posix_"})
+    if (starts_with(rest, q)) {
+      rest = rest.substr(std::strlen(q));
+      break;
+    }
+  for (const char* verb : {"malloc", "calloc", "realloc", "alloc", "zalloc", "valloc", "pvalloc", "free", "cfree",
+                           "memalign", "new", "delete", "expand", "recalloc", "rezalloc", "dealloc"})
+    if (starts_with(rest, verb)) return true;
   return false;
 }
 
@@ -42,6 +52,18 @@ bool names_allocation(const std::string& rest) {
 constexpr const char* kJemallocApi[] = {"sdallocx", "mallocx", "rallocx", "xallocx", "sallocx", "dallocx",
                                         "nallocx", "mallctlnametomib", "mallctlbymib", "mallctl",
                                         "malloc_stats_print"};
+
+// An allocator's entry point that only answers a question (jemalloc's
+// mallctl, nallocx, sallocx, malloc_stats_print; tcmalloc's tc_malloc_stats;
+// mimalloc's mi_usable_size): a program calling it still allocates through
+// malloc, so it is no call in place of malloc.
+bool is_query(const std::string& name) {
+  for (const char* q : {"mallctl", "mallctlnametomib", "mallctlbymib", "nallocx", "sallocx", "malloc_stats_print"})
+    if (ends_with(name, q)) return true;
+  for (const char* q : {"stats", "usable_size", "good_size", "malloc_size", "version", "option"})
+    if (name.find(q) != std::string::npos) return true;
+  return false;
+}
 
 void add_name(std::vector<std::string>& list, const std::string& name) {
   if (list.size() < kMaxHeapNames && std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
@@ -56,11 +78,11 @@ void note_symbol(const std::string& name, const GElf_Sym& sym, bool static_table
   // A local function (jemalloc's static do_rallocx) is no entry point.
   if (bind != STB_GLOBAL && bind != STB_WEAK) return;
   if (!defined && static_table) return;
-  // A weak reference is a call made only where some library defines the
-  // name (abseil's `if (sdallocx) sdallocx(...)` else free): with the name
-  // nowhere, the program goes through malloc and free after all.
-  if (!defined && bind == STB_WEAK) return;
   if (defined && static_table && name == "malloc") h.malloc_in_symtab = true;
+  // C++'s operator new and new[] (_Znwm, _Znam, their aligned and nothrow
+  // forms): a library defining them ahead of libstdc++ takes every `new`.
+  if (!static_table && (starts_with(name, "_Znw") || starts_with(name, "_Zna")))
+    (defined ? h.defines_operator_new : h.calls_operator_new) = true;
   if (defined) {
     // What a managed runtime's own library (or a program linking it in) defines.
     static const std::pair<const char*, const char*> kRuntimes[] = {
@@ -75,7 +97,14 @@ void note_symbol(const std::string& name, const GElf_Sym& sym, bool static_table
     if (name == "HeapProfilerStart") h.tcmalloc_heap_profiler = true;
   }
   if (allocator_of(name).empty()) return;
-  add_name(defined ? h.defines : h.imports, name);
+  if (defined) {
+    add_name(h.defines, name);
+  } else if (!is_query(name)) {
+    // A weak reference is a call made only where some library defines the
+    // name (abseil's `if (sdallocx) sdallocx(...)` else free): judged
+    // against what the program loads (verdict/heap_coverage.cpp).
+    add_name(bind == STB_WEAK ? h.weak_imports : h.imports, name);
+  }
 }
 
 // How many entries DT_SYMTAB has, which no tag gives: DT_HASH's nchain, or
@@ -103,13 +132,24 @@ uint64_t dynamic_symbol_count(const ElfView& view, const SymbolLookup& l) {
 // The read-only strings of a jemalloc or a .NET host linked in.
 class StringScan {
  public:
-  explicit StringScan(HeapFacts& h) : h_(h) {}
+  // The needles are put together at run time: as literals they would be
+  // among memprofile's own strings, and memprofile would carry "jemalloc".
+  StringScan(HeapFacts& h, int)
+      : h_(h),
+        jemalloc_says_(std::string("<jemalloc") + ">: "),
+        leak_report_(std::string("Run jeprof") + " on dump output"),
+        mimalloc_says_(std::string("mimalloc") + ": "),
+        hostfxr_(std::string("libhostfxr") + ".so"),
+        dotnet_root_(std::string("DOTNET") + "_ROOT") {}
 
   void scan(const char* p, size_t n) {
-    if (find(p, n, "<jemalloc>")) jemalloc_ = true;
+    // jemalloc's messages, many of them: one mention is not an allocator.
+    jemalloc_said_ += count(p, n, jemalloc_says_);
+    mimalloc_said_ += count(p, n, mimalloc_says_);
     // prof.c's leak report: only there when profiling is built in.
-    if (find(p, n, "Run jeprof on dump output")) prof_ = true;
-    if (find(p, n, "libhostfxr.so")) h_.dotnet_host = true;
+    if (find(p, n, leak_report_.c_str())) prof_ = true;
+    hostfxr_seen_ = hostfxr_seen_ || find(p, n, hostfxr_.c_str());
+    dotnet_root_seen_ = dotnet_root_seen_ || find(p, n, dotnet_root_.c_str());
     // The variable jemalloc reads, "<PREFIX>MALLOC_CONF" (prefix upper-cased)
     // as a string of its own: NUL before its first character and after it.
     static const char kConf[] = "MALLOC_CONF";
@@ -118,7 +158,7 @@ class StringScan {
       const char* hit = static_cast<const char*>(memmem(at, static_cast<size_t>(p + n - at), kConf, len));
       if (!hit || hit + len >= p + n) break;
       const char* start = hit;
-      while (start > p && start - hit < 64 && (std::isupper(static_cast<unsigned char>(start[-1])) ||
+      while (start > p && hit - start < 64 && (std::isupper(static_cast<unsigned char>(start[-1])) ||
                                                 std::isdigit(static_cast<unsigned char>(start[-1])) || start[-1] == '_'))
         --start;
       if (hit[len] == '\0' && start > p && start[-1] == '\0' && conf_.empty()) conf_.assign(start, hit + len);
@@ -127,15 +167,31 @@ class StringScan {
   }
 
   void finish() {
-    if (!jemalloc_) return;
+    h_.dotnet_host = hostfxr_seen_ && dotnet_root_seen_;
+    if (mimalloc_said_ >= kMessages) h_.carried_by_strings = "mimalloc";
+    if (jemalloc_said_ < kMessages) return;
+    h_.carried_by_strings = "jemalloc";
     h_.jemalloc_conf_env = conf_;
     h_.jemalloc_prof = prof_;
   }
 
  private:
+  static constexpr unsigned kMessages = 3;
   static bool find(const char* p, size_t n, const char* s) { return memmem(p, n, s, std::strlen(s)) != nullptr; }
+  static unsigned count(const char* p, size_t n, const std::string& s) {
+    unsigned hits = 0;
+    for (const char* at = p; hits < 1000;) {
+      const void* hit = memmem(at, static_cast<size_t>(p + n - at), s.data(), s.size());
+      if (!hit) break;
+      ++hits;
+      at = static_cast<const char*>(hit) + s.size();
+    }
+    return hits;
+  }
   HeapFacts& h_;
-  bool jemalloc_ = false, prof_ = false;
+  const std::string jemalloc_says_, leak_report_, mimalloc_says_, hostfxr_, dotnet_root_;
+  unsigned jemalloc_said_ = 0, mimalloc_said_ = 0;
+  bool prof_ = false, hostfxr_seen_ = false, dotnet_root_seen_ = false;
   std::string conf_;
 };
 
@@ -146,7 +202,7 @@ constexpr uint64_t kStringsBudget = 256u << 20;
 constexpr uint64_t kOverlap = 128;
 
 void scan_strings(const ElfView& view, HeapFacts& h) {
-  StringScan scan(h);
+  StringScan scan(h, 0);
   uint64_t budget = kStringsBudget;
   for (const auto& ph : view.phdrs()) {
     if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W) || ph.p_offset > view.size()) continue;

@@ -36,6 +36,12 @@ struct VersionNeed {
 struct HeapFacts {
   std::vector<std::string> imports;  // called from another object: "mi_malloc_aligned", "je_malloc"
   std::vector<std::string> defines;  // defined here, in the dynamic or the static symbol table
+  std::vector<std::string> weak_imports;  // called where some library defines them (abseil's weak sdallocx)
+  bool defines_operator_new = false;      // exports C++'s operator new or new[] (_Znwm, _Znam...)
+  bool calls_operator_new = false;        // imports it: C++ code that news
+  // An allocator linked in whose names are gone (stripped), by its messages
+  // among the strings: "jemalloc", "mimalloc", or "".
+  std::string carried_by_strings;
   bool malloc_in_symtab = false;     // malloc defined in .symtab (exported or not)
   bool symtab = false;               // a static symbol table was read
   // An embedded jemalloc: the variable it reads its settings from

@@ -47,6 +47,8 @@ uint64_t facts_bytes(const ElfInfo& e) {
   for (const auto& v : e.verdef) n += str(v);
   for (const auto& v : e.heap.imports) n += str(v);
   for (const auto& v : e.heap.defines) n += str(v);
+  for (const auto& v : e.heap.weak_imports) n += str(v);
+  n += str(e.heap.carried_by_strings);
   n += str(e.heap.jemalloc_conf_env);
   for (const auto& vn : e.verneed) {
     n += sizeof(VersionNeed) + str(vn.file);

@@ -17,10 +17,16 @@ std::string joined(const std::vector<std::string>& names, size_t most = 4) {
 // The allocator an object carries, by the entry points it defines or the
 // strings of one linked in: "jemalloc", "tcmalloc"... or "".
 std::string carried_allocator(const ElfInfo& e, std::string* prefix) {
-  for (const auto& name : e.heap.defines) {
-    std::string family = allocator_of(name, prefix);
-    if (!family.empty()) return family;
-  }
+  // jemalloc's API names are exported by others too (gperftools' tcmalloc
+  // has nallocx and sdallocx): an allocator's own prefix decides first.
+  for (const char* want : {"tcmalloc", "mimalloc", "snmalloc", "rpmalloc", "tbbmalloc", "jemalloc"})
+    for (const auto& name : e.heap.defines) {
+      std::string p;
+      if (allocator_of(name, &p) == want) {
+        *prefix = p;
+        return want;
+      }
+    }
   if (!e.heap.jemalloc_conf_env.empty()) {
     const std::string& env = e.heap.jemalloc_conf_env;
     std::string upper = env.substr(0, env.size() - std::string("MALLOC_CONF").size());
@@ -30,6 +36,44 @@ std::string carried_allocator(const ElfInfo& e, std::string* prefix) {
     return "jemalloc";
   }
   if (e.heap.tcmalloc_heap_profiler) return "tcmalloc";
+  if (!e.heap.carried_by_strings.empty()) {
+    prefix->clear();
+    return e.heap.carried_by_strings;
+  }
+  return "";
+}
+
+// Whether a loaded object other than the preload defines `name`: a weak
+// reference to it is then a call.
+bool loaded_defines(const FileReport& r, const std::string& name) {
+  auto has = [&](const ElfInfo& e) {
+    return std::find(e.heap.defines.begin(), e.heap.defines.end(), name) != e.heap.defines.end();
+  };
+  if (has(*r.elf)) return true;
+  if (r.load)
+    for (const auto& o : r.load->objects)
+      if (o.elf && !o.preload && has(*o.elf)) return true;
+  return false;
+}
+
+// The library C++'s operator new binds to, where it is an allocator's own
+// (libjemalloc, libtcmalloc, libmimalloc export new ahead of libstdc++,
+// whose new calls malloc): "" when new goes through malloc or the preload
+// takes it. The loader looks in the program, the preload, then the
+// libraries in load order.
+std::string operator_new_outside(const FileReport& r) {
+  if (!r.load || r.elf->heap.defines_operator_new) return "";
+  // Only where C++ code calls new (the program, or a library it loads).
+  bool news = r.elf->heap.calls_operator_new;
+  for (const auto& o : r.load->objects) news = news || (o.elf && !o.preload && o.elf->heap.calls_operator_new);
+  if (!news) return "";
+  for (const auto& o : r.load->objects) {
+    if (!o.elf || !o.elf->heap.defines_operator_new) continue;
+    if (o.preload) return "";
+    const HeapFacts& h = o.elf->heap;
+    bool allocator = o.elf->defines_malloc || !h.defines.empty();
+    return allocator ? o.path : "";
+  }
   return "";
 }
 
@@ -142,11 +186,14 @@ std::vector<Finding> heap_coverage(const FileReport& r, const ElfInfo& preload, 
   for (const auto& [path, elf] : callers) {
     std::vector<std::string> missed;
     std::string called;
-    for (const auto& n : elf->heap.imports)
-      if (!preload_defines(preload, n)) {
-        missed.push_back(n);
-        if (called.empty()) called = allocator_of(n);
-      }
+    auto miss = [&](const std::string& n) {
+      if (preload_defines(preload, n)) return;
+      missed.push_back(n);
+      if (called.empty()) called = allocator_of(n);
+    };
+    for (const auto& n : elf->heap.imports) miss(n);
+    for (const auto& n : elf->heap.weak_imports)
+      if (loaded_defines(r, n)) miss(n);
     if (missed.empty() || !said.insert(called).second) continue;
     out.push_back(make_finding(
         "HEAP_OWN_ALLOCATOR",
@@ -156,11 +203,20 @@ std::vector<Finding> heap_coverage(const FileReport& r, const ElfInfo& preload, 
         fix_for(called, e, preload_is_jemalloc)));
   }
 
+  // C++'s new taken by an allocator library before libstdc++'s.
+  if (std::string lib = operator_new_outside(r); !lib.empty())
+    out.push_back(make_finding(
+        "HEAP_OWN_ALLOCATOR",
+        r.path + "'s C++ operator new binds to " + lib + ", an allocator's own, ahead of libstdc++'s (which calls "
+                 "malloc): every `new` goes to that allocator, which " + preload_name + " does not interpose, so the "
+                 "profile will not show them",
+        "link the allocator library after libstdc++ in the profiling build (-lstdc++ first), or leave it out"));
+
   // 3. A managed runtime: the native heap only, or (CPython) pymalloc.
   std::string runtime = managed_runtime(e, r.load);
   if (runtime == "cpython")
     out.push_back(make_finding("HEAP_PYMALLOC",
-                               r.path + " is CPython: pymalloc keeps small objects in arenas of its own (mmap), "
+                               r.path + " runs CPython: pymalloc keeps small objects in arenas of its own (mmap), "
                                         "which a preload profiler does not see; memprofile exec sets "
                                         "PYTHONMALLOC=malloc for it, so every object goes through malloc"));
   else if (!runtime.empty())
