@@ -23,12 +23,8 @@ for key in "${!WANT[@]}"; do
   program="${key%%:*}" backend="${key##*:}" want="${WANT[${key}]}"
   [[ "$(file "${fx}/${program}")" == *"ARM aarch64"* ]] || fail "${program} is not an arm64 file"
   verdict="$("${MEMPROFILE}" check --preload "${LIB[${backend}]}" "${fx}/${program}" || true)"
-  if [[ "${want}" == yes ]]; then
-    grep -q "profilable: yes" <<< "${verdict}" || fail "${key}: expected READY: ${verdict}"
-    ! grep -q "HEAP_" <<< "${verdict}" || fail "${key}: a heap finding: ${verdict}"
-  else
-    grep -q "error ${want}:" <<< "${verdict}" || fail "${key}: expected ${want}: ${verdict}"
-  fi
+  verdict_says "${key}" "${verdict}" "${want}"
+  [[ "${want}" != yes ]] || ! grep -q "HEAP_" <<< "${verdict}" || fail "${key}: a heap finding: ${verdict}"
   checked=$((checked + 1))
 done
 [[ "${checked}" == 6 ]] || fail "checked ${checked} of 6"

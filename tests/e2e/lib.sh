@@ -77,6 +77,17 @@ allocator_fixtures() {
   echo "${dir}"
 }
 
+# verdict_says KEY VERDICT WANT: check's text VERDICT is READY where WANT is
+# "yes", else not profilable with the error finding WANT; a failure names KEY.
+verdict_says() {
+  if [[ "$3" == yes ]]; then
+    grep -q "profilable: yes" <<< "$2" || fail "$1: not READY, expected READY: $2"
+  else
+    grep -q "profilable: no" <<< "$2" || fail "$1: READY, expected $3: $2"
+    grep -q "error $3:" <<< "$2" || fail "$1: not $3: $2"
+  fi
+}
+
 # free_port: a free TCP port on loopback, outside the kernel's ephemeral
 # range (ip_local_port_range): a port from inside it can be taken by any
 # outgoing connection on the machine before the server, slow to start on a
