@@ -90,6 +90,7 @@ void note_symbol(const std::string& name, const GElf_Sym& sym, bool static_table
         {"napi_module_register", "node"},     {"coreclr_initialize", "dotnet"}};
     for (const auto& [marker, runtime] : kRuntimes)
       if (name == marker) h.runtime = runtime;
+    if (name == "_Py_MergeZeroLocalRefcount" || name == "_Py_ExplicitMergeRefcount") h.cpython_free_threaded = true;
     if (!static_table && ends_with(name, "mallctl")) h.mallctl_export = name;
     // gperftools' heap profiler, linked in: HEAPPROFILE works only then (a
     // static libtcmalloc.a leaves it out unless something calls it, though

@@ -53,6 +53,10 @@ struct HeapFacts {
   // A managed runtime this object is (by the entry points it defines):
   // "cpython", "jvm", "node", "dotnet", or "".
   std::string runtime;
+  // CPython built without the GIL (3.13t): its objects live in mimalloc's
+  // heaps, and PYTHONMALLOC=malloc is not supported there. Known by the
+  // entry points only that build exports (_Py_MergeZeroLocalRefcount).
+  bool cpython_free_threaded = false;
   std::string mallctl_export;  // a jemalloc mallctl in the dynamic symbols ("je_mallctl"): callable by name
 };
 constexpr size_t kMaxHeapNames = 64;

@@ -112,6 +112,9 @@ const std::vector<FindingSpec>& finding_catalog() {
       {"HEAP_PYMALLOC", Severity::Warning,
        "run it through memprofile exec (it sets PYTHONMALLOC=malloc), or set PYTHONMALLOC=malloc in the image; "
        "--backend memray shows the Python frames"},
+      {"HEAP_MANAGED_CPYTHON", Severity::Warning,
+       "profile with the default (GIL) build of the same Python (python3.N, not python3.Nt), which memprofile exec "
+       "runs with PYTHONMALLOC=malloc"},
       {"HEAP_MANAGED_JVM", Severity::Warning,
        "for the Java heap use the JVM's own tools (jcmd PID GC.heap_dump, or JFR's OldObjectSample); the profile "
        "still shows native leaks (NMT: -XX:NativeMemoryTracking=summary)"},

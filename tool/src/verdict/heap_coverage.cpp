@@ -118,15 +118,20 @@ std::optional<OwnJemalloc> own_jemalloc(const ElfInfo& program) {
 }
 
 std::string managed_runtime(const ElfInfo& e, const std::optional<LoadResult>& load) {
-  if (!e.heap.runtime.empty()) return e.heap.runtime;
+  auto runtime_of = [](const HeapFacts& h) {
+    return h.runtime == "cpython" && h.cpython_free_threaded ? "cpython-free-threaded" : h.runtime;
+  };
+  if (!e.heap.runtime.empty()) return runtime_of(e.heap);
   if (e.heap.dotnet_host) return "dotnet";
   if (load)
     for (const auto& o : load->objects)
-      if (o.elf && !o.preload && !o.elf->heap.runtime.empty()) return o.elf->heap.runtime;
+      if (o.elf && !o.preload && !o.elf->heap.runtime.empty()) return runtime_of(o.elf->heap);
   for (const auto& n : e.needed) {
     if (n.rfind("libjvm.so", 0) == 0 || n.rfind("libjli.so", 0) == 0) return "jvm";
     if (n.rfind("libnode.so", 0) == 0) return "node";
-    if (n.rfind("libpython3", 0) == 0) return "cpython";
+    // libpython3.13t.so: the free-threaded build's library.
+    if (n.rfind("libpython3", 0) == 0)
+      return n.find("t.so") != std::string::npos ? "cpython-free-threaded" : "cpython";
     if (n.rfind("libcoreclr.so", 0) == 0 || n.rfind("libhostfxr.so", 0) == 0) return "dotnet";
   }
   return "";
@@ -140,6 +145,11 @@ std::vector<Finding> heap_coverage(const FileReport& r, const ElfInfo& preload, 
   std::string prefix;
   const std::string family = carried_allocator(e, &prefix);
   const bool own_malloc = e.defines_malloc || e.heap.malloc_in_symtab;
+  const std::string runtime = managed_runtime(e, r.load);
+  // CPython 3.13 carries mimalloc as an object allocator of its own, chosen
+  // by PYTHONMALLOC (the free-threaded build's default): the CPython
+  // finding below says what the profile sees of it.
+  const bool cpython_mimalloc = runtime.rfind("cpython", 0) == 0 && family == "mimalloc";
 
   // 1. The program carries its own allocator.
   if (auto own = own_jemalloc(e); own && preload_is_jemalloc) {
@@ -158,7 +168,7 @@ std::vector<Finding> heap_coverage(const FileReport& r, const ElfInfo& preload, 
             " linked in statically): the program comes before LD_PRELOAD in symbol lookup, so " + preload_name +
             "'s malloc is never called and the profile will not show this program's heap",
         fix_for(family, e, preload_is_jemalloc)));
-  } else if (!family.empty()) {
+  } else if (!family.empty() && !cpython_mimalloc) {
     std::vector<std::string> names;
     for (const auto& n : e.heap.defines)
       if (allocator_of(n) == family && n.rfind(prefix, 0) == 0) names.push_back(n);
@@ -213,12 +223,17 @@ std::vector<Finding> heap_coverage(const FileReport& r, const ElfInfo& preload, 
         "link the allocator library after libstdc++ in the profiling build (-lstdc++ first), or leave it out"));
 
   // 3. A managed runtime: the native heap only, or (CPython) pymalloc.
-  std::string runtime = managed_runtime(e, r.load);
   if (runtime == "cpython")
     out.push_back(make_finding("HEAP_PYMALLOC",
-                               r.path + " runs CPython: pymalloc keeps small objects in arenas of its own (mmap), "
-                                        "which a preload profiler does not see; memprofile exec sets "
-                                        "PYTHONMALLOC=malloc for it, so every object goes through malloc"));
+                               r.path + " runs CPython: pymalloc keeps small objects in arenas of its own (mmap), " +
+                                   (cpython_mimalloc ? "as does the mimalloc it carries (PYTHONMALLOC=mimalloc), " : "") +
+                                   "which a preload profiler does not see; memprofile exec sets "
+                                   "PYTHONMALLOC=malloc for it, so every object goes through malloc"));
+  else if (runtime == "cpython-free-threaded")
+    out.push_back(make_finding("HEAP_MANAGED_CPYTHON",
+                               r.path + " runs free-threaded CPython: Python objects live in the heaps of the "
+                                        "mimalloc it carries, and that build does not take PYTHONMALLOC=malloc, so "
+                                        "the profile shows only what C extensions and the runtime malloc"));
   else if (!runtime.empty())
     out.push_back(managed_finding(runtime, r.path));
   return out;

@@ -26,7 +26,7 @@ struct OwnJemalloc {
 // profiling).
 std::optional<OwnJemalloc> own_jemalloc(const ElfInfo& program);
 
-// The managed runtime the program is ("cpython", "jvm", "node", "dotnet",
+// The managed runtime the program is ("cpython", "cpython-free-threaded", "jvm", "node", "dotnet",
 // or ""): it, or a library it needs (`load`, when its load was simulated),
 // defines the runtime's entry points. CPython's pymalloc keeps small
 // objects out of malloc unless PYTHONMALLOC=malloc.
