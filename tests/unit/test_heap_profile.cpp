@@ -89,6 +89,51 @@ TEST_CASE("jemalloc dump names: PREFIX.PID.SEQ.KIND.heap", "[profile]") {
   CHECK_FALSE(parse_jemalloc_name("/out/jeprof.x.1.i1.heap", pid, seq, kind));
 }
 
+// gperftools' heap profiler, as heap-profile-table.cc writes it (2.10):
+// every allocation counted, live and allocated both.
+const char* kGperftoolsDump =
+    "heap profile:      3:  1049600 [     5:  2098176] @ heapprofile\n"
+    "     2:  1048576 [     3:  1572864] @ 0x7f0000001000 0x555500001234 0x555500001300\n"
+    "     1:     1024 [     1:     1024] @ 0x7f0000001000 0x555500001400\n"
+    "     0:        0 [     1:   524288] @\n"
+    "\n"
+    "MAPPED_LIBRARIES:\n"
+    "555500000000-555500001000 r--p 00000000 fe:00 42   /usr/local/bin/app\n"
+    "555500001000-555500002000 r-xp 00001000 fe:00 42   /usr/local/bin/app\n";
+
+TEST_CASE("gperftools heap profile: counts as recorded, allocated too, names with the pid", "[profile]") {
+  HeapSnapshot s = parse_heap_dump(kGperftoolsDump, "/out/tcmalloc.77_91.0003.heap");
+  CHECK(s.backend == "tcmalloc");
+  CHECK((s.pid == 91 && s.sequence == 3));
+  CHECK(s.sample_period == 0);
+  CHECK(s.has_allocated);
+  REQUIRE(s.stacks.size() == 2);  // the stack it could not unwind counts in the totals only
+  CHECK(s.stacks[0].pcs == std::vector<uint64_t>{0x7f0000001000, 0x555500001234, 0x555500001300});
+  CHECK(s.stacks[0].bytes == 1048576);
+  CHECK(s.stacks[0].alloc_bytes == 1572864);
+  CHECK(s.total_bytes == 1049600);
+  REQUIRE(s.maps.size() == 2);
+  uint64_t pid = 0, seq = 0;
+  CHECK(parse_gperftools_name("/out/tcmalloc.77.0001.heap", pid, seq));
+  CHECK((pid == 77 && seq == 1));
+  CHECK_FALSE(parse_gperftools_name("/out/jeprof.7.12.m3.heap", pid, seq));
+  CHECK_FALSE(parse_gperftools_name("/out/heap.0001.heap", pid, seq));
+  // tcmalloc's sampled heap (GetHeapSample) is scaled as jemalloc's.
+  std::string sampled = std::string(kGperftoolsDump);
+  sampled.replace(sampled.find("heapprofile"), 11, "heap_v2/524288");
+  HeapSnapshot t = parse_gperftools_heap(sampled, "s.heap");
+  CHECK(t.stacks[0].bytes > 1048576);
+  CHECK_FALSE(t.has_allocated);
+  // Cut short, or not gperftools': one line naming the file.
+  std::string dump = kGperftoolsDump;
+  CHECK_THROWS_WITH(parse_gperftools_heap(dump.substr(0, dump.find("MAPPED")), "a.heap"),
+                    Catch::Contains("a.heap: truncated: no MAPPED_LIBRARIES"));
+  CHECK_THROWS_WITH(parse_gperftools_heap("heap profile: 1: 2 [3: 4] @ heap/2\n", "b.heap"),
+                    Catch::Contains("b.heap: line 1: a kind of heap profile memprofile does not read"));
+  CHECK_THROWS_WITH(parse_gperftools_heap("heap profile: 1: 2 [3: 4] @ heapprofile\n  x: 1\n", "c.heap"),
+                    Catch::Contains("c.heap: line 2: malformed stack"));
+}
+
 TEST_CASE("names demangled: C++, Rust legacy and v0, plain C kept", "[profile]") {
   CHECK(demangle("_ZN4shop6LedgerIlE13grow_steadilyEm") == "shop::Ledger<long>::grow_steadily");
   CHECK(demangle("_ZN5sites13grow_steadily17h0123456789abcdefE") == "sites::grow_steadily");

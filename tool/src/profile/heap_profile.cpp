@@ -222,4 +222,117 @@ bool parse_jemalloc_name(const std::string& path, uint64_t& pid, uint64_t& seque
   return true;
 }
 
+bool is_gperftools_heap(const std::string& head) { return head.rfind("heap profile: ", 0) == 0; }
+
+bool is_heap_dump(const std::string& head) { return is_jemalloc_heap(head) || is_gperftools_heap(head); }
+
+namespace {
+
+// "LIVE: LIVEBYTES [ALLOCS: ALLOCBYTES] @" at p; p after the '@'.
+bool parse_bucket(const char*& p, uint64_t (&n)[4]) {
+  return parse_u64(p, n[0]) && expect(p, ":") && parse_u64(p, n[1]) && expect(p, " [") && parse_u64(p, n[2]) &&
+         expect(p, ":") && parse_u64(p, n[3]) && expect(p, "]") && expect(p, " @");
+}
+
+}  // namespace
+
+HeapSnapshot parse_gperftools_heap(const std::string& text, const std::string& name, StackInterner* stacks) {
+  HeapSnapshot snap;
+  snap.file = name;
+  snap.backend = "tcmalloc";
+  parse_gperftools_name(name, snap.pid, snap.sequence);
+  Lines lines(text);
+  std::string line;
+  auto bad = [&](const std::string& what) {
+    return FileError(name, "line " + std::to_string(lines.number()) + ": " + what);
+  };
+  if (!lines.next(line) || !is_gperftools_heap(line))
+    throw FileError(name, "not a gperftools heap profile (it starts with \"heap profile: \")");
+  if (text.back() != '\n') throw FileError(name, "truncated: the last line is cut short (no final newline)");
+  const char* p = line.c_str() + std::strlen("heap profile: ");
+  uint64_t n[4];
+  if (!parse_bucket(p, n)) throw bad("malformed header: " + line.substr(0, 80));
+  // What was recorded: every allocation (the heap profiler), or a sample
+  // every PERIOD bytes (tcmalloc's heap sample).
+  while (*p == ' ') ++p;
+  if (std::strcmp(p, "heapprofile") == 0) {
+    snap.sample_period = 0;
+  } else if (std::strncmp(p, "heap_v2/", 8) == 0) {
+    p += 8;
+    if (!parse_u64(p, snap.sample_period) || *p) throw bad("malformed sampling period: " + line.substr(0, 80));
+  } else {
+    throw bad("a kind of heap profile memprofile does not read: " + line.substr(0, 80));
+  }
+  // The heap profiler counts every allocation, freed or not: pprof's
+  // alloc_space. A sample's are not scaled to match.
+  snap.has_allocated = snap.sample_period == 0;
+  bool mapped = false;
+  while (lines.next(line)) {
+    if (line == "MAPPED_LIBRARIES:") {
+      mapped = true;
+      break;
+    }
+    if (line.empty()) continue;
+    p = line.c_str();
+    if (!parse_bucket(p, n)) throw bad("malformed stack: " + line.substr(0, 80));
+    StackSample s;
+    while (*p == ' ') ++p;
+    while (*p) {
+      uint64_t pc;
+      if (!expect(p, "0x") || !parse_u64(p, pc, 16)) throw bad("malformed stack: " + line.substr(0, 80));
+      if (s.pcs.size() == kMaxStackFrames) throw bad("more than " + std::to_string(kMaxStackFrames) + " frames");
+      s.pcs.push_back(pc);
+      while (*p == ' ') ++p;
+    }
+    s.objects = static_cast<double>(n[0]);
+    s.bytes = static_cast<double>(n[1]);
+    s.alloc_objects = static_cast<double>(n[2]);
+    s.alloc_bytes = static_cast<double>(n[3]);
+    scale(s, snap.sample_period);
+    snap.total_objects += s.objects;
+    snap.total_bytes += s.bytes;
+    // A stack the profiler could not unwind counts in the totals only.
+    if (s.pcs.empty()) continue;
+    if (stacks) {
+      s.shared_pcs = stacks->intern(std::move(s.pcs), name);
+      s.pcs = {};
+    }
+    snap.stacks.push_back(std::move(s));
+  }
+  if (!mapped)
+    throw FileError(name, "truncated: no MAPPED_LIBRARIES section (gperftools writes it last; the dump was cut short)");
+  while (lines.next(line)) {
+    Mapping m;
+    if (parse_map_line(line, m)) snap.maps.push_back(std::move(m));
+  }
+  if (snap.maps.empty()) throw FileError(name, "truncated: MAPPED_LIBRARIES lists no file");
+  return snap;
+}
+
+bool parse_gperftools_name(const std::string& path, uint64_t& pid, uint64_t& sequence) {
+  // PREFIX.PID.NNNN.heap, or PREFIX.PID_CHILD.NNNN.heap.
+  std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  if (base.size() < 5 || base.compare(base.size() - 5, 5, ".heap") != 0) return false;
+  base.resize(base.size() - 5);
+  size_t k = base.rfind('.');
+  if (k == std::string::npos || k == 0) return false;
+  const char* q = base.c_str() + k + 1;
+  uint64_t seq, id;
+  if (!parse_u64(q, seq) || *q) return false;
+  size_t d = base.rfind('.', k - 1);
+  if (d == std::string::npos) return false;
+  std::string who = base.substr(d + 1, k - d - 1);
+  if (size_t u = who.rfind('_'); u != std::string::npos) who = who.substr(u + 1);
+  q = who.c_str();
+  if (!parse_u64(q, id) || *q || id == 0) return false;
+  pid = id;
+  sequence = seq;
+  return true;
+}
+
+HeapSnapshot parse_heap_dump(const std::string& text, const std::string& name, StackInterner* stacks) {
+  if (is_gperftools_heap(text.substr(0, 16))) return parse_gperftools_heap(text, name, stacks);
+  return parse_jemalloc_heap(text, name, stacks);
+}
+
 }  // namespace memprofile

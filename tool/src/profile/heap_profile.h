@@ -136,4 +136,25 @@ HeapSnapshot parse_jemalloc_heap(const std::string& text, const std::string& nam
 // name is not PREFIX.PID.SEQ.KINDn.heap.
 bool parse_jemalloc_name(const std::string& path, uint64_t& pid, uint64_t& sequence, std::string& trigger);
 
+// True when `head` is gperftools' heap profile ("heap profile: "): its heap
+// profiler's dumps (HEAPPROFILE, HeapProfilerDump), or tcmalloc's sampled
+// heap (MallocExtension::GetHeapSample, "@ heap_v2/PERIOD").
+bool is_gperftools_heap(const std::string& head);
+
+// Parses gperftools' heap profile: a totals line, one line a stack ("LIVE:
+// LIVEBYTES [ALLOCS: ALLOCBYTES] @ 0x..."), then MAPPED_LIBRARIES. The heap
+// profiler records every allocation (`@ heapprofile`: counts as they are);
+// a sampled heap is scaled as for jemalloc. Live and allocated counts both
+// (has_allocated). Errors as parse_jemalloc_heap.
+HeapSnapshot parse_gperftools_heap(const std::string& text, const std::string& name, StackInterner* stacks = nullptr);
+
+// PID and sequence from the name gperftools gives a dump, PREFIX.NNNN.heap,
+// where memprofile exec's PREFIX ends in ".PID" (the process it started)
+// and a child's in "_PID" (gperftools appends its own): false otherwise.
+bool parse_gperftools_name(const std::string& path, uint64_t& pid, uint64_t& sequence);
+
+// Either dump, by its first line.
+HeapSnapshot parse_heap_dump(const std::string& text, const std::string& name, StackInterner* stacks = nullptr);
+bool is_heap_dump(const std::string& head);
+
 }  // namespace memprofile

@@ -110,10 +110,10 @@ void gather(const std::string& arg, std::vector<std::string>& out, std::map<std:
   }
 }
 
-// A jemalloc dump's text, under the cap. What it is is known from its first
+// A heap dump's text (jemalloc's, gperftools'), under the cap. What it is is known from its first
 // bytes: anything else is refused there, before the rest is read (`yes |
 // memprofile report /dev/stdin` reads 64 KiB, not 256 MiB).
-std::string read_jemalloc_text(Reader& bytes, const std::string& name) {
+std::string read_dump_text(Reader& bytes, const std::string& name) {
   std::string text;
   std::vector<char> buf(1 << 16);
   bool checked = false;
@@ -121,13 +121,14 @@ std::string read_jemalloc_text(Reader& bytes, const std::string& name) {
     text.append(buf.data(), r);
     if (!checked && text.size() >= 16) {
       checked = true;
-      if (!is_jemalloc_heap(text.substr(0, 16))) break;
+      if (!is_heap_dump(text.substr(0, 16))) break;
     }
     if (text.size() > kMaxProfileFile)
       throw FileError(name, "larger than " + std::to_string(kMaxProfileFile >> 20) + " MiB; not a heap profile memprofile reads");
   }
-  if (!is_jemalloc_heap(text.substr(0, 16))) {
-    throw FileError(name, "not a heap profile memprofile reads (a jemalloc dump starts with \"heap_v2/\", a heaptrack "
+  if (!is_heap_dump(text.substr(0, 16))) {
+    throw FileError(name, "not a heap profile memprofile reads (a jemalloc dump starts with \"heap_v2/\", gperftools' "
+                          "with \"heap profile: \", a heaptrack "
                           "trace is named heaptrack.*, a bytehound profile *.dat, a memray capture *.bin)");
   }
   return text;
@@ -210,7 +211,7 @@ HeapSnapshot read_base(const std::string& path, StackInterner& stacks, std::vect
   else if (is_memray_name(name))
     snaps = read_memray_capture(in, path);
   else
-    return parse_jemalloc_heap(read_jemalloc_text(in, path), path, &stacks);
+    return parse_heap_dump(read_dump_text(in, path), path, &stacks);
   if (snaps.empty()) throw FileError(path, "--base holds no snapshot to measure growth from");
   drop_exit_snapshot(snaps, notes);
   if (snaps.back().backend == "heaptrack") snaps.back().pid = trace_pid(path);  // in its name, as for the profiles
@@ -333,7 +334,7 @@ void load_one(const std::string& name, const std::string& file, Reader& bytes, L
     load_memray_capture(name, bytes, out);
     return;
   }
-  out.dumps.push_back(parse_jemalloc_heap(read_jemalloc_text(bytes, name), name, &out.stacks));
+  out.dumps.push_back(parse_heap_dump(read_dump_text(bytes, name), name, &out.stacks));
   out.dumps.back().origin = out.input;
 }
 

@@ -226,6 +226,16 @@ void print_view(std::ostream& out, const Folded& f, const ReportRequest& o, cons
                                                                  : " (the trace is cut short)")
                                           : "")
         << "\n";
+  } else if (snaps.back().backend == "tcmalloc") {
+    // gperftools' heap profiler: its pid is in the name memprofile exec
+    // gives it (HEAPPROFILE by hand names none).
+    const HeapSnapshot& last = snaps.back();
+    out << "memprofile report: " << snaps.size() << " gperftools heap profile" << (snaps.size() == 1 ? "" : "s")
+        << (last.pid ? " of pid " + std::to_string(last.pid) : "") << " (" << basename_of(snaps.front().file)
+        << (snaps.size() > 1 ? " … " + basename_of(last.file) : "") << "), "
+        << (last.sample_period ? "sampled every " + human_bytes(static_cast<double>(last.sample_period))
+                               : std::string("every allocation recorded"))
+        << "\n";
   } else {
     out << "memprofile report: " << snaps.size() << " jemalloc heap dump" << (snaps.size() == 1 ? "" : "s")
               << " of pid " << snaps.back().pid << " (" << basename_of(snaps.front().file)
