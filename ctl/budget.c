@@ -53,6 +53,23 @@ static int jemalloc_dump_name(const char* name, unsigned long long* pid, unsigne
   return parse_digits(fields[0], lens[0], pid) && parse_digits(fields[1], lens[1], seq);
 }
 
+// gperftools' heap profiler: tcmalloc.PID.SEQ.heap, as files.c names its
+// dumps.
+static int tcmalloc_dump_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
+  size_t n = strlen(name);
+  if (n <= 9 + 5 || strncmp(name, "tcmalloc.", 9) != 0 || !ends_with(name, n, ".heap")) return 0;
+  const char* dot = memchr(name + 9, '.', n - 9 - 5);
+  return dot && parse_digits(name + 9, (size_t)(dot - name) - 9, pid) &&
+         parse_digits(dot + 1, (size_t)(name + n - 5 - dot - 1), seq);
+}
+
+// Whether the backend's profiles are dumps (or records) taken one moment at
+// a time, with a sequence: the middle ones can be rotated out. The others
+// write one continuous trace.
+static int writes_dumps(void) {
+  return ctl.backend == CTL_JEMALLOC || ctl.backend == CTL_NONE || ctl.backend == CTL_TCMALLOC;
+}
+
 // heaptrack.PID.raw, memory-profiling_EXE_TIME_PID.dat
 static int stream_name(const char* name, unsigned long long* pid) {
   size_t n = strlen(name);
@@ -80,6 +97,7 @@ static int profile_name(const char* name, unsigned long long* pid, unsigned long
   *seq = 0;
   char kind;
   if (ctl.backend == CTL_NONE) return record_name(name, pid, seq);
+  if (ctl.backend == CTL_TCMALLOC) return tcmalloc_dump_name(name, pid, seq);
   return ctl.backend == CTL_JEMALLOC ? jemalloc_dump_name(name, pid, seq, &kind) : stream_name(name, pid);
 }
 
@@ -212,7 +230,7 @@ static int interval_ms(void) {
   // 100 ms for jemalloc's dumps, 20 ms for a trace that can grow by tens of
   // MB a second; a directory that takes long to read (thousands of files)
   // is read at most 2 % of the time.
-  uint64_t base = ctl.backend == CTL_JEMALLOC || ctl.backend == CTL_NONE ? 100 : 20, cost = ctl.scan_ns / 1000000u * 50;
+  uint64_t base = writes_dumps() ? 100 : 20, cost = ctl.scan_ns / 1000000u * 50;
   return (int)(cost > base ? (cost < 10000 ? cost : 10000) : base);
 }
 
@@ -246,7 +264,7 @@ static void note_growth(uint64_t bytes) {
 // about as large as the largest so far, and for a trace a small margin.
 static uint64_t headroom(const struct usage* u) {
   uint64_t base;
-  if (ctl.backend == CTL_JEMALLOC || ctl.backend == CTL_NONE) {
+  if (writes_dumps()) {
     base = 2 * (u->largest_own > 65536 ? u->largest_own : 65536);
   } else {
     base = ctl.max_bytes / 64;
@@ -273,7 +291,7 @@ static int make_room(char* why, size_t whylen, int note) {
     int under_floor = ctl.min_free_bytes && s.u.free_bytes < ctl.min_free_bytes + need;
     if (!over_budget && !under_floor) return 0;
     // The first and the newest snapshots stay; the oldest in between goes.
-    int can_rotate = (ctl.backend == CTL_JEMALLOC || ctl.backend == CTL_NONE) && s.u.own_files >= 3 && s.second_seq != s.newest_seq &&
+    int can_rotate = writes_dumps() && s.u.own_files >= 3 && s.second_seq != s.newest_seq &&
                      s.second[0] && deleted < 4096;
     if (can_rotate) {
       int dfd = openat(AT_FDCWD, ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -407,9 +425,8 @@ static size_t list_json(char* buf, size_t len) {
 // A profile of this process's backend: 1 with its pid.
 static int admits(const char* name) {
   unsigned long long pid, seq;
-  char kind;
-  if (ctl.backend != CTL_JEMALLOC || !ctl.max_bytes || ctl.pid != getpid() ||
-      !jemalloc_dump_name(name, &pid, &seq, &kind) || !__atomic_load_n(&scanned, __ATOMIC_ACQUIRE))
+  if ((ctl.backend != CTL_JEMALLOC && ctl.backend != CTL_TCMALLOC) || !ctl.max_bytes || ctl.pid != getpid() ||
+      !profile_name(name, &pid, &seq) || !__atomic_load_n(&scanned, __ATOMIC_ACQUIRE))
     return 1;
   // Dumps grow as the process does: the next one a quarter larger.
   uint64_t largest = __atomic_load_n(&seen_largest, __ATOMIC_ACQUIRE);
@@ -419,8 +436,8 @@ static int admits(const char* name) {
   if (__atomic_load_n(&seen_bytes, __ATOMIC_ACQUIRE) + (uint64_t)n * largest <= ctl.max_bytes) return 1;
   __atomic_sub_fetch(&created_since, 1, __ATOMIC_ACQ_REL);
   if (!__atomic_exchange_n(&gate_said, 1, __ATOMIC_ACQ_REL))
-    ctl_log("jemalloc's dump %.200s would pass the %.1f MiB budget before the next check: not written (said once)",
-            name, (double)ctl.max_bytes / (1024.0 * 1024.0));
+    ctl_log("%s's dump %.200s would pass the %.1f MiB budget before the next check: not written (said once)",
+            ctl.profiler->name, name, (double)ctl.max_bytes / (1024.0 * 1024.0));
   return 0;
 }
 

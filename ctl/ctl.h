@@ -31,7 +31,8 @@
 
 // CTL_NONE: no heap profiler (memprofile exec --backend none); the library
 // alone serves status and takes memory records as snapshots.
-enum ctl_backend { CTL_JEMALLOC, CTL_BYTEHOUND, CTL_HEAPTRACK, CTL_NONE };
+// CTL_TCMALLOC: gperftools' heap profiler inside the program (HEAPPROFILE).
+enum ctl_backend { CTL_JEMALLOC, CTL_BYTEHOUND, CTL_HEAPTRACK, CTL_NONE, CTL_TCMALLOC };
 
 // What one profiler does on the core's requests (backend.c). Each that can
 // fail returns 0, or -1 with the reason in err.

@@ -140,6 +140,28 @@ static int create_guarded(const struct guard* g, const char* path, const char* n
   return fd;
 }
 
+// gperftools names its dumps from HEAPPROFILE (memprofile exec's
+// DIR/tcmalloc-LAUNCH): tcmalloc-LAUNCH.NNNN.heap, tcmalloc-LAUNCH_PID.NNNN.heap
+// in a child that execs, and a child forked without exec goes on with its
+// parent's name and count. Each is written as tcmalloc.PID.NNNN.heap under
+// the pid of the process that writes it, as the kernel gives it: no two
+// processes write one name, and report reads the pid from it. NULL when
+// `name` is not such a dump.
+static const char* tcmalloc_own_name(const char* name, char* buf, size_t len) {
+  const char* backend = getenv("MEMPROFILE_CTL_BACKEND");
+  size_t n = strlen(name);
+  if (!backend || strcmp(backend, "tcmalloc") != 0 || strncmp(name, "tcmalloc-", 9) != 0 || n < 9 + 7 ||
+      strcmp(name + n - 5, ".heap") != 0)
+    return NULL;
+  const char* seq = name + n - 5;
+  while (seq > name + 9 && seq[-1] >= '0' && seq[-1] <= '9') --seq;
+  if (seq == name + n - 5 || seq[-1] != '.') return NULL;
+  for (const char* c = name + 9; c < seq - 1; ++c)
+    if ((*c < '0' || *c > '9') && *c != '_') return NULL;
+  int w = snprintf(buf, len, "tcmalloc.%d.%.*s.heap", (int)getpid(), (int)(name + n - 5 - seq), seq);
+  return w > 0 && (size_t)w < len ? buf : NULL;
+}
+
 static int guarded_open(const char* path, int flags, mode_t mode) {
   // A profiler may open its file before this library's constructor has run
   // (heaptrack does, at its first allocation): the directory is read from
@@ -150,6 +172,8 @@ static int guarded_open(const char* path, int flags, mode_t mode) {
   }
   const struct guard* g = __atomic_load_n(&guarded, __ATOMIC_ACQUIRE);
   const char* name = (flags & O_CREAT) ? guarded_name(path, g) : NULL;
+  char own[64];
+  if (name && tcmalloc_own_name(name, own, sizeof own)) name = own;
   if (name) return create_guarded(g, path, name, flags, mode);
   return sys_openat(AT_FDCWD, path, flags, mode);
 }

@@ -26,6 +26,7 @@ declare -A WANT=(
   [cxx-je-needed:heaptrack]=HEAP_OWN_ALLOCATOR
   [je-static:heaptrack]=HEAP_OWN_MALLOC [je-static:jemalloc]=yes
   [tc-static:heaptrack]=HEAP_OWN_MALLOC [tc-static:jemalloc]=HEAP_OWN_MALLOC
+  [tc-heapprof:heaptrack]=yes [tc-heapprof:jemalloc]=yes
   [rjem-c:heaptrack]=HEAP_OWN_ALLOCATOR [rjem-c:jemalloc]=yes
   [rust-rjem:heaptrack]=HEAP_OWN_ALLOCATOR [rust-rjem:jemalloc]=yes
   [rust-mimalloc:heaptrack]=HEAP_OWN_ALLOCATOR [rust-mimalloc:jemalloc]=HEAP_OWN_ALLOCATOR
@@ -63,8 +64,8 @@ for key in "${!WANT[@]}"; do
   fi
   checked=$((checked + 1))
 done
-[[ "${checked}" == 19 ]] || fail "checked ${checked} of 19 pairs"
-pass "19 program/backend pairs: every READY profile names planted_growth, every NOT READY one misses it"
+[[ "${checked}" == 21 ]] || fail "checked ${checked} of 21 pairs"
+pass "21 program/backend pairs: every READY profile names planted_growth, every NOT READY one misses it"
 
 # The program's own jemalloc, driven: the start line says which variable and
 # that snapshot cannot reach an unexported mallctl; the same as a dormant

@@ -104,6 +104,13 @@ TEST_CASE("process tree: each profile file's pid, and the control library's reco
   CHECK(profile_file_pid(Backend::None, "memprofile-mem.mem.json") == -1);
   CHECK(is_memory_record("memprofile-mem.812.3.mem.json"));
   CHECK(is_memory_record("jeprof.812.3.m2.heap.mem.json"));
+  // gperftools' heap profiler, its dumps as the control library names them.
+  CHECK(profile_file_pid(Backend::Tcmalloc, "tcmalloc.812.0003.heap") == 812);
+  CHECK(profile_file_pid(Backend::Tcmalloc, "tcmalloc-77_812.0003.heap") == -1);  // not renamed: no pid said
+  CHECK(output_file_pid("tcmalloc.812.0003.heap") == 812);
+  CHECK(is_memory_record("tcmalloc.812.0003.heap.mem.json"));
+  CHECK(parse_backend("tcmalloc") == Backend::Tcmalloc);
+  CHECK(backend_env(Backend::Tcmalloc, "/out", false, false).at(0).first == "HEAPPROFILE");
   CHECK_FALSE(is_memory_record("memprofile-mem.812.3.mem.json.new"));
   CHECK(parse_backend("none") == Backend::None);
   CHECK(default_preload(Backend::None).empty());

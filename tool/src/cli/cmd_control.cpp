@@ -301,7 +301,7 @@ ProfileInUse profile_in_use(const json& reply, const std::string& dir) {
     std::string path = by_age[i]->value("path", std::string());
     std::string file = dir + "/" + path.substr(path.rfind('/') + 1);
     try {
-      p.bytes = parse_jemalloc_heap(read_dump(file), file).total_bytes;
+      p.bytes = parse_heap_dump(read_dump(file), file).total_bytes;
       p.snapshot = file;
       p.known = true;
       p.why.clear();

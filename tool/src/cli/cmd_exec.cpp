@@ -245,6 +245,11 @@ struct Launch {
   // preloaded one; CPython, which gets PYTHONMALLOC=malloc.
   std::optional<OwnJemalloc> own_jemalloc;
   bool cpython = false;
+  // gperftools' heap profiler linked into the program, driven in place of
+  // the preload backend the user named (`asked`), whose malloc the
+  // program's own would bypass.
+  std::optional<OwnTcmalloc> own_tcmalloc;
+  Backend asked = Backend::None;
   // A user the tree becomes who cannot write the output directory, in words
   // ("" when each can): its processes get subdirectories of their own.
   std::string unwritable_by;
@@ -364,6 +369,24 @@ void see_heap(Launch& l, const HostTree& root) {
   std::shared_ptr<const ElfInfo> elf = root.elf(l.target_found->file.path);
   if (!elf) return;
   l.cpython = managed_runtime(*elf, std::nullopt) == "cpython";
+  const Backend b = l.plan.backend;
+  l.own_tcmalloc = own_tcmalloc(*elf);
+  if (b == Backend::Tcmalloc && !l.own_tcmalloc)
+    l.problems.push_back(make_finding("LAUNCHER_CONFIG",
+                                      l.target + " does not carry gperftools' heap profiler (tcmalloc linked in, "
+                                                 "with HeapProfilerStart): --backend tcmalloc has nothing to drive",
+                                      "choose a preload backend (jemalloc, heaptrack, bytehound) for this program"));
+  if (l.own_tcmalloc && (b == Backend::Jemalloc || b == Backend::Heaptrack || b == Backend::Bytehound)) {
+    l.asked = b;
+    l.plan.backend = Backend::Tcmalloc;
+  } else if (b != Backend::Tcmalloc) {
+    l.own_tcmalloc.reset();
+  }
+  if (l.own_tcmalloc && l.plan.cfg.dormant)
+    l.problems.push_back(make_finding("LAUNCHER_CONFIG",
+                                      l.target + " carries gperftools' heap profiler, which " +
+                                          dormant_unsupported(Backend::Tcmalloc),
+                                      "run it without --dormant"));
   if (l.plan.backend != Backend::Jemalloc) return;
   l.own_jemalloc = own_jemalloc(*elf);
   if (l.own_jemalloc && l.own_jemalloc->mallctl.empty() && l.plan.cfg.dormant)
@@ -385,7 +408,8 @@ void check_launch(Launch& l, const HostTree& root) {
     l.problems = check_memray(l, root, &machine);
   else
     l.problems = check_everything(root, l.target, l.plan.argv, l.target_found, l.plan.preload, l.cwd, cfg.output_dir, cfg.min_free_mb,
-                                  l.plan.backend != Backend::None, &machine, &l.unwritable_by);
+                                  l.plan.backend != Backend::None && l.plan.backend != Backend::Tcmalloc, &machine,
+                                  &l.unwritable_by);
   if (l.plan.backend == Backend::Memray) {
     // The bootstrap serves the control protocol itself (its presence is
     // one of check_memray's findings): no library is preloaded, and none
@@ -410,6 +434,11 @@ void check_launch(Launch& l, const HostTree& root) {
     l.problems.push_back(make_finding("CTL_LIBRARY_MISSING", "dormant mode needs the control library: " + l.ctl_problem));
   if (!l.ctl_problem.empty() && l.plan.backend == Backend::None)
     l.problems.push_back(make_finding("CTL_LIBRARY_MISSING", "--backend none is the control library alone: " + l.ctl_problem));
+  if (!l.ctl_problem.empty() && l.own_tcmalloc)
+    l.problems.push_back(make_finding("CTL_LIBRARY_MISSING",
+                                      "gperftools' heap profiler needs the control library to name each process's "
+                                      "dumps by its pid (a forked child would write over its parent's): " +
+                                          l.ctl_problem));
   // Without the control library no process can make its own subdirectory.
   if (!l.unwritable_by.empty() && !l.ctl_problem.empty())
     l.problems.push_back(make_finding("OUTPUT_DIR_NOT_WRITABLE",
@@ -432,6 +461,9 @@ void add_backend_env(Launch& l) {
       if (k == "MALLOC_CONF") k = l.own_jemalloc->conf_env;
   // CPython: every object through malloc, where the profiler sees it.
   if (l.cpython && l.plan.backend != Backend::None) env.push_back({"PYTHONMALLOC", "malloc"});
+  // gperftools times its own dumps where snapshot cannot reach it.
+  if (l.own_tcmalloc && !l.own_tcmalloc->dump_export && cfg.snapshot_every_ms)
+    env.push_back({"HEAP_PROFILE_TIME_INTERVAL", std::to_string(std::max<uint64_t>(1, cfg.snapshot_every_ms / 1000))});
   for (const auto& [k, v] : env) {
     // Dormant bytehound must start off and toggle on SIGUSR1, whatever the
     // environment says: start/stop send that signal.
@@ -446,7 +478,10 @@ void add_backend_env(Launch& l) {
     // the profiler has read them (ctl.h, spawn_scope). Two are read later,
     // so they stay: a program's own jemalloc reads its variable at its first
     // allocation, CPython PYTHONMALLOC when main starts the interpreter.
-    bool read_later = (l.own_jemalloc && k == l.own_jemalloc->conf_env) || k == "PYTHONMALLOC";
+    // gperftools' heap profiler reads HEAPPROFILE in the program's own
+    // initialisers, after the control library's constructor.
+    bool read_later = (l.own_jemalloc && k == l.own_jemalloc->conf_env) || k == "PYTHONMALLOC" ||
+                      (l.own_tcmalloc && k.rfind("HEAP", 0) == 0);
     if (!read_later) l.added.push_back(k);
   }
 }
@@ -523,6 +558,14 @@ void add_preload(Launch& l, const std::string& lib, bool with_ctl) {
 // The library that records, in words: the preloaded one, or the program's
 // own jemalloc and how the control library reaches it.
 std::string own_jemalloc_words(const Launch& l, const std::string& lib) {
+  if (l.own_tcmalloc)
+    return std::string("gperftools' heap profiler, linked into it, through HEAPPROFILE") +
+           (l.asked == Backend::None ? "" : std::string(", in place of ") + to_string(l.asked) +
+                                                ", whose malloc the program's own would bypass") +
+           "; " +
+           (l.own_tcmalloc->dump_export ? "snapshot through HeapProfilerDump"
+                                        : "it exports no HeapProfilerDump, so snapshot cannot reach it: it dumps every "
+                                          "1 GiB allocated, every 100 MiB of growth and at exit");
   if (!l.own_jemalloc) return lib;
   return "its own jemalloc, linked into it, through " + l.own_jemalloc->conf_env + "; " +
          (l.own_jemalloc->mallctl.empty() ? "it exports no mallctl, so snapshot, start and stop cannot reach it"
@@ -550,6 +593,9 @@ void log_start(Launch& l, const std::string& lib, bool with_ctl, uint64_t max_by
                                "and the interpreters it spawns in theirs (memray.PID.bin), each reachable by "
                                "memprofile start/stop/status"
                      : backend == Backend::None ? "; forked children too, each reachable by memprofile status/snapshot"
+                     : backend == Backend::Tcmalloc
+                         ? "; forked children are recorded too, each in dumps of its own pid (tcmalloc.PID.SEQ.heap), "
+                           "reachable by memprofile snapshot/status"
                      : children_note.empty()   ? "; forked children are recorded too, each reachable by memprofile "
                                                  "start/stop/snapshot/status"
                                            : "; forked children are not recorded: " + children_note;
@@ -639,7 +685,9 @@ ExitCode run_exec(const ExecArgs& o) {
   if (memray) add_memray_env(l);
   const bool with_ctl = l.ctl_problem.empty();
   // The program's own jemalloc records: the control library is the whole preload.
-  const std::string lib = memray ? l.memray_extension : l.own_jemalloc && with_ctl ? l.ctl_lib : absolute(l.plan.preload, l.cwd);
+  const std::string lib = memray ? l.memray_extension
+                           : (l.own_jemalloc || l.own_tcmalloc) && with_ctl ? l.ctl_lib
+                                                                             : absolute(l.plan.preload, l.cwd);
   const uint64_t max_bytes = profile_budget_bytes(l.plan.cfg);
   const uint64_t snapshot_every_ms = with_ctl && takes_snapshots(l.plan.backend) ? l.plan.cfg.snapshot_every_ms : 0;
   if ((l.plan.backend == Backend::None || memray) && !l.plan.cfg.preload.empty())

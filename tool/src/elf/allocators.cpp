@@ -96,6 +96,7 @@ void note_symbol(const std::string& name, const GElf_Sym& sym, bool static_table
     // static libtcmalloc.a leaves it out unless something calls it, though
     // the variable's name is among its strings either way).
     if (name == "HeapProfilerStart") h.tcmalloc_heap_profiler = true;
+    if (!static_table && name == "HeapProfilerDump") h.heap_profiler_dump_export = true;
   }
   if (allocator_of(name).empty()) return;
   if (defined) {

@@ -49,6 +49,7 @@ struct HeapFacts {
   std::string jemalloc_conf_env;
   bool jemalloc_prof = false;
   bool tcmalloc_heap_profiler = false;  // gperftools' heap profiler is linked in (HeapProfilerStart defined)
+  bool heap_profiler_dump_export = false;  // ...and HeapProfilerDump is in the dynamic symbols: callable by name
   bool dotnet_host = false;             // names libhostfxr.so: .NET's host
   // A managed runtime this object is (by the entry points it defines):
   // "cpython", "jvm", "node", "dotnet", or "".

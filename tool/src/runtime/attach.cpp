@@ -149,7 +149,8 @@ std::string find_output_dir(const LauncherConfig& told, Backend backend, const P
       }
       case Backend::Bytehound: dir = dir_of_setting(p.get("MEMORY_PROFILER_OUTPUT")); break;
       case Backend::Heaptrack: dir = dir_of_setting(p.get("DUMP_HEAPTRACK_OUTPUT")); break;
-      case Backend::None: dir = p.get("MEMPROFILE_CTL_DIR"); break;
+      case Backend::None:
+      case Backend::Tcmalloc: dir = p.get("MEMPROFILE_CTL_DIR"); break;
       case Backend::Memray: dir = p.get("MEMPROFILE_MEMRAY_DIR"); break;
     }
   }
@@ -238,7 +239,9 @@ Attachment check_attached(const AttachRequest& o) {
   read_program(p, a);
   // memprofile exec drives a program's own jemalloc (MEMPROFILE_CTL_MALLCTL
   // names its mallctl): the library that records is the program itself.
-  if (a.library.empty() && a.backend == Backend::Jemalloc && p.env.count("MEMPROFILE_CTL_MALLCTL"))
+  // gperftools' heap profiler is always the program's own.
+  if (a.library.empty() && ((a.backend == Backend::Jemalloc && p.env.count("MEMPROFILE_CTL_MALLCTL")) ||
+                            a.backend == Backend::Tcmalloc))
     a.library = a.exe;
   watch_profiles(o, a);
   a.attached = !a.library.empty() && a.linkage != "static" && a.linkage != "static-pie";

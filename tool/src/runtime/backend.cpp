@@ -1,6 +1,7 @@
 #include "runtime/backend.h"
 
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -21,6 +22,7 @@ const char* to_string(Backend b) {
     case Backend::Heaptrack: return "heaptrack";
     case Backend::None: return "none";
     case Backend::Memray: return "memray";
+    case Backend::Tcmalloc: return "tcmalloc";
   }
   return "bytehound";
 }
@@ -31,9 +33,10 @@ Backend parse_backend(const std::string& name) {
   if (name == "heaptrack") return Backend::Heaptrack;
   if (name == "none") return Backend::None;
   if (name == "memray") return Backend::Memray;
+  if (name == "tcmalloc") return Backend::Tcmalloc;
   throw Error("unknown backend '" + name +
-              "' (bytehound, jemalloc, heaptrack, memray for a Python interpreter, or none for the control library "
-              "alone)");
+              "' (bytehound, jemalloc, heaptrack, memray for a Python interpreter, tcmalloc for a program with "
+              "gperftools' heap profiler linked in, or none for the control library alone)");
 }
 
 std::string default_preload(Backend b) {
@@ -43,6 +46,7 @@ std::string default_preload(Backend b) {
     case Backend::Heaptrack: return "/usr/lib/memprofile/libheaptrack_preload.so";
     case Backend::None: return "";
     case Backend::Memray: return "";  // no preload: the bootstrap imports memray
+    case Backend::Tcmalloc: return "";  // the profiler is in the program
   }
   return "";
 }
@@ -52,6 +56,8 @@ std::string dormant_unsupported(Backend b) {
     return "heaptrack cannot start dormant: it records from the first allocation, and a trace started later misses "
            "the frees of what was allocated before (use jemalloc or bytehound for dormant mode)";
   if (b == Backend::None) return "--backend none loads no profiler: there is nothing to keep dormant";
+  if (b == Backend::Tcmalloc)
+    return "gperftools' heap profiler records from the program's start (HEAPPROFILE) and cannot be switched on later";
   return "";
 }
 
@@ -74,7 +80,8 @@ std::string settings_unsafe(Backend b, const std::string& output_dir, const std:
         return dir + " holds \"$$\", which heaptrack replaces with the pid in its output file name";
       break;
     case Backend::None:
-    case Backend::Memray: break;
+    case Backend::Memray:
+    case Backend::Tcmalloc: break;
   }
   if (b == Backend::Memray)  // the bootstrap beside the control library goes first on PYTHONPATH
     return has(ctl_library, ":") ? "the control library " + ctl_library +
@@ -128,6 +135,13 @@ std::vector<std::pair<std::string, std::string>> backend_env(Backend b, const st
       // Read by memprofile's bootstrap (python/sitecustomize.py); PYTHONPATH
       // and the interpreter it tracks are exec's to set.
       return {{"MEMPROFILE_MEMRAY_DIR", dir}};
+    case Backend::Tcmalloc:
+      // gperftools names the dumps PREFIX.NNNN.heap, and a child's that
+      // execs PREFIX_PID.NNNN.heap; the control library renames them by
+      // the pid that writes them (files.c). The prefix is exec's own, so
+      // that the profiler's clean-up of PREFIX.*.heap at start removes
+      // nothing but what this very launch would have left.
+      return {{"HEAPPROFILE", dir + "/tcmalloc-" + std::to_string(getpid())}};
   }
   return {};
 }
@@ -146,6 +160,7 @@ bool is_profile_file(Backend b, const std::string& name) {
     case Backend::Heaptrack: return starts("heaptrack.") && ends(".raw");
     case Backend::None: return starts("memprofile-mem.") && ends(".mem.json") && name.size() > 24;
     case Backend::Memray: return memray_capture_pid(name) >= 0;
+    case Backend::Tcmalloc: return starts("tcmalloc.") && ends(".heap");
   }
   return false;
 }
@@ -178,6 +193,7 @@ std::string forked_children_unrecorded(Backend b) {
     case Backend::Bytehound: return "bytehound does not record a child forked without exec";
     case Backend::None: return "";
     case Backend::Memray: return "";
+    case Backend::Tcmalloc: return "";  // the control library names each process's dumps by its pid
   }
   return "";
 }
@@ -186,7 +202,8 @@ bool is_memory_record(const std::string& name) {
   const std::string tail = ".mem.json";
   return is_profile_file(Backend::None, name) ||
          (name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0 &&
-          is_profile_file(Backend::Jemalloc, name.substr(0, name.size() - tail.size())));
+          (is_profile_file(Backend::Jemalloc, name.substr(0, name.size() - tail.size())) ||
+           is_profile_file(Backend::Tcmalloc, name.substr(0, name.size() - tail.size()))));
 }
 
 bool is_process_record(const std::string& name) {
@@ -260,6 +277,10 @@ long profile_file_pid(Backend b, const std::string& name) {
       return seq == std::string::npos || seq < 15 ? -1 : field(15, seq);
     }
     case Backend::Memray: return memray_capture_pid(name);
+    case Backend::Tcmalloc: {  // tcmalloc.PID.SEQ.heap
+      size_t seq = name.rfind('.', name.size() - 6);
+      return seq == std::string::npos || seq < 9 ? -1 : field(9, seq);
+    }
   }
   return -1;
 }
@@ -270,7 +291,8 @@ long output_file_pid(const std::string& name) {
   if (name.rfind(marks, 0) == 0) return memray_capture_pid("memray." + name.substr(marks.size()));
   std::string base = name;
   if (is_memory_record(name) && !is_profile_file(Backend::None, name)) base = name.substr(0, name.size() - record.size());
-  for (Backend b : {Backend::Jemalloc, Backend::Heaptrack, Backend::Bytehound, Backend::None, Backend::Memray})
+  for (Backend b : {Backend::Jemalloc, Backend::Heaptrack, Backend::Bytehound, Backend::None, Backend::Memray,
+                    Backend::Tcmalloc})
     if (long pid = profile_file_pid(b, base); pid >= 0) return pid;
   return -1;
 }
@@ -282,6 +304,7 @@ std::vector<std::string> library_markers(Backend b) {
     case Backend::Heaptrack: return {"libheaptrack_preload"};
     case Backend::None: return {"libmemprofile_ctl"};
     case Backend::Memray: return {"/_memray."};  // its extension, once imported
+    case Backend::Tcmalloc: return {};  // the profiler is the program's own (attach.cpp)
   }
   return {};
 }

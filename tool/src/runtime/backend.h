@@ -21,7 +21,13 @@ namespace memprofile {
 // memprofile's bootstrap (python/sitecustomize.py beside the control
 // library, on PYTHONPATH): no preload library; one capture per process,
 // memray.PID.bin (memray.PID.bin.CHILD for a forked child).
-enum class Backend { Bytehound, Jemalloc, Heaptrack, None, Memray };
+// Tcmalloc: gperftools' heap profiler, linked into the program with its
+// tcmalloc (which then defines malloc, so no preload would see the heap):
+// exec selects it in place of the preload backend the user named, sets
+// HEAPPROFILE, and preloads the control library alone, which names each
+// process's dumps tcmalloc.PID.SEQ.heap (files.c) and dumps on snapshot
+// through HeapProfilerDump where the program exports it.
+enum class Backend { Bytehound, Jemalloc, Heaptrack, None, Memray, Tcmalloc };
 const char* to_string(Backend);
 Backend parse_backend(const std::string& name);  // throws Error
 
@@ -116,7 +122,9 @@ std::string forked_children_unrecorded(Backend b);
 // Whether memprofile takes snapshots for the backend: jemalloc's dumps,
 // none's memory records, marks in memray's capture (where report ends a
 // span); bytehound and heaptrack write one continuous file.
-inline bool takes_snapshots(Backend b) { return b == Backend::Jemalloc || b == Backend::None || b == Backend::Memray; }
+inline bool takes_snapshots(Backend b) {
+  return b == Backend::Jemalloc || b == Backend::None || b == Backend::Memray || b == Backend::Tcmalloc;
+}
 // Reads `path` into `cfg` if it exists; throws FileError on a bad line.
 void load_launcher_config(const std::string& path, LauncherConfig& cfg);
 // MEMPROFILE_BACKEND, MEMPROFILE_PRELOAD, MEMPROFILE_OUTPUT_DIR,

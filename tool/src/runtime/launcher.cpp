@@ -10,7 +10,8 @@ const std::vector<ExecOptionSpec>& exec_option_specs() {
   static const std::vector<ExecOptionSpec> specs = {
       {"--config", "FILE", "launcher config file (default /etc/memprofile/exec.conf)"},
       {"--backend", "NAME",
-       "bytehound, jemalloc, heaptrack, memray (a Python interpreter), or none: the control library alone (default: "
+       "bytehound, jemalloc, heaptrack, memray (a Python interpreter), tcmalloc (gperftools' heap profiler linked into "
+       "the program), or none: the control library alone (default: "
        "config, else bytehound)"},
       {"--preload", "PATH", "the preload library (default: the backend's path in memprofile images)"},
       {"--output-dir", "DIR", "where profiles go (default: config, else /var/memprofile)"},

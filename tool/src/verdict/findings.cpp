@@ -109,6 +109,7 @@ const std::vector<FindingSpec>& finding_catalog() {
       {"HEAP_OWN_ALLOCATOR", Severity::Error,
        "build the profiling image without the allocator it calls (link glibc's malloc)", 14},
       {"HEAP_OWN_JEMALLOC", Severity::Info, "nothing to do: memprofile exec --backend jemalloc drives it"},
+      {"HEAP_OWN_TCMALLOC", Severity::Info, "nothing to do: memprofile exec drives gperftools' heap profiler"},
       {"HEAP_PYMALLOC", Severity::Warning,
        "run it through memprofile exec (it sets PYTHONMALLOC=malloc), or set PYTHONMALLOC=malloc in the image; "
        "--backend memray shows the Python frames"},

@@ -117,6 +117,15 @@ std::optional<OwnJemalloc> own_jemalloc(const ElfInfo& program) {
   return OwnJemalloc{h.jemalloc_conf_env, h.mallctl_export};
 }
 
+std::optional<OwnTcmalloc> own_tcmalloc(const ElfInfo& program) {
+  const HeapFacts& h = program.heap;
+  bool defines_malloc = program.defines_malloc || h.malloc_in_symtab;
+  if (!defines_malloc || !h.tcmalloc_heap_profiler || own_jemalloc(program)) return std::nullopt;
+  std::string prefix;
+  if (carried_allocator(program, &prefix) != "tcmalloc") return std::nullopt;
+  return OwnTcmalloc{h.heap_profiler_dump_export};
+}
+
 std::string managed_runtime(const ElfInfo& e, const std::optional<LoadResult>& load) {
   auto runtime_of = [](const HeapFacts& h) {
     return h.runtime == "cpython" && h.cpython_free_threaded ? "cpython-free-threaded" : h.runtime;
@@ -161,6 +170,14 @@ std::vector<Finding> heap_coverage(const FileReport& r, const ElfInfo& preload, 
                                                         (prefix.empty() ? "" : " (prefix " + prefix + ")") +
                                                         " with profiling built in: memprofile exec drives it through " +
                                                         own->conf_env + " in place of the preloaded jemalloc" + reach));
+  } else if (auto tc = own_tcmalloc(e)) {
+    out.push_back(make_finding(
+        "HEAP_OWN_TCMALLOC",
+        r.path + " carries gperftools' tcmalloc with its heap profiler: memprofile exec drives that profiler "
+                 "(HEAPPROFILE) in place of " + preload_name + ", whose malloc the program's own would bypass" +
+            (tc->dump_export ? "; snapshot reaches it through HeapProfilerDump"
+                             : "; it exports no HeapProfilerDump, so snapshot cannot reach it: it dumps every 1 GiB "
+                               "allocated, every 100 MiB of growth and at exit")));
   } else if (own_malloc) {
     out.push_back(make_finding(
         "HEAP_OWN_MALLOC",

@@ -26,6 +26,14 @@ struct OwnJemalloc {
 // profiling).
 std::optional<OwnJemalloc> own_jemalloc(const ElfInfo& program);
 
+// gperftools' tcmalloc linked into the program, with its heap profiler
+// (HEAPPROFILE): what memprofile exec drives in place of a preload that the
+// program's own malloc would bypass.
+struct OwnTcmalloc {
+  bool dump_export = false;  // HeapProfilerDump exported: snapshot reaches it
+};
+std::optional<OwnTcmalloc> own_tcmalloc(const ElfInfo& program);
+
 // The managed runtime the program is ("cpython", "cpython-free-threaded", "jvm", "node", "dotnet",
 // or ""): it, or a library it needs (`load`, when its load was simulated),
 // defines the runtime's entry points. CPython's pymalloc keeps small
