@@ -27,6 +27,7 @@ declare -A WANT=(
   [je-static:heaptrack]=HEAP_OWN_MALLOC [je-static:jemalloc]=yes
   [tc-static:heaptrack]=HEAP_OWN_MALLOC [tc-static:jemalloc]=HEAP_OWN_MALLOC
   [tc-heapprof:heaptrack]=yes [tc-heapprof:jemalloc]=yes
+  [tc-needed:heaptrack]=yes [tc-needed:jemalloc]=yes
   [rjem-c:heaptrack]=HEAP_OWN_ALLOCATOR [rjem-c:jemalloc]=yes
   [rust-rjem:heaptrack]=HEAP_OWN_ALLOCATOR [rust-rjem:jemalloc]=yes
   [rust-mimalloc:heaptrack]=HEAP_OWN_ALLOCATOR [rust-mimalloc:jemalloc]=HEAP_OWN_ALLOCATOR
@@ -64,8 +65,8 @@ for key in "${!WANT[@]}"; do
   fi
   checked=$((checked + 1))
 done
-[[ "${checked}" == 21 ]] || fail "checked ${checked} of 21 pairs"
-pass "21 program/backend pairs: every READY profile names planted_growth, every NOT READY one misses it"
+[[ "${checked}" == 23 ]] || fail "checked ${checked} of 23 pairs"
+pass "23 program/backend pairs: every READY profile names planted_growth, every NOT READY one misses it"
 
 # The program's own jemalloc, driven: the start line says which variable and
 # that snapshot cannot reach an unexported mallctl; the same as a dormant
