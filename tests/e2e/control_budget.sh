@@ -63,7 +63,7 @@ pass "jemalloc: ${newest} dumps kept within 1 MiB (peak ${peak} bytes), the firs
 # must stay free) recording stops; the service runs on.
 rm -rf "${out}"
 (cd "${SCRATCH}/cwd" && start_service "${out}" "${SCRATCH}/ht.log" --backend heaptrack --preload "${HEAPTRACK}" \
-  --min-free-mb 12 --max-profile-mb 100 -- "${SCRATCH}/churn" 30000000 && echo "${SERVICE_PID}" > "${SCRATCH}/ht.pid")
+  --min-free-mb 12 --max-profile-mb 100 -- "${SCRATCH}/churn" 30000000 hold && echo "${SERVICE_PID}" > "${SCRATCH}/ht.pid")
 pid="$(cat "${SCRATCH}/ht.pid")"
 track "${pid}"
 for _ in $(seq 1 600); do
@@ -73,16 +73,17 @@ done
 # The check's prediction, or (when the check came late) the refused write.
 grep -Eq "memprofile-ctl\[${pid}\]: recording stopped: .* free on the filesystem of ${out}: (the next writes \(about .*\)|heaptrack's next write \([0-9]+ bytes\)) would pass the 12.0 MiB floor \(--min-free-mb\)" \
   "${SCRATCH}/ht.log" || fail "no stop line: $(cat "${SCRATCH}/ht.log")"
-if kill -0 "${pid}" 2>/dev/null; then
-  "${MEMPROFILE}" status "${pid}" --output-dir "${out}" > "${SCRATCH}/ht.status" || fail "status after the stop"
-  grep -q "^pid ${pid}: heaptrack, recording off (stopped: .*12.0 MiB floor" "${SCRATCH}/ht.status" ||
-    fail "status: $(cat "${SCRATCH}/ht.status")"
-  rc=0
-  "${MEMPROFILE}" start "${pid}" --output-dir "${out}" > "${SCRATCH}/ht.start" 2>&1 || rc=$?
-  if ((rc != 1)) || ! grep -q "heaptrack stopped for good" "${SCRATCH}/ht.start"; then
-    fail "start after the stop: exit ${rc}: $(cat "${SCRATCH}/ht.start")"
-  fi
+# The service holds after its work (churn ... hold): both checks always run.
+kill -0 "${pid}" 2>/dev/null || fail "the service ended before status and start were asked: $(cat "${SCRATCH}/ht.log")"
+"${MEMPROFILE}" status "${pid}" --output-dir "${out}" > "${SCRATCH}/ht.status" || fail "status after the stop"
+grep -q "^pid ${pid}: heaptrack, recording off (stopped: .*12.0 MiB floor" "${SCRATCH}/ht.status" ||
+  fail "status: $(cat "${SCRATCH}/ht.status")"
+rc=0
+"${MEMPROFILE}" start "${pid}" --output-dir "${out}" > "${SCRATCH}/ht.start" 2>&1 || rc=$?
+if ((rc != 1)) || ! grep -q "heaptrack stopped for good" "${SCRATCH}/ht.start"; then
+  fail "start after the stop: exit ${rc}: $(cat "${SCRATCH}/ht.start")"
 fi
+kill -TERM "${pid}"
 while kill -0 "${pid}" 2>/dev/null; do sleep 0.1; done
 # The floor itself holds, however late the checks came: 12 MiB less at most
 # two pages (tmpfs counts pages, the gate bytes; and the process's record,
