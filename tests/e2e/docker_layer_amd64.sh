@@ -84,7 +84,7 @@ pass "the heaptrack image records a trace naming leaky_function under docker run
 # The default backend, bytehound (its library built offline on the host):
 # docker run records a .dat, collect through docker exec carries it out,
 # and report --image names the leak.
-need_bytehound_bundle 0
+need_bytehound_bundle 77
 seed_dist bytehound amd64
 mk image-memprofile APP_IMAGE=localhost/leaky:amd64 MEMPROFILE_IMAGE_TAG=bytehound > "${SCRATCH}/build-bh.log" 2>&1 ||
   { cat "${SCRATCH}/build-bh.log" >&2; fail "make image-memprofile (the default backend)"; }

@@ -39,12 +39,16 @@ served="$(curl -fsSI -H 'Accept: application/vnd.oci.image.index.v1+json' \
 # Each of the judged archive's blobs is in the registry unchanged (manifests
 # and indexes are served as manifests, layers and configs as blobs).
 accept="application/vnd.oci.image.index.v1+json,application/vnd.oci.image.manifest.v1+json"
-while read -r blob; do
+mapfile -t blobs < <(tar -tf "${archive}" | sed -n 's#^blobs/sha256/\([0-9a-f]\{64\}\)$#sha256:\1#p')
+# A manifest, a config and a layer at the least: an archive listing none
+# would pass the loop below without checking anything.
+((${#blobs[@]} >= 3)) || fail "the judged archive lists ${#blobs[@]} blobs: $(tar -tf "${archive}" | head -20)"
+for blob in "${blobs[@]}"; do
   curl -fsS -o /dev/null "http://${REGISTRY}/v2/memprofile/leaky/blobs/${blob}" 2>/dev/null ||
     curl -fsS -o /dev/null -H "Accept: ${accept}" "http://${REGISTRY}/v2/memprofile/leaky/manifests/${blob}" ||
     fail "blob ${blob} of the judged archive is not in the registry"
-done < <(tar -tf "${archive}" | sed -n 's#^blobs/sha256/\([0-9a-f]\{64\}\)$#sha256:\1#p')
-pass "the registry serves the judged digest and every blob of the judged archive"
+done
+pass "the registry serves the judged digest and all ${#blobs[@]} blobs of the judged archive"
 
 # Pulled back by digest: READY.
 skopeo copy --quiet --all --src-tls-verify=false "docker://${ns}/leaky@${judged}" "oci-archive:${SCRATCH}/pulled.tar" >/dev/null

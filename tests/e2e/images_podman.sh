@@ -31,7 +31,7 @@ pass "podman: built, READY, and the registry serves the judged digest ${judged}"
 # The default backend, bytehound (its library built offline on the host),
 # through the same gate: built by podman, verified in the build, READY, the
 # judged digest pushed.
-need_bytehound_bundle 0
+need_bytehound_bundle 77
 seed_dist bytehound amd64
 ref="${REGISTRY}/team/leaky:bytehound"
 drop_at_exit "${ref}"

@@ -37,7 +37,7 @@ TEST_CASE("bad input: truncated ELF header") {
   testing::ElfBuilder b;
   b.truncate_to = 40;  // ident complete, rest of the header missing
   testing::write_file(s / "trunc2", b.build());
-  require_one_line_error(run_memprofile({"check", s / "trunc2"}), s / "trunc2", "");
+  require_one_line_error(run_memprofile({"check", s / "trunc2"}), s / "trunc2", "truncated ELF header");
 }
 
 TEST_CASE("bad input: hand-built ELF is read correctly when intact") {

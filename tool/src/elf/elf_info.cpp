@@ -238,6 +238,10 @@ ElfInfo read_elf(Elf* elf, uint64_t size, const std::string& name, bool use_sect
   return info;
 }
 
+// The ELF header's size for the class its ident names: libelf takes a
+// shorter file for no ELF at all.
+uint64_t header_size(unsigned char elf_class) { return elf_class == ELFCLASS32 ? 52 : 64; }
+
 }  // namespace
 
 ElfInfo read_elf_fd(int fd, const std::string& name) {
@@ -250,7 +254,8 @@ ElfInfo read_elf_fd(int fd, const std::string& name) {
   if (got < 0) throw FileError(name, std::string("cannot read: ") + std::strerror(errno));
   if (got == 0) throw FileError(name, "empty file");
   if (!has_elf_magic(ident, static_cast<size_t>(got))) throw FileError(name, "not an ELF file");
-  if (got < EI_NIDENT) throw FileError(name, "truncated ELF header (" + std::to_string(got) + " bytes)");
+  if (got < EI_NIDENT || static_cast<uint64_t>(st.st_size) < header_size(ident[EI_CLASS]))
+    throw FileError(name, "truncated ELF header (" + std::to_string(st.st_size) + " bytes)");
   ElfPtr elf(elf_begin(fd, ELF_C_READ, nullptr));
   if (!elf) throw FileError(name, std::string("cannot parse ELF: ") + elf_errmsg(-1));
   return read_elf(elf.get(), static_cast<uint64_t>(st.st_size), name, true);
@@ -260,7 +265,8 @@ ElfInfo read_elf_buffer(char* data, size_t size, const std::string& name, bool u
   init_libelf();
   if (size == 0) throw FileError(name, "empty file");
   if (!has_elf_magic(data, size)) throw FileError(name, "not an ELF file");
-  if (size < EI_NIDENT) throw FileError(name, "truncated ELF header (" + std::to_string(size) + " bytes)");
+  if (size < EI_NIDENT || size < header_size(static_cast<unsigned char>(data[EI_CLASS])))
+    throw FileError(name, "truncated ELF header (" + std::to_string(size) + " bytes)");
   ElfPtr elf(elf_memory(data, size));
   if (!elf) throw FileError(name, std::string("cannot parse ELF: ") + elf_errmsg(-1));
   return read_elf(elf.get(), size, name, use_sections);
