@@ -39,6 +39,18 @@ grep -Eq '^ +49152kB +[0-9.]+% +[0-9.]+% +49152kB +[0-9.]+% +planted_growth$' "$
   fail "go tool pprof does not rank planted_growth's 48 MiB: $(head -12 "${SCRATCH}/one.top")"
 pass "exec drives gperftools' heap profiler in place of heaptrack: report and go tool pprof both give planted_growth 48 MiB"
 
+# --backend tcmalloc, named: the control library alone is what must load;
+# a program without the heap profiler runs unprofiled, said in one line.
+mkdir "${SCRATCH}/named"
+"${LAUNCHER}" exec --backend tcmalloc --output-dir "${SCRATCH}/named" --min-free-mb 1 -- "${fx}/tc-heapprof" \
+  > /dev/null 2> "${SCRATCH}/named.log" || fail "exec --backend tcmalloc: $(cat "${SCRATCH}/named.log")"
+[[ "$(find "${SCRATCH}/named" -name 'tcmalloc.*.heap' | wc -l)" == 1 ]] || fail "--backend tcmalloc: $(cat "${SCRATCH}/named.log")"
+"${LAUNCHER}" exec --backend tcmalloc --output-dir "${SCRATCH}/named" --min-free-mb 1 -- "${fx}/plain" \
+  > /dev/null 2> "${SCRATCH}/plain.log" || fail "plain under --backend tcmalloc did not run: $(cat "${SCRATCH}/plain.log")"
+grep -q "running unprofiled: .*LAUNCHER_CONFIG: .*plain does not carry gperftools' heap profiler" "${SCRATCH}/plain.log" ||
+  fail "--backend tcmalloc on a program without it: $(cat "${SCRATCH}/plain.log")"
+pass "--backend tcmalloc named: driven where the program carries the profiler, refused in one line where not"
+
 # 2. A child forked without exec: its dumps carry its pid, its parent's stay.
 mkdir "${SCRATCH}/fork"
 PLANTED_FORK=1 "${LAUNCHER}" exec --backend jemalloc --preload "$(preload_dist jemalloc amd64)/libjemalloc.so.2" \

@@ -146,9 +146,9 @@ LaunchPlan plan_launch(const ExecArgs& args, const std::optional<std::string>& c
   } catch (const Error& e) {
     backend_error = e.what();
   }
-  // --backend none: the control library is all that is loaded, and what
-  // must attach.
-  plan.preload = plan.backend == Backend::None ? cfg.ctl_library
+  // --backend none, and tcmalloc (its profiler is the program's): the
+  // control library is all that is loaded, and what must attach.
+  plan.preload = plan.backend == Backend::None || plan.backend == Backend::Tcmalloc ? cfg.ctl_library
                  : cfg.preload.empty()         ? default_preload(plan.backend)
                                                : cfg.preload;
   if (backend_error.empty() && cfg.dormant) backend_error = dormant_unsupported(plan.backend);
