@@ -243,9 +243,15 @@ static int tcmalloc_set_recording(int on, char* err, size_t errlen) {
   return -1;
 }
 
+// Unknown until the profiler is seen running: a status asked before the
+// program's initialisers started it must not read as "stopped".
 static int tcmalloc_recording(void) {
+  static int seen;
   int (*running)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "IsHeapProfilerRunning");
-  return running ? running() != 0 : -1;
+  if (!running) return -1;
+  int on = running() != 0;
+  if (on) __atomic_store_n(&seen, 1, __ATOMIC_RELEASE);
+  return __atomic_load_n(&seen, __ATOMIC_ACQUIRE) ? on : -1;
 }
 
 static int tcmalloc_dump(char* err, size_t errlen) {

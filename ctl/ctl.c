@@ -145,9 +145,11 @@ void ctl_note_refused(const char* path) {
 
 void ctl_stop_recording(const char* why) {
   char err[256];
-  if (!ctl.recording) return;
+  if (!ctl.recording || ctl.cannot_stop) return;
   if (ctl.profiler->set_recording(0, err, sizeof err) != 0) {
-    // Said once; the profiler goes on, and the budget is not checked again.
+    // Said once; the profiler goes on, and the budget is not checked again
+    // (but for gperftools, whose own dumps the checks still rotate and the
+    // gate still admits one by one).
     ctl_log("cannot stop recording at the disk budget (%s): %s", why, err);
     ctl.cannot_stop = 1;
     return;
@@ -633,7 +635,8 @@ static void* serve_loop(void) {
     // second or so. Otherwise nothing grows and the thread sleeps until a
     // request comes.
     int64_t wake = -1;
-    if (ctl.recording && (ctl.max_bytes || ctl.min_free_bytes) && !ctl.cannot_stop) wake = next_check;
+    if (ctl.recording && (ctl.max_bytes || ctl.min_free_bytes) && (!ctl.cannot_stop || ctl.backend == CTL_TCMALLOC))
+      wake = next_check;
     const int scheduling = ctl.recording || ctl.profiler->records_only;
     if (scheduling && ctl.snapshot_every_ms && (wake < 0 || next_snapshot < wake)) wake = next_snapshot;
     if (!ctl.parent && (wake < 0 || next_reap < wake)) wake = next_reap;

@@ -173,7 +173,14 @@ static int guarded_open(const char* path, int flags, mode_t mode) {
   const struct guard* g = __atomic_load_n(&guarded, __ATOMIC_ACQUIRE);
   const char* name = (flags & O_CREAT) ? guarded_name(path, g) : NULL;
   char own[64];
-  if (name && tcmalloc_own_name(name, own, sizeof own)) name = own;
+  if (name && tcmalloc_own_name(name, own, sizeof own)) {
+    name = own;
+  } else if (!name && (flags & O_CREAT) && g == &guards[1]) {
+    // gperftools keeps the prefix it read at start: after the process
+    // moved to its own subdirectory (users.c), its dumps follow it there.
+    const char* top = guarded_name(path, &guards[0]);
+    if (top && tcmalloc_own_name(top, own, sizeof own)) name = own;
+  }
   if (name) return create_guarded(g, path, name, flags, mode);
   return sys_openat(AT_FDCWD, path, flags, mode);
 }

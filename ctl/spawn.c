@@ -47,6 +47,19 @@ static dev_t target_dev;
 static ino_t target_ino;
 static int scoped;  // the constructor ran in the target
 
+// Settings read after this library's constructor, so left in the target's
+// environment (MEMPROFILE_CTL_LATE: a program's own jemalloc reads its
+// variable at its first allocation, gperftools HEAPPROFILE in the program's
+// initialisers, CPython PYTHONMALLOC in main): taken out of what another
+// program gets through the exec family instead, so that it never writes
+// into the output directory unguarded. (glibc's system and popen spawn
+// without it: said in docs/launcher.md.)
+enum { kMaxLate = 8 };
+static char late_pool[256];
+static const char* late[kMaxLate];
+static size_t late_len[kMaxLate];
+static int nlate;
+
 typedef int (*execve_fn)(const char*, char* const[], char* const[]);
 typedef int (*spawn_fn)(pid_t*, const char*, const posix_spawn_file_actions_t*, const posix_spawnattr_t*,
                         char* const[], char* const[]);
@@ -151,6 +164,40 @@ static void keep_setting(const char* name) {
 
 static void drop_setting(const char* name) { unsetenv(name); }
 
+static void note_late(const char* name) {
+  static size_t used;
+  size_t n = strlen(name);
+  if (nlate == kMaxLate || used + n + 1 > sizeof late_pool) return;
+  memcpy(late_pool + used, name, n + 1);
+  late[nlate] = late_pool + used;
+  late_len[nlate++] = n;
+  used += n + 1;
+  keep_setting(name);  // the target's own children that exec it again get it back
+}
+
+// envp without the late settings, into out (room for env_count(envp) + 1);
+// envp itself when there are none, or it has more than kMaxEnv entries.
+static char* const* without_late(char* const envp[], char* out[]) {
+  if (!nlate || !envp) return envp;
+  size_t o = 0;
+  for (size_t i = 0; envp[i]; ++i) {
+    if (i >= kMaxEnv) return envp;
+    int drop = 0;
+    for (int k = 0; k < nlate && !drop; ++k)
+      drop = strncmp(envp[i], late[k], late_len[k]) == 0 && envp[i][late_len[k]] == '=';
+    if (!drop) out[o++] = envp[i];
+  }
+  out[o] = NULL;
+  return out;
+}
+
+// Another program: envp without the late settings, on the caller's stack.
+#define EXEC_OTHER(call, envp)                 \
+  do {                                         \
+    char* other_[env_count(envp) + 1];         \
+    return call(without_late((envp), other_)); \
+  } while (0)
+
 void spawn_remember(const char* settings) {
   // LD_PRELOAD as the target got it: the profiler and this library (from
   // the exec'd environment when a profiler took its own out already).
@@ -166,8 +213,9 @@ void spawn_remember(const char* settings) {
   static const char* const control[] = {"MEMPROFILE_CTL_BACKEND", "MEMPROFILE_CTL_DIR", "MEMPROFILE_CTL_TARGET",
                                         "MEMPROFILE_CTL_RECORDING", "MEMPROFILE_CTL_MAX_BYTES",
                                         "MEMPROFILE_CTL_MIN_FREE_BYTES", "MEMPROFILE_CTL_SNAPSHOT_EVERY_MS",
-                                        "MEMPROFILE_CTL_PRELOAD", "MEMPROFILE_CTL_SETTINGS"};
+                                        "MEMPROFILE_CTL_PRELOAD", "MEMPROFILE_CTL_SETTINGS", "MEMPROFILE_CTL_LATE"};
   for (size_t i = 0; i < sizeof control / sizeof control[0]; ++i) keep_setting(control[i]);
+  each_setting(getenv("MEMPROFILE_CTL_LATE"), note_late);
 }
 
 void spawn_scope(const char* profiler, const char* settings) {
@@ -241,7 +289,9 @@ __attribute__((visibility("default"))) int execve(const char* path, char* const 
   }
   if (!is_target_file(path)) {
     ctl_exec_other();
-    return real_execve(path, argv, envp);
+#define CALL(e) real_execve(path, argv, e)
+    EXEC_OTHER(CALL, envp);
+#undef CALL
   }
 #define CALL(e) real_execve(path, argv, e)
   EXEC_WITH_PROFILER(CALL, envp);
@@ -270,7 +320,10 @@ __attribute__((visibility("default"))) int execvpe(const char* file, char* const
   }
   if (__atomic_load_n(&scoped, __ATOMIC_ACQUIRE) && *file && real_execve) execvpe_target(file, argv, envp);
   ctl_exec_other();
-  return real_execvpe(file, argv, envp);  // another program, or the target's exec failed: glibc's way
+  // Another program, or the target's exec failed: glibc's way.
+#define CALL(e) real_execvpe(file, argv, e)
+  EXEC_OTHER(CALL, envp);
+#undef CALL
 }
 
 __attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) {
@@ -324,8 +377,8 @@ __attribute__((visibility("default"))) int posix_spawn(pid_t* pid, const char* p
                                                        const posix_spawnattr_t* attr, char* const argv[],
                                                        char* const envp[]) {
   if (!real_spawn) return ENOSYS;
-  if (!is_target_file(path)) return real_spawn(pid, path, actions, attr, argv, envp);
 #define CALL(e) real_spawn(pid, path, actions, attr, argv, e)
+  if (!is_target_file(path)) EXEC_OTHER(CALL, envp);
   EXEC_WITH_PROFILER(CALL, envp);
 #undef CALL
 }
@@ -335,9 +388,8 @@ __attribute__((visibility("default"))) int posix_spawn(pid_t* pid, const char* p
 __attribute__((noinline)) static int spawnp_target(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
                          const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
   char found[PATH_MAX];
-  if (search_path(file, found, sizeof found) != 0 || !is_target_file(found))
-    return real_spawnp(pid, file, actions, attr, argv, envp);
 #define CALL(e) real_spawnp(pid, file, actions, attr, argv, e)
+  if (search_path(file, found, sizeof found) != 0 || !is_target_file(found)) EXEC_OTHER(CALL, envp);
   EXEC_WITH_PROFILER(CALL, envp);
 #undef CALL
 }
@@ -348,5 +400,5 @@ __attribute__((visibility("default"))) int posix_spawnp(pid_t* pid, const char* 
                                                         char* const envp[]) {
   if (!real_spawnp) return ENOSYS;
   if (!__atomic_load_n(&scoped, __ATOMIC_ACQUIRE) || !*file) return real_spawnp(pid, file, actions, attr, argv, envp);
-  return spawnp_target(pid, file, actions, attr, argv, envp);
+  return spawnp_target(pid, file, actions, attr, argv, envp);  // the target, or another program without the late settings
 }

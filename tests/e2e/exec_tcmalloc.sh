@@ -51,6 +51,34 @@ grep -q "running unprofiled: .*LAUNCHER_CONFIG: .*plain does not carry gperftool
   fail "--backend tcmalloc on a program without it: $(cat "${SCRATCH}/plain.log")"
 pass "--backend tcmalloc named: driven where the program carries the profiler, refused in one line where not"
 
+# Another program run by the service gets none of gperftools' settings: it
+# would write into the output directory with no guard.
+PLANTED_EXEC=/usr/bin/env "${LAUNCHER}" exec --backend heaptrack --preload "${HEAPTRACK}" --output-dir "${SCRATCH}/named" \
+  --min-free-mb 1 -- "${fx}/tc-heapprof" > "${SCRATCH}/other.env" 2> "${SCRATCH}/other.log" ||
+  fail "exec: $(cat "${SCRATCH}/other.log")"
+grep -q "^PLANTED_EXEC=" "${SCRATCH}/other.env" || fail "the other program did not run: $(cat "${SCRATCH}/other.log")"
+if grep -E "^(HEAPPROFILE|HEAP_PROFILE_[A-Z_]*)=" "${SCRATCH}/other.env"; then
+  fail "another program got gperftools' settings"
+fi
+pass "another program the service runs gets no HEAPPROFILE"
+
+# A process that becomes a user who cannot write the output directory: its
+# dumps follow it to its own subdirectory (the prefix gperftools read at
+# start names the top one).
+mkdir "${SCRATCH}/setuid"
+chmod 0755 "${SCRATCH}/setuid"
+chmod 0755 "${SCRATCH}"  # nobody keeps gid 0: the group bits apply to it
+PLANTED_SETUID=65534 "${LAUNCHER}" exec --backend heaptrack --preload "${HEAPTRACK}" --output-dir "${SCRATCH}/setuid" \
+  --min-free-mb 1 -- "${fx}/tc-heapprof" > /dev/null 2> "${SCRATCH}/setuid.log" || fail "exec: $(cat "${SCRATCH}/setuid.log")"
+mapfile -t dumps < <(find "${SCRATCH}/setuid" -name 'tcmalloc.*.heap')
+((${#dumps[@]} == 1)) && [[ "${dumps[0]}" == "${SCRATCH}/setuid/proc."*/tcmalloc.*.heap ]] ||
+  fail "setuid: not one dump in the process's subdirectory: $(find "${SCRATCH}/setuid") $(cat "${SCRATCH}/setuid.log")"
+[[ "$(stat -c %u "${dumps[0]}")" == 65534 ]] || fail "setuid: the dump is not the new user's: $(stat -c %u "${dumps[0]}")"
+"${MEMPROFILE}" report --rootfs / "${SCRATCH}/setuid" > "${SCRATCH}/setuid.report" 2>&1 ||
+  fail "report: $(cat "${SCRATCH}/setuid.report")"
+grep -q "planted_growth" "${SCRATCH}/setuid.report" || fail "setuid: $(head -12 "${SCRATCH}/setuid.report")"
+pass "a process that becomes nobody: its dumps follow it to its own subdirectory, and report reads them"
+
 # 2. A child forked without exec: its dumps carry its pid, its parent's stay.
 mkdir "${SCRATCH}/fork"
 PLANTED_FORK=1 "${LAUNCHER}" exec --backend jemalloc --preload "$(preload_dist jemalloc amd64)/libjemalloc.so.2" \

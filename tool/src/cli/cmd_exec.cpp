@@ -250,6 +250,10 @@ struct Launch {
   // program's own would bypass.
   std::optional<OwnTcmalloc> own_tcmalloc;
   Backend asked = Backend::None;
+  // Settings read after the control library's constructor (read_later):
+  // they stay in the target's environment, and the library leaves them out
+  // of what another program gets (MEMPROFILE_CTL_LATE).
+  std::vector<std::string> late;
   // A user the tree becomes who cannot write the output directory, in words
   // ("" when each can): its processes get subdirectories of their own.
   std::string unwritable_by;
@@ -483,6 +487,7 @@ void add_backend_env(Launch& l) {
     bool read_later = (l.own_jemalloc && k == l.own_jemalloc->conf_env) || k == "PYTHONMALLOC" ||
                       (l.own_tcmalloc && k.rfind("HEAP", 0) == 0);
     if (!read_later) l.added.push_back(k);
+    else l.late.push_back(k);
   }
 }
 
@@ -516,8 +521,9 @@ void add_control_env(Launch& l, const std::string& lib, uint64_t max_bytes, uint
   // What the library takes out of the environment in the target, for its
   // children that exec another program: the profiler's library and the
   // settings added for it here (the user's own stay).
-  std::string settings;
+  std::string settings, late;
   for (const auto& k : l.added) settings += (settings.empty() ? "" : ",") + k;
+  for (const auto& k : l.late) late += (late.empty() ? "" : ",") + k;
   l.env.erase(std::remove_if(l.env.begin(), l.env.end(), [](const std::string& e) { return e.rfind("MEMPROFILE_CTL_", 0) == 0; }),
               l.env.end());
   for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
@@ -529,7 +535,8 @@ void add_control_env(Launch& l, const std::string& lib, uint64_t max_bytes, uint
            {"MEMPROFILE_CTL_MIN_FREE_BYTES", std::to_string(cfg.min_free_mb * 1024 * 1024)},
            {"MEMPROFILE_CTL_SNAPSHOT_EVERY_MS", std::to_string(snapshot_every_ms)},
            {"MEMPROFILE_CTL_PRELOAD", lib == l.ctl_lib || l.plan.backend == Backend::Memray ? std::string() : lib},
-           {"MEMPROFILE_CTL_SETTINGS", settings}}) {
+           {"MEMPROFILE_CTL_SETTINGS", settings},
+           {"MEMPROFILE_CTL_LATE", late}}) {
     l.env.push_back(k + "=" + v);
     l.added.push_back(k);
   }

@@ -228,9 +228,23 @@ bool is_heap_dump(const std::string& head) { return is_jemalloc_heap(head) || is
 
 namespace {
 
+// An object count as gperftools 2.10 prints it: an int32 with %d, which
+// wraps negative past 2^31 allocations in a long run; taken modulo 2^32.
+bool parse_count(const char*& p, uint64_t& out) {
+  while (*p == ' ') ++p;
+  bool negative = *p == '-';
+  if (negative) ++p;
+  if (!parse_u64(p, out)) return false;
+  if (negative) {
+    if (out == 0 || out > (1ull << 31)) return false;
+    out = (1ull << 32) - out;
+  }
+  return true;
+}
+
 // "LIVE: LIVEBYTES [ALLOCS: ALLOCBYTES] @" at p; p after the '@'.
 bool parse_bucket(const char*& p, uint64_t (&n)[4]) {
-  return parse_u64(p, n[0]) && expect(p, ":") && parse_u64(p, n[1]) && expect(p, " [") && parse_u64(p, n[2]) &&
+  return parse_count(p, n[0]) && expect(p, ":") && parse_u64(p, n[1]) && expect(p, " [") && parse_count(p, n[2]) &&
          expect(p, ":") && parse_u64(p, n[3]) && expect(p, "]") && expect(p, " @");
 }
 
