@@ -71,8 +71,9 @@ chmod 0755 "${SCRATCH}"  # nobody keeps gid 0: the group bits apply to it
 PLANTED_SETUID=65534 "${LAUNCHER}" exec --backend heaptrack --preload "${HEAPTRACK}" --output-dir "${SCRATCH}/setuid" \
   --min-free-mb 1 -- "${fx}/tc-heapprof" > /dev/null 2> "${SCRATCH}/setuid.log" || fail "exec: $(cat "${SCRATCH}/setuid.log")"
 mapfile -t dumps < <(find "${SCRATCH}/setuid" -name 'tcmalloc.*.heap')
-((${#dumps[@]} == 1)) && [[ "${dumps[0]}" == "${SCRATCH}/setuid/proc."*/tcmalloc.*.heap ]] ||
+if ((${#dumps[@]} != 1)) || [[ "${dumps[0]}" != "${SCRATCH}/setuid/proc."*/tcmalloc.*.heap ]]; then
   fail "setuid: not one dump in the process's subdirectory: $(find "${SCRATCH}/setuid") $(cat "${SCRATCH}/setuid.log")"
+fi
 [[ "$(stat -c %u "${dumps[0]}")" == 65534 ]] || fail "setuid: the dump is not the new user's: $(stat -c %u "${dumps[0]}")"
 "${MEMPROFILE}" report --rootfs / "${SCRATCH}/setuid" > "${SCRATCH}/setuid.report" 2>&1 ||
   fail "report: $(cat "${SCRATCH}/setuid.report")"
