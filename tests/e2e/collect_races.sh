@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # A file that vanishes, shrinks or changes kind while collect runs is
-# skipped and said, never fatal for the rest: a watcher (inotify, as an
-# attacker or the budget's rotation would time it) deletes one dump,
-# truncates another and swaps a third for a link when collect opens the
-# first, and truncates a 96 MiB trace as soon as collect reads it. collect
+# skipped and said, never fatal for the rest: a watcher (fanotify's
+# permission events, as an attacker or the budget's rotation would time it)
+# deletes one dump, truncates another and swaps a third for a link when
+# collect opens the first, and truncates a 96 MiB trace as soon as collect
+# reads it. collect
 # exits 0, its manifest names each, the archive verifies, and report reads
 # the archive (the cut entry is left out).
 # shellcheck source=tests/e2e/lib.sh
@@ -25,27 +26,42 @@ for k in 0 1 2 3; do cp "${dump}" "${out}/jeprof.4242.${k}.m0.heap"; done
 head -c $((96 << 20)) /dev/zero | tr '\0' 'x' > "${out}/jeprof.4242.9.m0.heap"
 
 cat > "${SCRATCH}/watch.py" <<'PY'
+# fanotify's permission events hold collect's open (and read) until the
+# watcher has acted: the race is won the same way on an idle machine and a
+# loaded one (inotify told it only after collect had gone on).
 import ctypes, os, struct, sys
 out = sys.argv[1]
 libc = ctypes.CDLL(None, use_errno=True)
-IN_ACCESS, IN_OPEN = 0x1, 0x20
-fd = libc.inotify_init()
-first = libc.inotify_add_watch(fd, os.path.join(out, "jeprof.4242.0.m0.heap").encode(), IN_OPEN)
-big = libc.inotify_add_watch(fd, os.path.join(out, "jeprof.4242.9.m0.heap").encode(), IN_ACCESS)
+libc.fanotify_mark.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p]
+FAN_CLASS_CONTENT, FAN_CLOEXEC, FAN_MARK_ADD = 0x4, 0x1, 0x1
+FAN_OPEN_PERM, FAN_ACCESS_PERM, FAN_ALLOW, AT_FDCWD = 0x10000, 0x20000, 0x1, -100
+fd = libc.fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC, os.O_RDONLY)
+if fd < 0:
+    sys.exit("fanotify_init: errno %d" % ctypes.get_errno())
+first, big = os.path.join(out, "jeprof.4242.0.m0.heap"), os.path.join(out, "jeprof.4242.9.m0.heap")
+for path, mask in ((first, FAN_OPEN_PERM), (big, FAN_ACCESS_PERM)):
+    if libc.fanotify_mark(fd, FAN_MARK_ADD, mask, AT_FDCWD, path.encode()) != 0:
+        sys.exit("fanotify_mark %s: errno %d" % (path, ctypes.get_errno()))
 print("watching", flush=True)
 done = set()
 while len(done) < 2:
     buf = os.read(fd, 4096)
-    for wd in [struct.unpack_from("iIII", buf, at)[0] for at in range(0, len(buf), 16) if at + 16 <= len(buf)]:
-        if wd == first and first not in done:
+    at = 0
+    while at + 24 <= len(buf):
+        length, _, _, _, mask, efd, _ = struct.unpack_from("IBBHQii", buf, at)
+        if mask & FAN_OPEN_PERM and "first" not in done:
             os.unlink(os.path.join(out, "jeprof.4242.1.m0.heap"))
             os.truncate(os.path.join(out, "jeprof.4242.2.m0.heap"), 10)
             os.unlink(os.path.join(out, "jeprof.4242.3.m0.heap"))
             os.symlink("/etc/passwd", os.path.join(out, "jeprof.4242.3.m0.heap"))
-            done.add(first)
-        elif wd == big and big not in done:
-            os.truncate(os.path.join(out, "jeprof.4242.9.m0.heap"), 1 << 20)
-            done.add(big)
+            done.add("first")
+        elif mask & FAN_ACCESS_PERM and "big" not in done:
+            os.truncate(big, 1 << 20)
+            done.add("big")
+        os.write(fd, struct.pack("iI", efd, FAN_ALLOW))
+        os.close(efd)
+        at += length
+# Closing the group allows whatever is still held.
 PY
 timeout 120 /usr/bin/python3 "${SCRATCH}/watch.py" "${out}" > "${SCRATCH}/watch.log" 2>&1 &
 watcher=$!
