@@ -53,14 +53,16 @@ static int jemalloc_dump_name(const char* name, unsigned long long* pid, unsigne
   return parse_digits(fields[0], lens[0], pid) && parse_digits(fields[1], lens[1], seq);
 }
 
-// gperftools' heap profiler: tcmalloc.PID.SEQ.heap, as files.c names its
-// dumps.
-static int tcmalloc_dump_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
-  size_t n = strlen(name);
-  if (n <= 9 + 5 || strncmp(name, "tcmalloc.", 9) != 0 || !ends_with(name, n, ".heap")) return 0;
-  const char* dot = memchr(name + 9, '.', n - 9 - 5);
-  return dot && parse_digits(name + 9, (size_t)(dot - name) - 9, pid) &&
-         parse_digits(dot + 1, (size_t)(name + n - 5 - dot - 1), seq);
+// HEAD.PID.SEQ.TAIL, a name with pid and sequence between a fixed head and
+// tail: gperftools' dumps as files.c names them (tcmalloc.PID.SEQ.heap), and
+// CTL_NONE's memory records (memprofile-mem.PID.SEQ.mem.json).
+static int pid_seq_name(const char* name, const char* head, const char* tail, unsigned long long* pid,
+                        unsigned long long* seq) {
+  size_t n = strlen(name), h = strlen(head), t = strlen(tail);
+  if (n <= h + t || strncmp(name, head, h) != 0 || !ends_with(name, n, tail)) return 0;
+  const char* dot = memchr(name + h, '.', n - h - t);
+  return dot && parse_digits(name + h, (size_t)(dot - name) - h, pid) &&
+         parse_digits(dot + 1, (size_t)(name + n - t - dot - 1), seq);
 }
 
 // Whether the backend's profiles are dumps (or records) taken one moment at
@@ -84,20 +86,11 @@ static int stream_name(const char* name, unsigned long long* pid) {
 }
 
 
-// memprofile-mem.PID.SEQ.mem.json: CTL_NONE's snapshots.
-static int record_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
-  size_t n = strlen(name);
-  if (n <= 15 + 9 || strncmp(name, "memprofile-mem.", 15) != 0 || !ends_with(name, n, ".mem.json")) return 0;
-  const char* dot = memchr(name + 15, '.', n - 15 - 9);
-  return dot && parse_digits(name + 15, (size_t)(dot - name) - 15, pid) &&
-         parse_digits(dot + 1, (size_t)(name + n - 9 - dot - 1), seq);
-}
-
 static int profile_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
   *seq = 0;
   char kind;
-  if (ctl.backend == CTL_NONE) return record_name(name, pid, seq);
-  if (ctl.backend == CTL_TCMALLOC) return tcmalloc_dump_name(name, pid, seq);
+  if (ctl.backend == CTL_NONE) return pid_seq_name(name, "memprofile-mem.", ".mem.json", pid, seq);
+  if (ctl.backend == CTL_TCMALLOC) return pid_seq_name(name, "tcmalloc.", ".heap", pid, seq);
   return ctl.backend == CTL_JEMALLOC ? jemalloc_dump_name(name, pid, seq, &kind) : stream_name(name, pid);
 }
 

@@ -12,19 +12,7 @@ source "$(dirname "$0")/control_lib.sh"
 PYTHON=/usr/bin/python3
 [[ -x "${PYTHON}" ]] || fail "${PYTHON} missing: run scripts/install-deps.sh"
 HEAPTRACK="$(preload_dist heaptrack amd64)/libheaptrack_preload.so"
-cat > "${SCRATCH}/small.py" <<'PY'
-import ctypes
-
-
-def planted_growth():
-    return [("x%07d" % i) * 3 for i in range(1_000_000)]
-
-
-keep = planted_growth()
-# One reference nobody drops: still in use at exit, where heaptrack looks last.
-ctypes.pythonapi.Py_IncRef(ctypes.py_object(keep))
-print(len(keep))
-PY
+cp "${E2E_ROOT}/tests/fixtures/src/small_objects.py" "${SCRATCH}/small.py"
 
 verdict="$("${MEMPROFILE}" check --root / --preload "${HEAPTRACK}" "$(readlink -f "${PYTHON}")")"
 grep -q "warning HEAP_PYMALLOC: .* runs CPython: pymalloc keeps small objects" <<< "${verdict}" ||

@@ -22,19 +22,7 @@ python="${python#"${root}"}"
 mkdir -p "${root}/opt/memprofile" "${root}/out-exec" "${root}/out-mimalloc"
 cp "${LAUNCHER}" "${root}/opt/memprofile/memprofile"
 cp "$(preload_dist heaptrack amd64)"/*.so* "${CTL_LIBRARY}" "${root}/opt/memprofile/"
-cat > "${root}/small.py" <<'PY'
-import ctypes
-
-
-def planted_growth():
-    return [("x%07d" % i) * 3 for i in range(1_000_000)]
-
-
-keep = planted_growth()
-# One reference nobody drops: still in use at exit, where heaptrack looks last.
-ctypes.pythonapi.Py_IncRef(ctypes.py_object(keep))
-print(len(keep))
-PY
+cp "${E2E_ROOT}/tests/fixtures/src/small_objects.py" "${root}/small.py"
 
 verdict="$("${MEMPROFILE}" check --root "${root}" --preload /opt/memprofile/libheaptrack_preload.so "${python}")"
 grep -q "warning HEAP_PYMALLOC: .* as does the mimalloc it carries" <<< "${verdict}" ||

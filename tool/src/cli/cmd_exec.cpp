@@ -562,9 +562,9 @@ void add_preload(Launch& l, const std::string& lib, bool with_ctl) {
   }
 }
 
-// The library that records, in words: the preloaded one, or the program's
-// own jemalloc and how the control library reaches it.
-std::string own_jemalloc_words(const Launch& l, const std::string& lib) {
+// What records, in words: the preloaded library, or the program's own
+// jemalloc or gperftools' heap profiler and how the control library reaches it.
+std::string recorder_words(const Launch& l, const std::string& lib) {
   if (l.own_tcmalloc)
     return std::string("gperftools' heap profiler, linked into it, through HEAPPROFILE") +
            (l.asked == Backend::None ? "" : std::string(", in place of ") + to_string(l.asked) +
@@ -625,7 +625,7 @@ void log_start(Launch& l, const std::string& lib, bool with_ctl, uint64_t max_by
                 l.target + " with memray (" + lib + "), started by memprofile's bootstrap " + l.bootstrap_dir +
                 "/sitecustomize.py, which serves memprofile start/stop/status"
           : std::string(cfg.dormant ? "loaded dormant (recording off until memprofile start): " : "profiling ") +
-                l.target + " with " + to_string(backend) + " (" + own_jemalloc_words(l, lib) + ")" +
+                l.target + " with " + to_string(backend) + " (" + recorder_words(l, lib) + ")" +
                 (l.cpython && backend != Backend::None && !env_has(l.unprofiled_env, "PYTHONMALLOC")
                      ? ", PYTHONMALLOC=malloc so that every Python object goes through malloc"
                      : "");

@@ -79,6 +79,38 @@ void scale(StackSample& s, uint64_t period) {
   s.bytes *= factor;
 }
 
+// The frames " 0x... 0x..." from q to the line's end into pcs; false for
+// anything else. Throws `bad` past kMaxStackFrames.
+template <typename Bad>
+bool parse_frames(const char* q, std::vector<uint64_t>& pcs, const Bad& bad) {
+  while (*q == ' ') ++q;
+  while (*q) {
+    uint64_t pc;
+    if (!expect(q, "0x") || !parse_u64(q, pc, 16)) return false;
+    if (pcs.size() == kMaxStackFrames) throw bad("more than " + std::to_string(kMaxStackFrames) + " frames");
+    pcs.push_back(pc);
+    while (*q == ' ') ++q;
+  }
+  return true;
+}
+
+// The stack's frames shared through the run's interner, when there is one.
+void intern_stack(StackSample& s, StackInterner* stacks, const std::string& name) {
+  if (!stacks) return;
+  s.shared_pcs = stacks->intern(std::move(s.pcs), name);
+  s.pcs = {};
+}
+
+// MAPPED_LIBRARIES' lines, to the end: the mappings with a file.
+void read_maps(Lines& lines, HeapSnapshot& snap, const std::string& name) {
+  std::string line;
+  while (lines.next(line)) {
+    Mapping m;
+    if (parse_map_line(line, m)) snap.maps.push_back(std::move(m));
+  }
+  if (snap.maps.empty()) throw FileError(name, "truncated: MAPPED_LIBRARIES lists no file");
+}
+
 }  // namespace
 
 bool parse_map_line(const std::string& line, Mapping& m) {
@@ -155,20 +187,9 @@ HeapSnapshot parse_jemalloc_heap(const std::string& text, const std::string& nam
     if (line.rfind("@", 0) == 0) {
       if (open) throw bad("a stack without its counts (\"  t*: ...\" missing)");
       StackSample s;
-      const char* q = line.c_str() + 1;
-      while (*q == ' ') ++q;
-      while (*q) {
-        uint64_t pc;
-        if (!expect(q, "0x") || !parse_u64(q, pc, 16)) throw bad("malformed stack: " + line.substr(0, 80));
-        if (s.pcs.size() == kMaxStackFrames) throw bad("more than " + std::to_string(kMaxStackFrames) + " frames");
-        s.pcs.push_back(pc);
-        while (*q == ' ') ++q;
-      }
+      if (!parse_frames(line.c_str() + 1, s.pcs, bad)) throw bad("malformed stack: " + line.substr(0, 80));
       if (s.pcs.empty()) throw bad("an empty stack");
-      if (stacks) {
-        s.shared_pcs = stacks->intern(std::move(s.pcs), name);
-        s.pcs = {};
-      }
+      intern_stack(s, stacks, name);
       snap.stacks.push_back(std::move(s));
       open = &snap.stacks.back();
     } else if (parse_counts(line, total, objs, bytes)) {
@@ -190,11 +211,7 @@ HeapSnapshot parse_jemalloc_heap(const std::string& text, const std::string& nam
   if (open) throw FileError(name, "truncated: the last stack has no counts");
   if (!mapped)
     throw FileError(name, "truncated: no MAPPED_LIBRARIES section (jemalloc writes it last; the dump was cut short)");
-  while (lines.next(line)) {
-    Mapping m;
-    if (parse_map_line(line, m)) snap.maps.push_back(std::move(m));
-  }
-  if (snap.maps.empty()) throw FileError(name, "truncated: MAPPED_LIBRARIES lists no file");
+  read_maps(lines, snap, name);
   return snap;
 }
 
@@ -290,14 +307,7 @@ HeapSnapshot parse_gperftools_heap(const std::string& text, const std::string& n
     p = line.c_str();
     if (!parse_bucket(p, n)) throw bad("malformed stack: " + line.substr(0, 80));
     StackSample s;
-    while (*p == ' ') ++p;
-    while (*p) {
-      uint64_t pc;
-      if (!expect(p, "0x") || !parse_u64(p, pc, 16)) throw bad("malformed stack: " + line.substr(0, 80));
-      if (s.pcs.size() == kMaxStackFrames) throw bad("more than " + std::to_string(kMaxStackFrames) + " frames");
-      s.pcs.push_back(pc);
-      while (*p == ' ') ++p;
-    }
+    if (!parse_frames(p, s.pcs, bad)) throw bad("malformed stack: " + line.substr(0, 80));
     s.objects = static_cast<double>(n[0]);
     s.bytes = static_cast<double>(n[1]);
     s.alloc_objects = static_cast<double>(n[2]);
@@ -307,19 +317,12 @@ HeapSnapshot parse_gperftools_heap(const std::string& text, const std::string& n
     snap.total_bytes += s.bytes;
     // A stack the profiler could not unwind counts in the totals only.
     if (s.pcs.empty()) continue;
-    if (stacks) {
-      s.shared_pcs = stacks->intern(std::move(s.pcs), name);
-      s.pcs = {};
-    }
+    intern_stack(s, stacks, name);
     snap.stacks.push_back(std::move(s));
   }
   if (!mapped)
     throw FileError(name, "truncated: no MAPPED_LIBRARIES section (gperftools writes it last; the dump was cut short)");
-  while (lines.next(line)) {
-    Mapping m;
-    if (parse_map_line(line, m)) snap.maps.push_back(std::move(m));
-  }
-  if (snap.maps.empty()) throw FileError(name, "truncated: MAPPED_LIBRARIES lists no file");
+  read_maps(lines, snap, name);
   return snap;
 }
 
