@@ -81,6 +81,9 @@ packages=(
   # preflight docker://: the registry source's HTTP client, and TOML for
   # containers-registries.conf(5)
   libcurl4-openssl-dev libtoml11-dev
+  # memprofile serve: its HTTP server (Boost.Beast, header-only: docs/serve.md);
+  # its tests scrape it with a real Prometheus and go tool pprof
+  libboost-dev prometheus
   # memprofile report: symbols (elfutils' libdwfl), names (libiberty's demangler),
   # --pprof (pprof's profile.proto; its tests read it with protoc and go tool pprof)
   libdw-dev libiberty-dev libprotobuf-dev protobuf-compiler

@@ -254,3 +254,23 @@ stop_postgres() {
   kill -TERM "${postmaster}"
   wait_until 60 test ! -e "/proc/${postmaster}" || fail "PostgreSQL did not stop"
 }
+
+# start_serve LOG [serve options] PID: memprofile serve in the background
+# on a port the kernel chooses; sets SERVE_PID and SERVE_URL (http://ADDR:PORT)
+# from its "listening on" line.
+start_serve() {
+  local log="$1" at i
+  shift
+  "${MEMPROFILE}" serve --listen 127.0.0.1:0 "$@" > "${log}" 2>&1 &
+  SERVE_PID=$!
+  track "${SERVE_PID}"
+  for i in $(seq 1 600); do
+    at="$(sed -n 's/^memprofile serve: listening on \([^ ]*\) .*/\1/p' "${log}")"
+    # shellcheck disable=SC2034  # read by the test that called it
+    [[ -n "${at}" ]] && { SERVE_URL="http://${at}"; return 0; }
+    kill -0 "${SERVE_PID}" 2>/dev/null || fail "serve ended: $(cat "${log}")"
+    sleep 0.1
+    : "${i}"
+  done
+  fail "serve did not listen within 60 s: $(cat "${log}")"
+}

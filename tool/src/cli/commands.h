@@ -33,5 +33,8 @@ void setup_control(CLI::App& app, ExitCode& exit_code);
 // memprofile binary; report_absent.cpp in the static one, whose report
 // says in one line where to run it.
 void setup_report(CLI::App& app, ExitCode& exit_code);
+// The tree's heap and memory over HTTP: cmd_serve.cpp (serve_absent.cpp in
+// the static one).
+void setup_serve(CLI::App& app, ExitCode& exit_code);
 
 }  // namespace memprofile

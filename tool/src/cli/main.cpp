@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   setup_image_setup(app, exit_code);
   setup_control(app, exit_code);
   setup_report(app, exit_code);
+  setup_serve(app, exit_code);
 
   start_text_log();
   app.parse_complete_callback([&] { set_log_verbose(verbose); });

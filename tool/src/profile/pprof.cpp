@@ -45,10 +45,10 @@ class Strings {
   std::map<std::string, int64_t> ids_;
 };
 
-std::string gzip(const std::string& data, const std::string& path) {
+std::string gzip(const std::string& data, const std::string& what) {
   z_stream z{};
   if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-    throw FileError(path, "cannot start gzip");
+    throw FileError(what, "cannot start gzip");
   std::string out(deflateBound(&z, data.size()) + 64, '\0');
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
   z.avail_in = static_cast<uInt>(data.size());
@@ -57,7 +57,7 @@ std::string gzip(const std::string& data, const std::string& path) {
   int rc = deflate(&z, Z_FINISH);
   out.resize(z.total_out);
   deflateEnd(&z);
-  if (rc != Z_STREAM_END) throw FileError(path, "gzip failed");
+  if (rc != Z_STREAM_END) throw FileError(what, "gzip failed");
   return out;
 }
 
@@ -74,13 +74,17 @@ namespace {
 // with its locations and functions, each written once.
 class PprofBuilder {
  public:
-  PprofBuilder(const std::vector<LabeledSnapshot>& snaps, Symbolizer& symbolizer)
-      : snaps_(snaps), symbolizer_(symbolizer), str_(p_) {}
+  PprofBuilder(const std::vector<LabeledSnapshot>& snaps, Symbolizer& symbolizer, const PprofOptions& options)
+      : snaps_(snaps), symbolizer_(symbolizer), options_(options), str_(p_) {}
 
   const pb::Profile& build() {
     header();
     for (const auto& ls : snaps_) sorted_per_snap_.push_back(add_mappings(*ls.snap));
-    pid_key_ = snaps_.size() > 1 ? str_.id("pid") : 0;
+    pid_key_ = snaps_.size() > 1 || options_.labels ? str_.id("pid") : 0;
+    if (options_.labels) {
+      program_key_ = str_.id("program");
+      backend_key_ = str_.id("backend");
+    }
     for (size_t si = 0; si < snaps_.size(); ++si)
       for (const auto& sample : snaps_[si].snap->stacks) add_sample(si, sample);
     return p_;
@@ -104,6 +108,7 @@ class PprofBuilder {
     value_type(p_.mutable_period_type(), "space", "bytes");
     p_.set_period(static_cast<int64_t>(first.sample_period));
     for (const auto& ls : snaps_) p_.add_comment(str_.id("memprofile report: " + ls.snap->backend + " " + ls.snap->file));
+    for (const auto& c : options_.comments) p_.add_comment(str_.id(c));
   }
 
   // Processes forked from one another share their mappings: each is written once.
@@ -221,10 +226,19 @@ class PprofBuilder {
       l->set_key(pid_key_);
       l->set_num(static_cast<int64_t>(snaps_[si].pid));
     }
+    if (options_.labels) {
+      pb::Label* l = ps->add_label();
+      l->set_key(program_key_);
+      l->set_str(str_.id(snaps_[si].program));
+      l = ps->add_label();
+      l->set_key(backend_key_);
+      l->set_str(str_.id(snap.backend));
+    }
   }
 
   const std::vector<LabeledSnapshot>& snaps_;
   Symbolizer& symbolizer_;
+  const PprofOptions& options_;
   pb::Profile p_;
   Strings str_;
   std::map<std::tuple<uint64_t, uint64_t, uint64_t, std::string>, uint64_t> mapping_ids_;
@@ -232,17 +246,30 @@ class PprofBuilder {
   std::vector<std::vector<const Mapping*>> sorted_per_snap_;
   std::map<std::tuple<std::string, std::string, std::string>, uint64_t> function_id_;
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> location_id_;  // by mapping and address
-  int64_t pid_key_ = 0;
+  int64_t pid_key_ = 0, program_key_ = 0, backend_key_ = 0;
 };
 
 }  // namespace
 
+std::string encode_pprof(const std::vector<LabeledSnapshot>& snaps, Symbolizer& symbolizer, const PprofOptions& options) {
+  if (snaps.empty()) throw Error("no snapshot to encode as pprof");
+  PprofBuilder builder(snaps, symbolizer, options);
+  std::string bytes;
+  if (!builder.build().SerializeToString(&bytes)) throw Error("cannot encode the profile as pprof");
+  return gzip(bytes, "pprof");
+}
+
 void write_pprof(const std::vector<LabeledSnapshot>& snaps, Symbolizer& symbolizer, const std::string& path) {
   if (snaps.empty()) throw FileError(path, "no snapshot to write");
-  PprofBuilder builder(snaps, symbolizer);
   std::string bytes;
-  if (!builder.build().SerializeToString(&bytes)) throw FileError(path, "cannot encode the profile");
-  write_whole_file(path, gzip(bytes, path));
+  try {
+    bytes = encode_pprof(snaps, symbolizer, PprofOptions());
+  } catch (const FileError&) {
+    throw;
+  } catch (const Error& e) {
+    throw FileError(path, e.what());
+  }
+  write_whole_file(path, bytes);
 }
 
 }  // namespace memprofile

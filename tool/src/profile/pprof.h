@@ -24,7 +24,18 @@ void write_pprof(const HeapSnapshot& snap, Symbolizer& symbolizer, const std::st
 struct LabeledSnapshot {
   const HeapSnapshot* snap;
   uint64_t pid;
+  std::string program;  // with PprofOptions::labels
 };
 void write_pprof(const std::vector<LabeledSnapshot>& snaps, Symbolizer& symbolizer, const std::string& path);
+
+// The encoding apart from where the bytes go (a file, an HTTP response).
+struct PprofOptions {
+  // Every sample labelled with its process, however many there are: pid
+  // (a number), program and backend (strings), as serve's scrapers group them.
+  bool labels = false;
+  std::vector<std::string> comments;  // more of the profile's comments (what it leaves out, and why)
+};
+// The gzipped profile.proto. Throws Error when there is nothing to encode.
+std::string encode_pprof(const std::vector<LabeledSnapshot>& snaps, Symbolizer& symbolizer, const PprofOptions& options);
 
 }  // namespace memprofile

@@ -148,6 +148,10 @@ std::vector<std::pair<std::string, std::string>> backend_env(Backend b, const st
 
 std::string memray_capture_name(long pid) { return "memray." + std::to_string(pid) + ".bin"; }
 
+bool writes_one_file(Backend b) {
+  return b == Backend::Heaptrack || b == Backend::Bytehound;
+}
+
 bool is_profile_file(Backend b, const std::string& name) {
   auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
   auto ends = [&](const char* s) {

@@ -49,6 +49,10 @@ std::vector<std::pair<std::string, std::string>> backend_env(Backend b, const st
 // refuses it (LAUNCHER_CONFIG) before the app starts.
 std::string settings_unsafe(Backend b, const std::string& output_dir, const std::string& preload,
                             const std::string& ctl_library);
+// The backend writes one continuous file of the whole run (heaptrack's
+// trace, bytehound's .dat) rather than a dump per snapshot: what is in use
+// now is read from that file as it stands, and `snapshot` has nothing to do.
+bool writes_one_file(Backend b);
 // Why the backend cannot start dormant ("" when it can).
 std::string dormant_unsupported(Backend b);
 // The control library exec loads after the profiler (ctl/ctl.h): it serves

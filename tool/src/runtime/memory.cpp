@@ -137,11 +137,11 @@ std::vector<GapItem> memory_gap(const ProcessMemory& m, const AllocatorView& a) 
   std::vector<GapItem> out;
   if (!m.known || !a.known) return out;
   auto minus = [](uint64_t x, uint64_t y) { return x > y ? x - y : 0; };
-  out.push_back({"allocator overhead and fragmentation", minus(a.resident, a.allocated),
+  out.push_back({"allocator overhead and fragmentation", "allocator_overhead", minus(a.resident, a.allocated),
                  a.name == "jemalloc" ? "stats.resident - stats.allocated" : "arena + mmapped - in use"});
-  out.push_back({"anonymous memory outside the allocator", minus(m.anon, a.resident),
+  out.push_back({"anonymous memory outside the allocator", "outside_allocator", minus(m.anon, a.resident),
                  "RssAnon - the allocator's resident: mmap'd by the app, thread stacks, JIT, another allocator"});
-  out.push_back({"file-backed and shmem memory", m.file + m.shmem,
+  out.push_back({"file-backed and shmem memory", "file_and_shmem", m.file + m.shmem,
                  "RssFile + RssShmem: mapped files, tmpfs and memory-medium emptyDirs, shared memory"});
   return out;
 }

@@ -49,6 +49,7 @@ struct AllocatorView {
 // BYTES (how it is computed)". Empty when the figures are not known.
 struct GapItem {
   std::string what;
+  std::string cause;  // the same as a metric's label: allocator_overhead, outside_allocator, file_and_shmem
   uint64_t bytes = 0;
   std::string how;
 };

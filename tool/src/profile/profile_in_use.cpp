@@ -1,0 +1,91 @@
+#include "profile/profile_in_use.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "base/error.h"
+#include "base/unique_fd.h"
+#include "profile/heap_profile.h"
+
+namespace memprofile {
+
+using nlohmann::json;
+
+namespace {
+
+std::string mib(uint64_t bytes) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+// Larger dumps are left to report: status answers in seconds.
+constexpr uint64_t kStatusDumpLimit = 64ull << 20;
+
+std::string read_dump(const std::string& path) {
+  // Non-blocking: a FIFO or a device under the name must not hold status.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  struct stat st;
+  if (!fd || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    throw FileError(path, "cannot read it as a regular file");
+  fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+  if (static_cast<uint64_t>(st.st_size) > kStatusDumpLimit)
+    throw FileError(path, mib(static_cast<uint64_t>(st.st_size)) + ": larger than status reads; memprofile report reads it");
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  for (ssize_t n; got < text.size() && (n = ::read(fd.get(), &text[got], text.size() - got)) > 0;) got += static_cast<size_t>(n);
+  text.resize(got);
+  return text;
+}
+
+}  // namespace
+
+ProfileInUse profile_in_use(const json& reply, const std::string& dir) {
+  ProfileInUse p;
+  const std::string backend = reply.value("backend", std::string());
+  if (backend == "none") return p;
+  json snaps = reply.value("snapshots", json::array());
+  std::vector<const json*> by_age;  // newest first
+  for (const auto& s : snaps)
+    if (s.is_object()) by_age.push_back(&s);
+  std::stable_sort(by_age.begin(), by_age.end(), [](const json* a, const json* b) {
+    return a->value("seq", uint64_t{0}) > b->value("seq", uint64_t{0});
+  });
+  const json* newest = by_age.empty() ? nullptr : by_age.front();
+  if (backend != "jemalloc") {
+    p.why = backend + " writes one continuous file" +
+            (newest ? " (" + newest->value("path", std::string()) + ")" : std::string()) +
+            ": memprofile report reads what is in use from it";
+    return p;
+  }
+  if (!newest) {
+    p.why = "no snapshot yet (memprofile snapshot, or --snapshot-every)";
+    return p;
+  }
+  // The newest dump jemalloc has finished: one it is still writing (an
+  // interval dump, at a fast leak's pace) does not parse yet, and the one
+  // before it is the last whole snapshot, which the line then names. One
+  // step back only; when neither parses, the newest's error says why.
+  for (size_t i = 0; i < std::min<size_t>(by_age.size(), 2); ++i) {
+    std::string path = by_age[i]->value("path", std::string());
+    std::string file = dir + "/" + path.substr(path.rfind('/') + 1);
+    try {
+      p.bytes = parse_heap_dump(read_dump(file), file).total_bytes;
+      p.snapshot = file;
+      p.known = true;
+      p.why.clear();
+      return p;
+    } catch (const Error& e) {
+      if (i > 0) continue;
+      p.snapshot = file;
+      p.why = e.what();
+    }
+  }
+  return p;
+}
+
+}  // namespace memprofile

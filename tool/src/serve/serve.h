@@ -1,0 +1,53 @@
+// `memprofile serve`: a running tree's heap and memory where fleets already
+// look. GET /debug/pprof/heap (and /debug/pprof/allocs, the path Grafana
+// Alloy's pyroscope.scrape fetches): a gzipped pprof profile of every
+// member's heap now (tree_profile.h); ?seconds=N, the growth over N seconds;
+// /metrics: Prometheus' text (metrics.h); /debug/pprof/: an index. The
+// policy that keeps the app safe is here: one snapshot at a time, a
+// minimum interval between two, scrapes that come during one share its
+// answer (or get 429 past a bound), a token on any address but loopback.
+// The bytes go out through http_server.h.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runtime/tree_control.h"
+#include "serve/http_server.h"
+
+namespace memprofile {
+
+struct ServeOptions {
+  ControlRequest target;  // the tree: pid, output dir, config, the answer's timeout
+  std::string listen = "127.0.0.1:6060";
+  std::string token_file;
+  double min_interval = 10;     // seconds from one snapshot's start to the next's
+  unsigned max_seconds = 300;   // ?seconds=N past it: 400
+  size_t max_waiting = 32;      // scrapes sharing one snapshot; past it 429
+  double metrics_max_age = 1;   // seconds a /metrics answer is shared
+  HttpLimits limits;
+};
+
+// Reads the token file (one line; surrounding blanks dropped). Throws
+// FileError naming it when it cannot, or it is empty or holds a control
+// character.
+std::string read_token(const std::string& path);
+
+class Service {
+ public:
+  explicit Service(const ServeOptions& options);
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+  void handle(const HttpRequest& req, Respond respond);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Checks the options (a non-loopback address needs a token), serves until
+// SIGTERM or SIGINT. Throws Error or FileError.
+void run_serve(const ServeOptions& options);
+
+}  // namespace memprofile

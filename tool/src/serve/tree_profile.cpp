@@ -1,0 +1,161 @@
+#include "serve/tree_profile.h"
+
+#include <fcntl.h>
+
+#include <map>
+#include <optional>
+
+#include "base/error.h"
+#include "image/file_tree.h"
+#include "profile/pprof.h"
+#include "profile/symbolizer.h"
+#include "runtime/backend.h"
+#include "runtime/proc_tree.h"
+
+namespace memprofile {
+
+namespace {
+
+std::string basename_only(const std::string& p) {
+  size_t s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+// The series of `pid` that is this process: the one holding the snapshot
+// its answer named, else the one whose record has its start (a pid reused in
+// the same directory: pid 1 of a restarted container), else the only one.
+const ProcessSeries* series_of(const LoadedProfiles& loaded, const Member& m, unsigned long long start_ticks) {
+  std::vector<const ProcessSeries*> same_pid;
+  for (const auto& p : loaded.processes)
+    if (p.info.pid == static_cast<uint64_t>(m.pid) && !p.snaps.empty()) same_pid.push_back(&p);
+  const std::string named = basename_only(m.reply.value("snapshot", std::string()));
+  for (const auto* p : same_pid)
+    for (const auto& s : p->snaps)
+      if (!named.empty() && basename_only(s.file) == named) return p;
+  for (const auto* p : same_pid)
+    if (start_ticks && p->info.start_ticks == start_ticks) return p;
+  return same_pid.size() == 1 ? same_pid.front() : nullptr;
+}
+
+// A member whose profiler writes one file of the whole run: its snapshot
+// request is refused, and the file as it stands is what it has in use now.
+bool continuous(const nlohmann::json& reply) {
+  try {
+    return writes_one_file(parse_backend(reply.value("backend", std::string())));
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+std::string member_label(const Member& m) {
+  return "pid " + std::to_string(m.pid) + (m.comm.empty() ? "" : " (" + m.comm + ")");
+}
+
+}  // namespace
+
+TreeHeap snapshot_tree(const ControlRequest& target) {
+  ControlRequest o = target;
+  o.action = "snapshot";
+  TreeAnswer t = ask_tree(o);
+  TreeHeap heap;
+  heap.loaded = std::make_unique<LoadedProfiles>(load_profiles({t.dir}, ""));
+  auto table = read_process_table();
+  for (const auto& m : t.ms) {
+    if (!m.reply.is_object()) {
+      heap.left_out.push_back(member_label(m) + ": " + m.why);
+      continue;
+    }
+    if (!m.reply.value("ok", false) && !continuous(m.reply)) {
+      heap.left_out.push_back(member_label(m) + ": its snapshot failed: " + m.why);
+      continue;
+    }
+    if (m.reply.value("backend", std::string()) == "none") {
+      heap.left_out.push_back(member_label(m) + ": no heap profiler (--backend none): its memory is in /metrics");
+      continue;
+    }
+    auto it = table.find(m.pid);
+    const ProcessSeries* p = series_of(*heap.loaded, m, it == table.end() ? 0 : it->second.start_ticks);
+    if (!p) {
+      heap.left_out.push_back(member_label(m) + ": no snapshot of it in " + t.dir + " that report can read");
+      continue;
+    }
+    std::string program = p->info.program.empty() ? m.reply.value("program", std::string()) : p->info.program;
+    heap.members.push_back({&p->snaps.back(), static_cast<uint64_t>(m.pid), program});
+    if (!heap.root) heap.root = m.pid;
+  }
+  for (long pid : t.beyond)
+    heap.left_out.push_back("pid " + std::to_string(pid) + ": under a process that is not profiled (its children never "
+                            "carry the profiler)");
+  return heap;
+}
+
+TreeHeap growth_between(const TreeHeap& before, TreeHeap after) {
+  std::map<uint64_t, const HeapSnapshot*> earlier;
+  for (const auto& m : before.members) earlier[m.pid] = m.snap;
+  std::vector<MemberHeap> grown;
+  for (const auto& m : after.members) {
+    auto it = earlier.find(m.pid);
+    if (it == earlier.end()) {
+      after.left_out.push_back("pid " + std::to_string(m.pid) + ": not in the first snapshot (started since): no growth "
+                               "to show");
+      continue;
+    }
+    // Stacks are keyed by their addresses: one process's are the same
+    // addresses from one snapshot to the next.
+    std::map<std::vector<uint64_t>, std::pair<double, double>> was;
+    for (const auto& s : it->second->stacks) {
+      auto& w = was[s.stack()];
+      w.first += s.bytes;
+      w.second += s.objects;
+    }
+    auto out = std::make_unique<HeapSnapshot>(*m.snap);
+    out->stacks.clear();
+    out->has_allocated = false;
+    out->total_bytes = out->total_objects = 0;
+    for (const auto& s : m.snap->stacks) {
+      auto w = was.find(s.stack());
+      double bytes = s.bytes - (w == was.end() ? 0 : w->second.first);
+      double objects = s.objects - (w == was.end() ? 0 : w->second.second);
+      if (w != was.end()) was.erase(w);  // a stack's growth counted once
+      if (bytes <= 0) continue;
+      StackSample g;
+      g.pcs = s.stack();
+      g.bytes = bytes;
+      g.objects = objects > 0 ? objects : 0;
+      out->total_bytes += bytes;
+      out->total_objects += g.objects;
+      out->stacks.push_back(std::move(g));
+    }
+    grown.push_back({out.get(), m.pid, m.program});
+    after.made.push_back(std::move(out));
+  }
+  after.members = std::move(grown);
+  return after;
+}
+
+std::string encode_tree_heap(const TreeHeap& heap) {
+  if (heap.members.empty()) {
+    std::string why;
+    for (const auto& l : heap.left_out) why += (why.empty() ? "" : "; ") + l;
+    throw Error("no process of the tree gave a heap profile" + (why.empty() ? std::string() : ": " + why));
+  }
+  auto tree = std::make_shared<HostTree>("/proc/" + std::to_string(heap.root) + "/root");
+  Symbolizer symbolizer([tree](const std::string& path) -> int {
+    std::optional<Resolved> r;
+    try {
+      r = resolve(*tree, path);
+    } catch (const Error&) {
+      return -1;
+    }
+    if (!r || r->node.kind != FsNode::Kind::Regular) return -1;
+    return tree->open_data(r->path);
+  });
+  std::vector<LabeledSnapshot> snaps;
+  for (const auto& m : heap.members) snaps.push_back({m.snap, m.pid, m.program});
+  PprofOptions options;
+  options.labels = true;
+  for (const auto& l : heap.left_out) options.comments.push_back("memprofile serve: not in this profile: " + l);
+  return encode_pprof(snaps, symbolizer, options);
+}
+
+}  // namespace memprofile

@@ -1,0 +1,50 @@
+// The heap of a running tree as one pprof profile, for serve's
+// /debug/pprof/heap: every member that serves asked for a snapshot at once
+// (runtime/tree_control.h), the output directory read as report reads it
+// (profile/profiles.h), each member's newest snapshot taken, symbolised from
+// the process's own root (/proc/PID/root, build ids there), and encoded
+// (profile/pprof.h) with a pid, program and backend label on every sample.
+// Two of them, N seconds apart, give the growth (?seconds=N).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "profile/profiles.h"
+#include "runtime/tree_control.h"
+
+namespace memprofile {
+
+// One member's newest snapshot.
+struct MemberHeap {
+  const HeapSnapshot* snap = nullptr;
+  uint64_t pid = 0;
+  std::string program;
+};
+
+// What one snapshot of the tree gave: the profiles read (they own the
+// snapshots), the member chosen from each process, and one line for each
+// member that gave none, and why.
+struct TreeHeap {
+  std::unique_ptr<LoadedProfiles> loaded;
+  std::vector<std::unique_ptr<HeapSnapshot>> made;  // growth's snapshots
+  std::vector<MemberHeap> members;
+  std::vector<std::string> left_out;
+  long root = 0;  // the first member that gave one: its root's files symbolise
+};
+
+// Snapshots the tree of `target` (its action is set here). Throws Error when
+// no member of it serves.
+TreeHeap snapshot_tree(const ControlRequest& target);
+
+// The growth from `before` to `after`, member by member (by pid): each stack's
+// bytes and objects in use now less before, where it grew. A member only in
+// `after` is left out, with a line.
+TreeHeap growth_between(const TreeHeap& before, TreeHeap after);
+
+// The gzipped profile. Throws Error when no member gave a snapshot (the
+// message says why, from left_out).
+std::string encode_tree_heap(const TreeHeap& heap);
+
+}  // namespace memprofile
