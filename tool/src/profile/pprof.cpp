@@ -208,13 +208,36 @@ class PprofBuilder {
     return first;
   }
 
+  // A frame of a stack the profiler resolved in part (memray's Python
+  // frames among the native ones): a location of its own, with no address.
+  uint64_t frame_location(const Frame& f) {
+    auto key = std::make_tuple(f.function, f.file, f.module, static_cast<int64_t>(f.line));
+    auto it = frame_location_id_.find(key);
+    if (it != frame_location_id_.end()) return it->second;
+    pb::Location* loc = p_.add_location();
+    loc->set_id(static_cast<uint64_t>(p_.location_size()));
+    pb::Line* line = loc->add_line();
+    line->set_function_id(function(f));
+    line->set_line(f.line);
+    return frame_location_id_[key] = loc->id();
+  }
+
   void add_sample(size_t si, const StackSample& sample) {
     const HeapSnapshot& snap = *snaps_[si].snap;
     const std::vector<const Mapping*>& maps = sorted_per_snap_[si];
-    std::vector<std::pair<uint64_t, std::vector<Frame>>> stack;  // per pc, its frames
-    size_t first = symbolised_stack(snap, maps, sample, stack);
     pb::Sample* ps = p_.add_sample();
-    for (size_t i = first; i < stack.size(); ++i) ps->add_location_id(location(maps, stack[i].first, stack[i].second));
+    if (snap.resolved) {
+      // memray: the hybrid stack as report's sites see it, from the Python
+      // line that asked (the interpreter's allocation machinery dropped at
+      // the leaf, as the allocator's is).
+      size_t outside = 0;
+      std::vector<Frame> frames = stack_frames(snap, maps, sample, symbolizer_, outside);
+      for (size_t i = site_frame(frames); i < frames.size(); ++i) ps->add_location_id(frame_location(frames[i]));
+    } else {
+      std::vector<std::pair<uint64_t, std::vector<Frame>>> stack;  // per pc, its frames
+      size_t first = symbolised_stack(snap, maps, sample, stack);
+      for (size_t i = first; i < stack.size(); ++i) ps->add_location_id(location(maps, stack[i].first, stack[i].second));
+    }
     if (snap.has_allocated) {
       ps->add_value(pprof_value(sample.alloc_objects));
       ps->add_value(pprof_value(sample.alloc_bytes));
@@ -246,6 +269,7 @@ class PprofBuilder {
   std::vector<std::vector<const Mapping*>> sorted_per_snap_;
   std::map<std::tuple<std::string, std::string, std::string>, uint64_t> function_id_;
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> location_id_;  // by mapping and address
+  std::map<std::tuple<std::string, std::string, std::string, int64_t>, uint64_t> frame_location_id_;
   int64_t pid_key_ = 0, program_key_ = 0, backend_key_ = 0;
 };
 

@@ -79,6 +79,11 @@ TreeHeap snapshot_tree(const ControlRequest& target) {
       heap.left_out.push_back(member_label(m) + ": no snapshot of it in " + t.dir + " that report can read");
       continue;
     }
+    if (continuous(m.reply))
+      heap.notes.push_back(member_label(m) + ": " + m.reply.value("backend", std::string()) + "'s file as it stands" +
+                           (m.reply.value("backend", std::string()) == "bytehound"
+                                ? " (bytehound writes it about every 30 s: the last seconds are not in it yet)"
+                                : ""));
     std::string program = p->info.program.empty() ? m.reply.value("program", std::string()) : p->info.program;
     heap.members.push_back({&p->snaps.back(), static_cast<uint64_t>(m.pid), program});
     if (!heap.root) heap.root = m.pid;
@@ -155,6 +160,7 @@ std::string encode_tree_heap(const TreeHeap& heap) {
   PprofOptions options;
   options.labels = true;
   for (const auto& l : heap.left_out) options.comments.push_back("memprofile serve: not in this profile: " + l);
+  for (const auto& n : heap.notes) options.comments.push_back("memprofile serve: " + n);
   return encode_pprof(snaps, symbolizer, options);
 }
 

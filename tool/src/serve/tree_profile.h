@@ -31,6 +31,7 @@ struct TreeHeap {
   std::vector<std::unique_ptr<HeapSnapshot>> made;  // growth's snapshots
   std::vector<MemberHeap> members;
   std::vector<std::string> left_out;
+  std::vector<std::string> notes;  // about members that are in it (a file as it stands)
   long root = 0;  // the first member that gave one: its root's files symbolise
 };
 
