@@ -27,6 +27,9 @@ image_build_packages=(
   libzstd-dev zlib1g-dev libssl-dev libunwind-dev curl ca-certificates xz-utils bzip2 jq file
   # BACKEND=memray built from source: liblz4, and python3 to run Cython
   liblz4-dev python3
+  # the static binary's report and serve: symbols (libdw, libiberty), pprof
+  # (protobuf), HTTP (Boost.Beast, header-only)
+  libdw-dev liblzma-dev libbz2-dev libiberty-dev libprotobuf-dev protobuf-compiler libboost-dev
 )
 if [[ "${1:-}" == --list-image-build ]]; then
   (IFS=,; echo "${image_build_packages[*]}")
@@ -38,7 +41,8 @@ if [[ "${1:-}" == --image-build ]]; then
     [[ "${target}" == arm64 ]] || { echo "install-deps: no cross toolchain for ${target}" >&2; exit 2; }
     dpkg --print-foreign-architectures | grep -x arm64 > /dev/null || dpkg --add-architecture arm64
     image_build_packages+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
-      libelf-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64 libssl-dev:arm64 libunwind-dev:arm64 liblz4-dev:arm64)
+      libelf-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64 libssl-dev:arm64 libunwind-dev:arm64 liblz4-dev:arm64
+      libdw-dev:arm64 liblzma-dev:arm64 libbz2-dev:arm64 libiberty-dev:arm64 libprotobuf-dev:arm64)
   fi
   missing=()
   for p in "${image_build_packages[@]}"; do
@@ -87,6 +91,8 @@ packages=(
   # memprofile report: symbols (elfutils' libdwfl), names (libiberty's demangler),
   # --pprof (pprof's profile.proto; its tests read it with protoc and go tool pprof)
   libdw-dev libiberty-dev libprotobuf-dev protobuf-compiler
+  # ... and the static binary links them (libdw's compressed sections: lzma, bzip2)
+  liblzma-dev libbz2-dev
   # report's SVGs are opened in a real browser by the tests (headless)
   chromium
   # test fixtures: real binaries from real toolchains
@@ -121,6 +127,8 @@ packages=(
 # installed side by side through Debian's multiarch; memray built from source
 # for an arm64 image links arm64's liblz4 and libunwind.
 arm64_packages=(libelf-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64 libssl-dev:arm64 libunwind-dev:arm64 liblz4-dev:arm64
+  # its report and serve: libdw, libiberty and protobuf, static
+  libdw-dev:arm64 liblzma-dev:arm64 libbz2-dev:arm64 libiberty-dev:arm64 libprotobuf-dev:arm64
   # the heap coverage fixtures' arm64 side (libjemalloc-dev cannot sit beside
   # the amd64 one: the arm64 jemalloc is its shared library alone)
   libgoogle-perftools-dev:arm64 libmimalloc-dev:arm64 libjemalloc2:arm64)

@@ -8,6 +8,9 @@ namespace memprofile {
 
 void setup_serve(CLI::App& app, ExitCode& exit_code) {
   auto o = std::make_shared<ServeOptions>();
+  // Shorter than a scraper's own timeout (Prometheus: 10 s): a member that
+  // does not answer is left out, said, and the scrape still gets its answer.
+  o->target.timeout = 5;
   CLI::App* cmd = app.add_subcommand(
       "serve", "Serve the heap of a running tree as pprof (/debug/pprof/heap, /debug/pprof/allocs) and its memory as "
                "Prometheus metrics (/metrics), for Parca, Pyroscope/Alloy and Prometheus to scrape");
@@ -22,7 +25,8 @@ void setup_serve(CLI::App& app, ExitCode& exit_code) {
   cmd->add_option("--timeout", o->target.timeout, "seconds each process has to answer")->capture_default_str();
   cmd->add_option("--min-interval", o->min_interval,
                   "seconds from one snapshot to the next; a scrape sooner gets the last one again")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   cmd->add_option("--max-seconds", o->max_seconds, "the largest ?seconds=N a growth profile may ask")
       ->capture_default_str()
       ->check(CLI::Range(1u, 3600u));

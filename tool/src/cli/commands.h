@@ -29,12 +29,9 @@ void setup_image_setup(CLI::App& app, ExitCode& exit_code);
 // start, stop, snapshot, status: the running processes' control library.
 void setup_control(CLI::App& app, ExitCode& exit_code);
 
-// After the run, where the profiles are looked at: cmd_report.cpp in the
-// memprofile binary; report_absent.cpp in the static one, whose report
-// says in one line where to run it.
+// After the run, where the profiles are looked at (cmd_report.cpp).
 void setup_report(CLI::App& app, ExitCode& exit_code);
-// The tree's heap and memory over HTTP: cmd_serve.cpp (serve_absent.cpp in
-// the static one).
+// The tree's heap and memory over HTTP, beside it in the pod (cmd_serve.cpp).
 void setup_serve(CLI::App& app, ExitCode& exit_code);
 
 }  // namespace memprofile

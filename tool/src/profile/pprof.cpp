@@ -64,7 +64,7 @@ std::string gzip(const std::string& data, const std::string& what) {
 }  // namespace
 
 void write_pprof(const HeapSnapshot& snap, Symbolizer& symbolizer, const std::string& path) {
-  write_pprof(std::vector<LabeledSnapshot>{{&snap, 0}}, symbolizer, path);
+  write_pprof(std::vector<LabeledSnapshot>{{&snap, 0, ""}}, symbolizer, path);
 }
 
 namespace {
@@ -109,6 +109,8 @@ class PprofBuilder {
     p_.set_period(static_cast<int64_t>(first.sample_period));
     for (const auto& ls : snaps_) p_.add_comment(str_.id("memprofile report: " + ls.snap->backend + " " + ls.snap->file));
     for (const auto& c : options_.comments) p_.add_comment(str_.id(c));
+    if (options_.time_nanos) p_.set_time_nanos(options_.time_nanos);
+    if (options_.duration_nanos) p_.set_duration_nanos(options_.duration_nanos);
   }
 
   // Processes forked from one another share their mappings: each is written once.

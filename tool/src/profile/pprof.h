@@ -34,6 +34,7 @@ struct PprofOptions {
   // (a number), program and backend (strings), as serve's scrapers group them.
   bool labels = false;
   std::vector<std::string> comments;  // more of the profile's comments (what it leaves out, and why)
+  int64_t time_nanos = 0, duration_nanos = 0;  // when it was taken, and the span of a growth (0: not said)
 };
 // The gzipped profile.proto. Throws Error when there is nothing to encode.
 std::string encode_pprof(const std::vector<LabeledSnapshot>& snaps, Symbolizer& symbolizer, const PprofOptions& options);

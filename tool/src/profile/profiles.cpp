@@ -680,6 +680,11 @@ std::string basename_of(const std::string& p) {
   return s == std::string::npos ? p : p.substr(s + 1);
 }
 
+bool is_loadable_name(const std::string& n) {
+  return ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || is_bytehound_name(n) || is_memray_name(n) ||
+         is_memray_marks(n) || is_process_record(n) || is_memory_record(n);
+}
+
 LoadedProfiles load_profiles(const std::vector<std::string>& args, const std::string& base) {
   LoadedProfiles out;
   out.processes = load_processes(args, base, out.notes, out.memory, out.records);

@@ -27,6 +27,11 @@ struct LoadedProfiles {
 // `processes` is empty and `memory` holds them.
 LoadedProfiles load_profiles(const std::vector<std::string>& args, const std::string& base);
 
+// Whether a file name in an output directory is one load_profiles reads: a
+// dump, a trace, a capture or its marks, a memory or process record (not a
+// profiler's log).
+bool is_loadable_name(const std::string& name);
+
 // The last path component.
 std::string basename_of(const std::string& path);
 

@@ -80,7 +80,7 @@ void write_pictures(const ReportRequest& o, const std::vector<ProcessSeries>& pr
     std::set<uint64_t> seen;
     for (const auto& v : views)
       for (const auto* m : v.view->members)
-        if (seen.insert(m->info.pid).second) snaps.push_back({&m->snaps.back(), m->info.pid});
+        if (seen.insert(m->info.pid).second) snaps.push_back({&m->snaps.back(), m->info.pid, m->info.program});
     write_pprof(snaps, symbolizer, o.pprof);
     notes.push_back("pprof profile of the last " + std::string(whole_run(last) ? "snapshot" : "dump") +
                     (snaps.size() > 1 ? " of " + std::to_string(snaps.size()) + " processes, each sample labelled "

@@ -7,6 +7,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <csignal>
+#include <cstring>
 #include <optional>
 
 #include "base/error.h"
@@ -58,9 +59,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void read() {
     parser_.emplace();
+    head_ = false;
     parser_->header_limit(static_cast<std::uint32_t>(limits_.header_bytes));
     parser_->body_limit(0);
-    buffer_.consume(buffer_.size());
+    // The buffer keeps what came after the last request: a pipelined next one.
     stream_.expires_after(limits_.request_time);
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
@@ -77,11 +79,18 @@ class Session : public std::enable_shared_from_this<Session> {
     HttpRequest r;
     r.method = std::string(req.method_string());
     std::string target(req.target());
+    // The absolute form (RFC 9112 3.2.2), as a proxy sends it: its path.
+    for (const char* scheme : {"http://", "https://"})
+      if (target.rfind(scheme, 0) == 0) {
+        size_t slash = target.find('/', std::strlen(scheme));
+        target = slash == std::string::npos ? "/" : target.substr(slash);
+      }
     size_t q = target.find('?');
     r.path = target.substr(0, q);
     if (q != std::string::npos) r.query = target.substr(q + 1);
     if (auto it = req.find(http::field::authorization); it != req.end()) r.authorization = std::string(it->value());
     keep_alive_ = req.keep_alive();
+    head_ = req.method() == http::verb::head;
     // The handler may answer from another thread: the answer comes back to
     // this one to be written.
     handler_(r, [self = shared_from_this(), ioc = ioc_](HttpResponse res) {
@@ -105,6 +114,12 @@ class Session : public std::enable_shared_from_this<Session> {
     out->body() = std::move(res.body);
     out->keep_alive(keep_alive_);
     out->prepare_payload();
+    if (head_) {
+      // HEAD: the headers GET would have, Content-Length included, no body.
+      const std::string length = std::to_string(out->body().size());
+      out->body().clear();
+      out->set(http::field::content_length, length);
+    }
     stream_.expires_after(limits_.response_time);
     http::async_write(stream_, *out, [self = shared_from_this(), out](beast::error_code ec, size_t) {
       if (ec || !self->keep_alive_) return self->close();
@@ -126,6 +141,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::weak_ptr<net::io_context> ioc_;
   std::shared_ptr<std::atomic<size_t>> open_;
   bool keep_alive_ = false;
+  bool head_ = false;
 };
 
 }  // namespace

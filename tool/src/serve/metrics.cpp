@@ -4,7 +4,11 @@
 #include <map>
 #include <sstream>
 
+#include <fstream>
+
+#include "profile/processes.h"
 #include "profile/profile_in_use.h"
+#include "runtime/proc_tree.h"
 
 namespace memprofile {
 
@@ -12,14 +16,33 @@ using nlohmann::json;
 
 namespace {
 
-// A label value as the text format quotes it.
+// The length of the UTF-8 sequence at `s[i]`, or 0 when it is not one.
+size_t utf8_length(const std::string& s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k)
+    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
+  return n;
+}
+
+// A label value as the text format quotes it; bytes that are not UTF-8 (a
+// program's path may hold any) as U+FFFD, which Prometheus then accepts.
 std::string label_value(const std::string& v) {
   std::string out = "\"";
-  for (char c : v) {
+  for (size_t i = 0; i < v.size();) {
+    size_t n = utf8_length(v, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+      continue;
+    }
+    const char c = v[i];
     if (c == '\\') out += "\\\\";
     else if (c == '"') out += "\\\"";
     else if (c == '\n') out += "\\n";
-    else out += c;
+    else out.append(v, i, n);
+    i += n;
   }
   return out + "\"";
 }
@@ -53,12 +76,35 @@ class Families {
   std::map<std::string, size_t> index_;
 };
 
-void process_metrics(Families& f, const Member& m) {
+// The backend a process's record names (memprofile-proc.PID.json, which
+// the control library wrote when it started), for one that gives no answer
+// now: its series keep their labels whatever the answer.
+std::string recorded_backend(const std::string& dir, long pid) {
+  const std::string path = dir + "/memprofile-proc." + std::to_string(pid) + ".json";
+  std::ifstream in(path);
+  if (!in) return "";
+  std::string text(4096, '\0');
+  in.read(&text[0], static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  try {
+    return parse_process_record(text, path).backend;
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+void process_metrics(Families& f, const Member& m, const std::string& dir) {
   const json& r = m.reply;
   const bool served = r.is_object();
-  const std::string program = served ? r.value("program", std::string()) : std::string();
-  const std::string backend = served ? r.value("backend", std::string()) : std::string();
-  const std::string id = "pid=" + label_value(std::to_string(m.pid)) + ",program=" + label_value(program.empty() ? m.comm : program) +
+  // The labels do not depend on the answer: the program as the kernel says
+  // (the answer's own when /proc cannot), the backend from the answer or
+  // the process's record.
+  std::string program = process_exe(m.pid);
+  if (program.empty() && served) program = r.value("program", std::string());
+  if (program.empty()) program = m.comm;
+  std::string backend = served ? r.value("backend", std::string()) : std::string();
+  if (backend.empty()) backend = recorded_backend(dir, m.pid);
+  const std::string id = "pid=" + label_value(std::to_string(m.pid)) + ",program=" + label_value(program) +
                          ",backend=" + label_value(backend);
   f.add("memprofile_process_served", "1 when the process answered memprofile's control socket, 0 when not (not "
         "profiled, or not reached)", id, served && r.value("ok", false) ? 1 : 0);
@@ -94,7 +140,7 @@ void process_metrics(Families& f, const Member& m) {
 
 std::string metrics_text(const TreeAnswer& t) {
   Families f;
-  for (const auto& m : t.ms) process_metrics(f, m);
+  for (const auto& m : t.ms) process_metrics(f, m, t.dir);
   const std::string root = "root_pid=" + label_value(std::to_string(t.ms.front().pid));
   f.add("memprofile_tree_processes", "Processes of the tree, by whether memprofile reaches them",
         root + ",state=\"served\"", static_cast<double>(t.served));

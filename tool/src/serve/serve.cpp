@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -25,7 +26,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // One thread that runs jobs in turn, with every signal blocked: SIGTERM
-// and SIGINT reach the server's thread, which stops.
+// and SIGINT reach the server's thread, which stops. stop() runs what is
+// queued (each job sees the service stopping and ends at once), then joins.
 class Worker {
  public:
   Worker() {
@@ -35,20 +37,24 @@ class Worker {
     thread_ = std::thread([this] { loop(); });
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
   }
-  ~Worker() {
+  ~Worker() { stop(); }
+  void stop() {
     {
       std::lock_guard<std::mutex> l(mu_);
       done_ = true;
     }
     cv_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
-  void post(std::function<void()> job) {
+  // False once stopping: the job is not run.
+  bool post(std::function<void()> job) {
     {
       std::lock_guard<std::mutex> l(mu_);
+      if (done_) return false;
       jobs_.push_back(std::move(job));
     }
     cv_.notify_all();
+    return true;
   }
   // Waits `d` unless the worker is being stopped: false then.
   bool sleep_for(Clock::duration d) {
@@ -63,7 +69,7 @@ class Worker {
       {
         std::unique_lock<std::mutex> l(mu_);
         cv_.wait(l, [this] { return done_ || !jobs_.empty(); });
-        if (done_) return;
+        if (jobs_.empty()) return;
         job = std::move(jobs_.front());
         jobs_.pop_front();
       }
@@ -188,8 +194,21 @@ struct Service::Impl {
   std::vector<Respond> metrics_waiting;
   std::optional<HttpResponse> metrics_last;
   Clock::time_point metrics_at;
+  std::atomic<bool> stopping{false};
   // Last, so they stop (and join) before the state above goes.
   Worker snapshots, status, growth;
+
+  // Before the server goes: every job ends (answering 503) and every
+  // pending answer is dropped while the server can still take it.
+  void shutdown() {
+    stopping = true;
+    snapshots.stop();  // first: a growth waits on it
+    growth.stop();
+    status.stop();
+    std::lock_guard<std::mutex> l(mu);
+    heap_waiting.clear();
+    metrics_waiting.clear();
+  }
 
   // A snapshot of the tree, on the snapshots worker, no sooner than
   // min_interval after the last one began.
@@ -199,7 +218,8 @@ struct Service::Impl {
       std::lock_guard<std::mutex> l(mu);
       next = snapshot_started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.min_interval));
     }
-    if (Clock::now() < next) snapshots.sleep_for(next - Clock::now());
+    if (stopping || (Clock::now() < next && !snapshots.sleep_for(next - Clock::now())))
+      throw Error("serve is stopping");
     {
       std::lock_guard<std::mutex> l(mu);
       snapshot_started = Clock::now();
@@ -224,7 +244,7 @@ struct Service::Impl {
     if (heap_running) return;
     heap_running = true;
     l.unlock();
-    snapshots.post([this] {
+    post_or_refuse(snapshots, heap_waiting, heap_running, [this] {
       HttpResponse r;
       try {
         r = profile_response(take_snapshot());
@@ -245,6 +265,18 @@ struct Service::Impl {
     });
   }
 
+  // Posts the job that answers `waiting`, or, when stopping, answers them 503.
+  void post_or_refuse(Worker& w, std::vector<Respond>& waiting, bool& running, std::function<void()> job) {
+    if (w.post(std::move(job))) return;
+    std::vector<Respond> refused;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      running = false;
+      refused.swap(waiting);
+    }
+    for (auto& r : refused) r(text(503, "memprofile serve: stopping"));
+  }
+
   // Two snapshots N seconds apart on the growth worker (the snapshots
   // themselves on the snapshots worker, in turn with the rest): one at a time.
   void grown(long seconds, Respond respond) {
@@ -253,7 +285,7 @@ struct Service::Impl {
       if (growth_running) return respond(busy());
       growth_running = true;
     }
-    growth.post([this, seconds, respond = std::move(respond)] {
+    auto job = [this, seconds, respond] {
       HttpResponse r;
       try {
         TreeHeap before = on_snapshots();
@@ -270,7 +302,8 @@ struct Service::Impl {
         growth_running = false;
       }
       respond(std::move(r));
-    });
+    };
+    if (!growth.post(std::move(job))) respond(text(503, "memprofile serve: stopping"));
   }
 
   // take_snapshot on the snapshots worker, waited for.
@@ -280,7 +313,7 @@ struct Service::Impl {
     bool done = false;
     TreeHeap out;
     std::exception_ptr error;
-    snapshots.post([&] {
+    bool posted = snapshots.post([&] {
       try {
         out = take_snapshot();
       } catch (...) {
@@ -290,6 +323,7 @@ struct Service::Impl {
       done = true;
       cv.notify_all();
     });
+    if (!posted) throw Error("serve is stopping");
     std::unique_lock<std::mutex> l(m);
     cv.wait(l, [&] { return done; });
     if (error) std::rethrow_exception(error);
@@ -311,7 +345,7 @@ struct Service::Impl {
     if (metrics_running) return;
     metrics_running = true;
     l.unlock();
-    status.post([this] {
+    post_or_refuse(status, metrics_waiting, metrics_running, [this] {
       HttpResponse r;
       try {
         r.body = tree_metrics(o.target);
@@ -347,6 +381,10 @@ Service::Service(const ServeOptions& options) : impl_(std::make_unique<Impl>()) 
 
 Service::~Service() = default;
 
+void Service::shutdown() {
+  impl_->shutdown();
+}
+
 void Service::handle(const HttpRequest& req, Respond respond) {
   Impl& s = *impl_;
   if (!s.token.empty() && !same_token(req.authorization, "Bearer " + s.token)) {
@@ -373,6 +411,9 @@ void Service::handle(const HttpRequest& req, Respond respond) {
   if (seconds < 0)
     return respond(text(400, "memprofile serve: seconds must be a whole number from 1 to " +
                                  std::to_string(s.o.max_seconds) + " (serve --max-seconds)"));
+  if (seconds > 0 && seconds < s.o.min_interval)
+    return respond(text(400, "memprofile serve: seconds must be at least the minimum interval between snapshots, " +
+                                 std::to_string(static_cast<long>(s.o.min_interval + 0.999)) + " (serve --min-interval)"));
   if (seconds > 0) return s.grown(seconds, std::move(respond));
   s.heap(std::move(respond));
 }
@@ -394,6 +435,8 @@ void run_serve(const ServeOptions& o) {
   std::cerr << "memprofile serve: listening on " << server.bound() << " for the tree of pid " << o.target.pid
             << " (/debug/pprof/heap, /debug/pprof/allocs, /metrics)" << std::endl;
   server.run();
+  // The jobs end while the server that takes their answers is still there.
+  service.shutdown();
 }
 
 }  // namespace memprofile

@@ -21,7 +21,7 @@ struct ServeOptions {
   ControlRequest target;  // the tree: pid, output dir, config, the answer's timeout
   std::string listen = "127.0.0.1:6060";
   std::string token_file;
-  double min_interval = 10;     // seconds from one snapshot's start to the next's
+  double min_interval = 10;     // seconds from one snapshot's start to the next's (at most a day)
   unsigned max_seconds = 300;   // ?seconds=N past it: 400
   size_t max_waiting = 32;      // scrapes sharing one snapshot; past it 429
   double metrics_max_age = 1;   // seconds a /metrics answer is shared
@@ -40,6 +40,9 @@ class Service {
   Service(const Service&) = delete;
   Service& operator=(const Service&) = delete;
   void handle(const HttpRequest& req, Respond respond);
+  // Ends every job (their scrapes get 503) and drops the answers pending:
+  // called before the server that would write them goes.
+  void shutdown();
 
  private:
   struct Impl;

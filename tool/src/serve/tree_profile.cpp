@@ -1,6 +1,13 @@
 #include "serve/tree_profile.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <set>
 
 #include <map>
 #include <optional>
@@ -47,6 +54,44 @@ bool continuous(const nlohmann::json& reply) {
   }
 }
 
+// The files to read for the members that gave a snapshot, not the whole
+// directory (a day of dumps): the dump each answer names, with its memory
+// record, its marks (memray) and the process's record; for a member whose
+// answer names none (a continuous trace), every file that carries its pid.
+std::vector<std::string> member_files(const std::string& dir, const std::vector<const Member*>& ms) {
+  std::map<long, std::set<std::string>> named;  // by pid: the names its answer gave; empty: all of its files
+  std::vector<std::string> files;
+  for (const Member* m : ms) {
+    std::set<std::string>& want = named[m->pid];
+    const std::string path = m->reply.value("snapshot", std::string());
+    std::string snap = basename_only(path);
+    // A process that became a user who cannot write the directory writes
+    // in proc.PID/ (its own): that dump, by its name there.
+    const std::string sub = "proc." + std::to_string(m->pid);
+    if (path.size() > snap.size() + sub.size() &&
+        path.compare(path.size() - snap.size() - sub.size() - 1, sub.size() + 1, "/" + sub) == 0 && is_loadable_name(snap)) {
+      files.push_back(dir + "/" + sub + "/" + snap);
+      continue;
+    }
+    if (snap.empty() || continuous(m->reply)) continue;
+    want.insert(snap);
+    want.insert(snap + ".mem.json");
+    want.insert("memprofile-proc." + std::to_string(m->pid) + ".json");
+    if (auto marks = basename_only(m->reply.value("marks", std::string())); !marks.empty()) want.insert(marks);
+  }
+  DIR* d = opendir(dir.c_str());
+  if (!d) throw FileError(dir, std::string("cannot list it: ") + std::strerror(errno));
+  for (struct dirent* e; (e = readdir(d));) {
+    const std::string name = e->d_name;
+    auto it = named.find(output_file_pid(name));
+    if (it == named.end() || !is_loadable_name(name)) continue;
+    if (it->second.empty() || it->second.count(name)) files.push_back(dir + "/" + name);
+  }
+  closedir(d);
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 std::string member_label(const Member& m) {
   return "pid " + std::to_string(m.pid) + (m.comm.empty() ? "" : " (" + m.comm + ")");
 }
@@ -58,23 +103,29 @@ TreeHeap snapshot_tree(const ControlRequest& target) {
   o.action = "snapshot";
   TreeAnswer t = ask_tree(o);
   TreeHeap heap;
-  heap.loaded = std::make_unique<LoadedProfiles>(load_profiles({t.dir}, ""));
-  auto table = read_process_table();
+  heap.time_nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::system_clock::now().time_since_epoch()).count();
+  std::vector<const Member*> gave;  // the members whose profile is read
   for (const auto& m : t.ms) {
     if (!m.reply.is_object()) {
       heap.left_out.push_back(member_label(m) + ": " + m.why);
-      continue;
-    }
-    if (!m.reply.value("ok", false) && !continuous(m.reply)) {
+    } else if (!m.reply.value("ok", false) && !continuous(m.reply)) {
       heap.left_out.push_back(member_label(m) + ": its snapshot failed: " + m.why);
-      continue;
-    }
-    if (m.reply.value("backend", std::string()) == "none") {
+    } else if (m.reply.value("backend", std::string()) == "none") {
       heap.left_out.push_back(member_label(m) + ": no heap profiler (--backend none): its memory is in /metrics");
-      continue;
+    } else {
+      gave.push_back(&m);
     }
+  }
+  std::vector<std::string> files = gave.empty() ? std::vector<std::string>() : member_files(t.dir, gave);
+  heap.loaded = std::make_unique<LoadedProfiles>();
+  if (!files.empty()) *heap.loaded = load_profiles(files, "");
+  auto table = read_process_table();
+  for (const Member* mp : gave) {
+    const Member& m = *mp;
     auto it = table.find(m.pid);
-    const ProcessSeries* p = series_of(*heap.loaded, m, it == table.end() ? 0 : it->second.start_ticks);
+    const unsigned long long start = it == table.end() ? 0 : it->second.start_ticks;
+    const ProcessSeries* p = series_of(*heap.loaded, m, start);
     if (!p) {
       heap.left_out.push_back(member_label(m) + ": no snapshot of it in " + t.dir + " that report can read");
       continue;
@@ -85,7 +136,7 @@ TreeHeap snapshot_tree(const ControlRequest& target) {
                                 ? " (bytehound writes it about every 30 s: the last seconds are not in it yet)"
                                 : ""));
     std::string program = p->info.program.empty() ? m.reply.value("program", std::string()) : p->info.program;
-    heap.members.push_back({&p->snaps.back(), static_cast<uint64_t>(m.pid), program});
+    heap.members.push_back({&p->snaps.back(), static_cast<uint64_t>(m.pid), start, program});
     if (!heap.root) heap.root = m.pid;
   }
   for (long pid : t.beyond)
@@ -95,20 +146,22 @@ TreeHeap snapshot_tree(const ControlRequest& target) {
 }
 
 TreeHeap growth_between(const TreeHeap& before, TreeHeap after) {
-  std::map<uint64_t, const HeapSnapshot*> earlier;
-  for (const auto& m : before.members) earlier[m.pid] = m.snap;
+  std::map<uint64_t, const MemberHeap*> earlier;
+  for (const auto& m : before.members) earlier[m.pid] = &m;
+  std::set<uint64_t> placed;
   std::vector<MemberHeap> grown;
   for (const auto& m : after.members) {
+    placed.insert(m.pid);
     auto it = earlier.find(m.pid);
-    if (it == earlier.end()) {
-      after.left_out.push_back("pid " + std::to_string(m.pid) + ": not in the first snapshot (started since): no growth "
-                               "to show");
+    if (it == earlier.end() || it->second->start_ticks != m.start_ticks) {
+      after.left_out.push_back("pid " + std::to_string(m.pid) + ": not in the first snapshot (started since" +
+                               std::string(it == earlier.end() ? "" : ", with a pid used before") + "): no growth to show");
       continue;
     }
     // Stacks are keyed by their addresses: one process's are the same
     // addresses from one snapshot to the next.
     std::map<std::vector<uint64_t>, std::pair<double, double>> was;
-    for (const auto& s : it->second->stacks) {
+    for (const auto& s : it->second->snap->stacks) {
       auto& w = was[s.stack()];
       w.first += s.bytes;
       w.second += s.objects;
@@ -131,10 +184,19 @@ TreeHeap growth_between(const TreeHeap& before, TreeHeap after) {
       out->total_objects += g.objects;
       out->stacks.push_back(std::move(g));
     }
-    grown.push_back({out.get(), m.pid, m.program});
+    grown.push_back({out.get(), m.pid, m.start_ticks, m.program});
     after.made.push_back(std::move(out));
   }
+  for (const auto& m : before.members)
+    if (!placed.count(m.pid))
+      after.left_out.push_back("pid " + std::to_string(m.pid) + ": in the first snapshot, not in the second (it ended, "
+                               "or gave none): no growth to show");
+  for (const auto& l : before.left_out)
+    if (std::find(after.left_out.begin(), after.left_out.end(), l) == after.left_out.end())
+      after.left_out.push_back("in the first snapshot: " + l);
   after.members = std::move(grown);
+  after.duration_nanos = after.time_nanos - before.time_nanos;
+  after.time_nanos = before.time_nanos;
   return after;
 }
 
@@ -159,6 +221,11 @@ std::string encode_tree_heap(const TreeHeap& heap) {
   for (const auto& m : heap.members) snaps.push_back({m.snap, m.pid, m.program});
   PprofOptions options;
   options.labels = true;
+  options.time_nanos = heap.time_nanos;
+  options.duration_nanos = heap.duration_nanos;
+  if (heap.duration_nanos)
+    options.comments.push_back("memprofile serve: the growth over " + std::to_string(heap.duration_nanos / 1000000) +
+                               " ms: bytes and objects in use at the second snapshot less the first, where they grew");
   for (const auto& l : heap.left_out) options.comments.push_back("memprofile serve: not in this profile: " + l);
   for (const auto& n : heap.notes) options.comments.push_back("memprofile serve: " + n);
   return encode_pprof(snaps, symbolizer, options);

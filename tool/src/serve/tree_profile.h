@@ -20,6 +20,7 @@ namespace memprofile {
 struct MemberHeap {
   const HeapSnapshot* snap = nullptr;
   uint64_t pid = 0;
+  unsigned long long start_ticks = 0;  // its start (/proc), so that a pid used again is another process
   std::string program;
 };
 
@@ -33,15 +34,16 @@ struct TreeHeap {
   std::vector<std::string> left_out;
   std::vector<std::string> notes;  // about members that are in it (a file as it stands)
   long root = 0;  // the first member that gave one: its root's files symbolise
+  int64_t time_nanos = 0, duration_nanos = 0;  // when it was taken; a growth's span
 };
 
 // Snapshots the tree of `target` (its action is set here). Throws Error when
 // no member of it serves.
 TreeHeap snapshot_tree(const ControlRequest& target);
 
-// The growth from `before` to `after`, member by member (by pid): each stack's
-// bytes and objects in use now less before, where it grew. A member only in
-// `after` is left out, with a line.
+// The growth from `before` to `after`, member by member (by pid and start):
+// each stack's bytes and objects in use now less before, where it grew. A
+// member in one of them only is left out, with a line.
 TreeHeap growth_between(const TreeHeap& before, TreeHeap after);
 
 // The gzipped profile. Throws Error when no member gave a snapshot (the
