@@ -6,6 +6,7 @@
 // processes are not injected. A failed check never takes the service down
 // unless --strict: the program runs unprofiled with one ERROR line.
 #include <errno.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -32,6 +34,7 @@
 #include "verdict/tree_users.h"
 #include "runtime/launcher.h"
 #include "runtime/backend.h"
+#include "serve/serve.h"
 
 extern char** environ;
 
@@ -664,6 +667,46 @@ ExitCode run_unprofiled_too_large(Launch& l) {
   become(l.program, l.plan.argv, l.unprofiled_env);
 }
 
+// --serve: `memprofile serve` for the tree, in a child forked now, before
+// this process becomes the program: it ends with it (PR_SET_PDEATHSIG), and
+// is not a member of the tree it serves (tree_control.h). A setting that
+// cannot serve is said in one line, and the program runs without it:
+// serving never keeps the service from starting.
+void serve_beside(Launch& l, const ExecArgs& o, bool with_ctl) {
+  ServeOptions so;
+  so.listen = o.serve;
+  so.token_file = o.serve_token_file;
+  so.target.pid = getpid();
+  so.target.pid_given = true;
+  so.target.output_dir = l.plan.cfg.output_dir;
+  so.target.timeout = 5;
+  so.child_of_target = true;
+  try {
+    if (!with_ctl) throw Error("no control library: " + l.ctl_problem);
+    check_serve_options(so);
+  } catch (const std::exception& e) {
+    l.log.error("serve_refused", std::string("--serve ") + o.serve + ": not serving: " + e.what(), {{"listen", o.serve}});
+    return;
+  }
+  const pid_t app = getpid();
+  std::cout.flush();
+  std::cerr.flush();
+  pid_t child = fork();
+  if (child != 0) {
+    if (child < 0) l.log.error("serve_refused", std::string("--serve: cannot fork: ") + std::strerror(errno), {});
+    return;
+  }
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != app) _exit(0);  // the program ended before this could ask to end with it
+  try {
+    run_serve(so);
+  } catch (const std::exception& e) {
+    std::cerr << "memprofile serve: " << e.what() << std::endl;
+    _exit(to_int(ExitCode::InputError));
+  }
+  _exit(0);
+}
+
 ExitCode run_exec(const ExecArgs& o) {
   Launch l(o, plan_launch(o, read_config(o.config), o.config, process_env));
   // The output directory as an absolute path: the application may chdir,
@@ -712,6 +755,7 @@ ExitCode run_exec(const ExecArgs& o) {
   // preload, and the preloaded jemalloc would write dumps of the same names.)
   if (!memray && !(l.own_jemalloc && !with_ctl)) add_preload(l, lib, with_ctl);
   log_start(l, lib, with_ctl, max_bytes, snapshot_every_ms);
+  if (!o.serve.empty()) serve_beside(l, o, with_ctl);
   int err = try_exec(l.program, l.plan.argv, l.env);
   if (err != E2BIG) exec_failed(l.program, err);
   return run_unprofiled_too_large(l);

@@ -24,6 +24,10 @@ const std::vector<ExecOptionSpec>& exec_option_specs() {
       {"--dormant", nullptr,
        "load the profiler with recording off; memprofile start/stop/snapshot drive it (or MEMPROFILE_DORMANT=1)"},
       {"--strict", nullptr, "exit 3 instead of running unprofiled when a check fails (or MEMPROFILE_STRICT=1)"},
+      {"--serve", "ADDR:PORT",
+       "also serve the tree's heap (pprof) and memory (Prometheus metrics) over HTTP, from a child of the program "
+       "(memprofile serve); an address other than loopback needs --serve-token-file"},
+      {"--serve-token-file", "FILE", "the bearer token --serve requires of every request"},
       {"--python-only", nullptr, "memray: record Python frames alone, without the native ones (native_traces off)"},
       {"--log-format", "FORMAT", "text or json"},
       {"--from-config", nullptr,
@@ -102,6 +106,10 @@ ExecArgs parse_exec_args(const std::vector<std::string>& args) {
     } else if (name == "--snapshot-every") {
       if (auto ms = parse_duration_ms(value)) out.snapshot_every_ms = *ms;
       else fail("--snapshot-every " + value + " is not a duration of 1s to 7d (30s, 5m, 1h, or seconds)");
+    } else if (name == "--serve") {
+      out.serve = value;
+    } else if (name == "--serve-token-file") {
+      out.serve_token_file = value;
     } else if (name == "--log-format") {
       if (value == "text" || value == "json") out.log_format = value;
       else fail("--log-format " + value + " is not text or json");

@@ -36,6 +36,7 @@ struct ExecArgs {
   std::optional<uint64_t> min_free_mb, max_profile_mb, snapshot_every_ms;
   bool strict = false, from_config = false, dormant = false;
   bool python_only = false;  // memray: Python frames alone (no native_traces)
+  std::string serve, serve_token_file;  // --serve ADDR:PORT: memprofile serve beside the tree
   std::string log_format = "text";
   std::vector<std::string> command;  // PROGRAM [ARGS...], or with --from-config the ARGS
   // -h/--help: the launcher prints its options and starts nothing (also an

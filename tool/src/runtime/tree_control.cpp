@@ -1,6 +1,7 @@
 #include "runtime/tree_control.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <iostream>
 #include <set>
@@ -179,13 +180,15 @@ std::vector<Member> members(const ControlRequest& o, const std::string& dir, std
     return lstat(path.c_str(), &st) == 0 ? path : std::string();
   };
   auto table = read_process_table();
+  const long self = getpid();
   std::vector<Member> all;
   std::set<long> seen, serving;
   for (long root : tree_roots(o, dir, table, !socket_for(o.pid).empty())) {
     std::vector<long> tree = process_tree(table, root);
     if (tree.empty()) tree.push_back(root);  // gone, or another namespace: its socket decides
     for (long pid : tree) {
-      if (!seen.insert(pid).second) continue;
+      // The asker is not a member: exec --serve's child runs in the tree it serves.
+      if (pid == self || !seen.insert(pid).second) continue;
       Member m;
       m.pid = pid;
       if (auto it = table.find(pid); it != table.end()) {

@@ -4,6 +4,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <csignal>
@@ -155,6 +156,18 @@ struct HttpServer::Impl {
   HttpLimits limits;
   HttpHandler handler;
   std::shared_ptr<std::atomic<size_t>> open = std::make_shared<std::atomic<size_t>>(0);
+  net::steady_timer timer{*ioc};
+  std::chrono::milliseconds period{0};
+  std::function<bool()> check;
+
+  void tick() {
+    timer.expires_after(period);
+    timer.async_wait([this](beast::error_code ec) {
+      if (ec) return;
+      if (!check()) return ioc->stop();
+      tick();
+    });
+  }
 
   void accept() {
     acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
@@ -202,10 +215,16 @@ std::string HttpServer::bound() const {
   return host + ":" + std::to_string(ep.port());
 }
 
+void HttpServer::every(std::chrono::milliseconds period, std::function<bool()> check) {
+  impl_->period = period;
+  impl_->check = std::move(check);
+}
+
 void HttpServer::run() {
   impl_->signals.async_wait([this](beast::error_code ec, int) {
     if (!ec) stop();
   });
+  if (impl_->check) impl_->tick();
   impl_->accept();
   impl_->ioc->run();
 }

@@ -62,6 +62,9 @@ class HttpServer {
 
   // The address and port bound (the port the kernel chose for :0).
   std::string bound() const;
+  // Calls `check` on the server's thread every `period` while it serves;
+  // stops when it returns false. Before run().
+  void every(std::chrono::milliseconds period, std::function<bool()> check);
   // Serves on this thread until SIGTERM or SIGINT, or stop().
   void run();
   void stop();

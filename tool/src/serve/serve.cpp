@@ -15,7 +15,10 @@
 #include <optional>
 #include <thread>
 
+#include <unistd.h>
+
 #include "base/error.h"
+#include "runtime/proc_tree.h"
 #include "serve/metrics.h"
 #include "serve/tree_profile.h"
 
@@ -158,6 +161,21 @@ bool same_token(const std::string& a, const std::string& b) {
   unsigned char d = 0;
   for (size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
   return d == 0;
+}
+
+// Whether `parent` (the program exec --serve serves) waits for a child
+// (its main thread in the kernel's do_wait) and this process is the only
+// child it has left: it is exiting, and waits on us. Also true when it has
+// gone (we were handed to another parent).
+bool waits_on_us(long parent) {
+  if (getppid() != parent) return true;
+  std::ifstream wchan("/proc/" + std::to_string(parent) + "/wchan");
+  std::string where;
+  std::getline(wchan, where);
+  if (where != "do_wait") return false;
+  for (const auto& [pid, e] : read_process_table())
+    if (e.ppid == parent && pid != getpid()) return false;
+  return true;
 }
 
 }  // namespace
@@ -418,12 +436,19 @@ void Service::handle(const HttpRequest& req, Respond respond) {
   s.heap(std::move(respond));
 }
 
-void run_serve(const ServeOptions& o) {
+void check_serve_options(const ServeOptions& o) {
   ListenAddress at = parse_listen(o.listen);
   if (!is_loopback(at.host) && o.token_file.empty())
     throw Error("--listen " + o.listen + ": not a loopback address, so serve needs a bearer token: --token-file FILE "
                 "(profiles name the code and its memory: see docs/serve.md)");
-  if (o.min_interval < 0 || o.metrics_max_age < 0) throw Error("serve: an interval cannot be negative");
+  if (!o.token_file.empty()) read_token(o.token_file);
+  if (!(o.min_interval >= 0 && o.min_interval <= 86400) || !(o.metrics_max_age >= 0 && o.metrics_max_age <= 3600))
+    throw Error("serve: an interval must be 0 to 86400 seconds");
+}
+
+void run_serve(const ServeOptions& o) {
+  check_serve_options(o);
+  ListenAddress at = parse_listen(o.listen);
   Service service(o);
   HttpServer server(at, o.limits, [&service](const HttpRequest& req, Respond respond) {
     try {
@@ -432,6 +457,7 @@ void run_serve(const ServeOptions& o) {
       respond(text(500, std::string("memprofile serve: ") + e.what()));
     }
   });
+  if (o.child_of_target) server.every(std::chrono::milliseconds(500), [pid = o.target.pid] { return !waits_on_us(pid); });
   std::cerr << "memprofile serve: listening on " << server.bound() << " for the tree of pid " << o.target.pid
             << " (/debug/pprof/heap, /debug/pprof/allocs, /metrics)" << std::endl;
   server.run();

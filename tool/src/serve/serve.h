@@ -26,6 +26,10 @@ struct ServeOptions {
   size_t max_waiting = 32;      // scrapes sharing one snapshot; past it 429
   double metrics_max_age = 1;   // seconds a /metrics answer is shared
   HttpLimits limits;
+  // exec --serve: serve is a child of the program it serves. It ends when
+  // the program waits for a child and it is the only one left: a program
+  // that waits for all its children as it exits is not kept waiting.
+  bool child_of_target = false;
 };
 
 // Reads the token file (one line; surrounding blanks dropped). Throws
@@ -48,6 +52,10 @@ class Service {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Checks the options before anything starts: the address, a token where it
+// is not loopback, the token file. Throws Error or FileError.
+void check_serve_options(const ServeOptions& options);
 
 // Checks the options (a non-loopback address needs a token), serves until
 // SIGTERM or SIGINT. Throws Error or FileError.
