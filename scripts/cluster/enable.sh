@@ -11,7 +11,7 @@
 #          (--deployment NAME | --statefulset NAME | --pipeline NAME --vertex VERTEX)
 #          [-c CONTAINER] [--image IMAGE] [--backend B] [--target PATH]
 #          [--output-dir /var/memprofile] [--size-limit 2Gi] [--no-image-check]
-#          [--context CTX] [--dry-run]
+#          [--serve PORT --serve-token-secret SECRET] [--context CTX] [--dry-run]
 #
 #   -c             the container (default: the only one). In a numaflow Pipeline
 #                  vertex: udf, udsource, udsink (their user containers) or numa
@@ -22,6 +22,15 @@
 #                  the launcher's backend and real process (MEMPROFILE_BACKEND,
 #                  MEMPROFILE_TARGET in the container env); default: the image's
 #   --size-limit   of the emptyDir the profile goes to (default 2Gi)
+#   --serve        also serve the tree's heap (pprof) and memory (Prometheus
+#                  metrics) on PORT of the pod (exec --serve, docs/serve.md): a
+#                  container port named memprofile, and the annotations that
+#                  Grafana Alloy's pyroscope discovery (profiles.grafana.com/
+#                  memory.*) and Prometheus' (prometheus.io/*) read
+#   --serve-token-secret
+#                  the Secret whose key "token" is the bearer token serve
+#                  requires (mounted read-only; needed with --serve: the pod's
+#                  address is not loopback)
 #   --dry-run      print the new object and the kubectl commands, change nothing
 # Exit codes: 0 done, 1 kubectl failed, 2 usage, 3 refused (no such
 # namespace/object/container, not a profilable image).
@@ -30,7 +39,7 @@ set -o errexit -o nounset -o pipefail
 source "$(dirname "$0")/lib.sh"
 
 kind="" name="" vertex="" container="" image="" backend="" target=""
-output_dir=/var/memprofile size_limit=2Gi image_check=true
+output_dir=/var/memprofile size_limit=2Gi image_check=true serve_port="" token_secret=""
 while (($#)); do
   common_option "$@"
   if ((CONSUMED)); then shift "${CONSUMED}"; continue; fi
@@ -47,6 +56,8 @@ while (($#)); do
     --output-dir) output_dir="${2:?--output-dir needs a value}"; shift 2 ;;
     --size-limit) size_limit="${2:?--size-limit needs a value}"; shift 2 ;;
     --no-image-check) image_check=false; shift ;;
+    --serve) serve_port="${2:?--serve needs a port}"; shift 2 ;;
+    --serve-token-secret) token_secret="${2:?--serve-token-secret needs a Secret name}"; shift 2 ;;
     *) usage_error "unknown argument $1" ;;
   esac
 done
@@ -55,6 +66,15 @@ done
 [[ "${kind}" == pipeline || -z "${vertex}" ]] || usage_error "--vertex goes with --pipeline"
 case "${backend}" in "" | bytehound | jemalloc | heaptrack) ;; *) usage_error "--backend must be bytehound, jemalloc or heaptrack" ;; esac
 [[ "${output_dir}" == /* ]] || usage_error "--output-dir must be an absolute path"
+if [[ -n "${serve_port}" ]]; then
+  if [[ ! "${serve_port}" =~ ^[0-9]{1,5}$ ]] || ((serve_port < 1 || serve_port > 65535)); then
+    usage_error "--serve ${serve_port} is not a port (1 to 65535)"
+  fi
+  [[ -n "${token_secret}" ]] ||
+    usage_error "--serve needs --serve-token-secret: serve listens on the pod's address, which is not loopback, and profiles name the code and its memory"
+  [[ "${kind}" != pipeline ]] || usage_error "--serve is for a Deployment or a StatefulSet"
+fi
+[[ -n "${serve_port}" || -z "${token_secret}" ]] || usage_error "--serve-token-secret goes with --serve"
 [[ "${size_limit}" =~ ^[0-9]+(\.[0-9]+)?([KMGTPE]i?|[kmgtpe])?$ ]] || usage_error "--size-limit ${size_limit} is not a Kubernetes quantity"
 need_tools "${KUBECTL}" jq
 need_namespace
@@ -118,7 +138,25 @@ edit='
   def volume: .volumes = ((.volumes // []) | map(select(.name != "memprofile-output"))
     + [{name: "memprofile-output", emptyDir: {sizeLimit: $size}}]);
   def image: if $image == "" then . else .image = $image end;
-  def container_edit: wrap | launcher_env | mount | image;
+  def serve: if $port == "" then . else
+      env_set("MEMPROFILE_SERVE"; "0.0.0.0:" + $port)
+      | env_set("MEMPROFILE_SERVE_TOKEN_FILE"; "/var/run/memprofile-serve/token")
+      | .ports = ((.ports // []) | map(select(.name != "memprofile")) + [{name: "memprofile", containerPort: ($port | tonumber), protocol: "TCP"}])
+      | .volumeMounts = ((.volumeMounts // []) | map(select(.name != "memprofile-serve-token"))
+        + [{name: "memprofile-serve-token", mountPath: "/var/run/memprofile-serve", readOnly: true}])
+    end;
+  def serve_volume: if $port == "" then . else
+      .volumes = ((.volumes // []) | map(select(.name != "memprofile-serve-token"))
+        + [{name: "memprofile-serve-token", secret: {secretName: $secret, defaultMode: 256}}])
+    end;
+  # Where the scrapers look: Alloy'"'"'s pyroscope.scrape discovery and
+  # Prometheus'"'"' kubernetes_sd relabelling conventions.
+  def serve_annotations: if $port == "" then . else
+      .["profiles.grafana.com/memory.scrape"] = "true" | .["profiles.grafana.com/memory.port_name"] = "memprofile"
+      | .["profiles.grafana.com/memory.path"] = "/debug/pprof/heap"
+      | .["prometheus.io/scrape"] = "true" | .["prometheus.io/port"] = $port | .["prometheus.io/path"] = "/metrics"
+    end;
+  def container_edit: wrap | launcher_env | mount | image | serve;
 '
 if [[ "${kind}" == pipeline ]]; then
   if [[ "${container}" == numa ]]; then
@@ -129,15 +167,16 @@ if [[ "${kind}" == pipeline ]]; then
   fi
 else
   # shellcheck disable=SC2016 # jq's own variables
-  edit+='.spec.template.spec |= (volume | .containers |= map(if .name == $container then container_edit else . end))
-    | .spec.template.metadata.annotations["memprofile.io/profiling"] = "enabled"'
+  edit+='.spec.template.spec |= (volume | serve_volume | .containers |= map(if .name == $container then container_edit else . end))
+    | .spec.template.metadata.annotations["memprofile.io/profiling"] = "enabled"
+    | .spec.template.metadata.annotations |= serve_annotations'
 fi
 had_preload="$(jq -r '[.. | objects | select(.name? == "LD_PRELOAD" and has("value"))] | length' <<<"${object}")"
 ((had_preload == 0)) ||
   warn "removing LD_PRELOAD from the pod env: memprofile exec injects it into the app only (it would crash kubectl cp's tar)"
 new="$(jq --arg dir "${output_dir}" --arg size "${size_limit}" --arg backend "${backend}" --arg target "${target}" \
   --arg launcher "${LAUNCHER}" --arg image "${image}" --arg container "${container}" --arg vertex "${vertex}" \
-  "${edit}" <<<"${object}")"
+  --arg port "${serve_port}" --arg secret "${token_secret}" "${edit}" <<<"${object}")"
 
 if [[ "${DRY_RUN}" == true ]]; then
   echo "# ${kind}/${name} after the change (JSON, which kubectl reads as YAML):"

@@ -119,3 +119,25 @@ valid() { node "${BATS_TEST_DIRNAME}/validate.mjs" "${STUB_DIR}/replaced.json"; 
   run "${SCRIPTS}/enable.sh" -n team --deployment leaky --backend valgrind
   assert_failure 2
 }
+
+@test "enable --serve: the launcher serves on a named port with a Secret's token; the scrapers' annotations" {
+  run "${SCRIPTS}/enable.sh" -n team --deployment leaky --serve 6060
+  assert_failure 2
+  assert_output --partial "--serve needs --serve-token-secret"
+  run "${SCRIPTS}/enable.sh" -n team --deployment leaky --serve 70000 --serve-token-secret t
+  assert_failure 2
+  run "${SCRIPTS}/enable.sh" -n team --deployment leaky --serve 6060 --serve-token-secret memprofile-serve
+  assert_success
+  run replaced -c '.spec.template.spec.containers[0].env | map(select(.name | startswith("MEMPROFILE_SERVE")))'
+  assert_output '[{"name":"MEMPROFILE_SERVE","value":"0.0.0.0:6060"},{"name":"MEMPROFILE_SERVE_TOKEN_FILE","value":"/var/run/memprofile-serve/token"}]'
+  run replaced -c '.spec.template.spec.containers[0].ports'
+  assert_output '[{"name":"memprofile","containerPort":6060,"protocol":"TCP"}]'
+  run replaced -c '.spec.template.spec.volumes | map(select(.name == "memprofile-serve-token"))'
+  assert_output '[{"name":"memprofile-serve-token","secret":{"secretName":"memprofile-serve","defaultMode":256}}]'
+  run replaced -c '.spec.template.spec.containers[0].volumeMounts | map(select(.name == "memprofile-serve-token"))'
+  assert_output '[{"name":"memprofile-serve-token","mountPath":"/var/run/memprofile-serve","readOnly":true}]'
+  run replaced -c '.spec.template.metadata.annotations | with_entries(select(.key | test("grafana|prometheus")))'
+  assert_output '{"profiles.grafana.com/memory.scrape":"true","profiles.grafana.com/memory.port_name":"memprofile","profiles.grafana.com/memory.path":"/debug/pprof/heap","prometheus.io/scrape":"true","prometheus.io/port":"6060","prometheus.io/path":"/metrics"}'
+  run valid
+  assert_success
+}

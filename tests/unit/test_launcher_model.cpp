@@ -139,6 +139,25 @@ TEST_CASE("launcher model: dormant mode and the disk budget, from flags, variabl
              Catch::Contains("max_profile_mb is not a number"));
 }
 
+TEST_CASE("launcher model: --serve and its token from flags, variables or the config") {
+  auto none = [](const char*) { return std::string(); };
+  LaunchPlan from_flags = plan_launch(parse_exec_args({"--serve", "127.0.0.1:6060", "--serve-token-file=/t", "/app"}),
+                                      std::nullopt, "exec.conf", none);
+  CHECK(from_flags.error.empty());
+  CHECK(from_flags.cfg.serve == "127.0.0.1:6060");
+  CHECK(from_flags.cfg.serve_token_file == "/t");
+  auto env = [](const char* name) {
+    std::string n = name;
+    return n == "MEMPROFILE_SERVE" ? "0.0.0.0:7070" : n == "MEMPROFILE_SERVE_TOKEN_FILE" ? "/run/token" : "";
+  };
+  LaunchPlan from_env = plan_launch(parse_exec_args({"/app"}), std::string("serve = 127.0.0.1:1\n"), "exec.conf", env);
+  CHECK(from_env.cfg.serve == "0.0.0.0:7070");
+  CHECK(from_env.cfg.serve_token_file == "/run/token");
+  LaunchPlan from_conf = plan_launch(parse_exec_args({"/app"}), std::string("serve = 127.0.0.1:1\n"), "exec.conf", none);
+  CHECK(from_conf.cfg.serve == "127.0.0.1:1");
+  CHECK_THAT(parse_exec_args({"--serve"}).error, Catch::Contains("--serve needs a value"));
+}
+
 TEST_CASE("launcher model: heaptrack cannot start dormant, and says so in one line") {
   auto none = [](const char*) { return std::string(); };
   LaunchPlan p = plan_launch(parse_exec_args({"--dormant", "--backend", "heaptrack", "/app"}), std::nullopt, "exec.conf",

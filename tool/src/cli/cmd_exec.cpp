@@ -672,10 +672,11 @@ ExitCode run_unprofiled_too_large(Launch& l) {
 // is not a member of the tree it serves (tree_control.h). A setting that
 // cannot serve is said in one line, and the program runs without it:
 // serving never keeps the service from starting.
-void serve_beside(Launch& l, const ExecArgs& o, bool with_ctl) {
+void serve_beside(Launch& l, bool with_ctl) {
+  const LauncherConfig& cfg = l.plan.cfg;
   ServeOptions so;
-  so.listen = o.serve;
-  so.token_file = o.serve_token_file;
+  so.listen = cfg.serve;
+  so.token_file = cfg.serve_token_file;
   so.target.pid = getpid();
   so.target.pid_given = true;
   so.target.output_dir = l.plan.cfg.output_dir;
@@ -685,7 +686,7 @@ void serve_beside(Launch& l, const ExecArgs& o, bool with_ctl) {
     if (!with_ctl) throw Error("no control library: " + l.ctl_problem);
     check_serve_options(so);
   } catch (const std::exception& e) {
-    l.log.error("serve_refused", std::string("--serve ") + o.serve + ": not serving: " + e.what(), {{"listen", o.serve}});
+    l.log.error("serve_refused", "--serve " + cfg.serve + ": not serving: " + e.what(), {{"listen", cfg.serve}});
     return;
   }
   const pid_t app = getpid();
@@ -755,7 +756,7 @@ ExitCode run_exec(const ExecArgs& o) {
   // preload, and the preloaded jemalloc would write dumps of the same names.)
   if (!memray && !(l.own_jemalloc && !with_ctl)) add_preload(l, lib, with_ctl);
   log_start(l, lib, with_ctl, max_bytes, snapshot_every_ms);
-  if (!o.serve.empty()) serve_beside(l, o, with_ctl);
+  if (!l.plan.cfg.serve.empty()) serve_beside(l, with_ctl);
   int err = try_exec(l.program, l.plan.argv, l.env);
   if (err != E2BIG) exec_failed(l.program, err);
   return run_unprofiled_too_large(l);

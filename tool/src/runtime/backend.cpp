@@ -359,6 +359,8 @@ void apply_env_overrides(LauncherConfig& cfg, const EnvLookup& lookup) {
   if (const char* v = env("MEMPROFILE_PRELOAD")) cfg.preload = v;
   if (const char* v = env("MEMPROFILE_OUTPUT_DIR")) cfg.output_dir = v;
   if (const char* v = env("MEMPROFILE_TARGET")) cfg.target = v;
+  if (const char* v = env("MEMPROFILE_SERVE")) cfg.serve = v;
+  if (const char* v = env("MEMPROFILE_SERVE_TOKEN_FILE")) cfg.serve_token_file = v;
   auto number = [](const char* name, const char* v) -> uint64_t {
     char* end = nullptr;
     unsigned long long n = strtoull(v, &end, 10);
@@ -402,6 +404,10 @@ void parse_launcher_config(const std::string& text, const std::string& path, Lau
       cfg.preload = value;
     } else if (key == "output_dir") {
       cfg.output_dir = value;
+    } else if (key == "serve") {
+      cfg.serve = value;
+    } else if (key == "serve_token_file") {
+      cfg.serve_token_file = value;
     } else if (key == "target") {
       cfg.target = value;
     } else if (key == "min_free_mb") {

@@ -108,6 +108,9 @@ struct LauncherConfig {
   uint64_t snapshot_every_ms = 0;  // scheduled snapshots in every process (0: none)
   std::string ctl_library = kDefaultCtlLibrary;
   bool strict = false;
+  // memprofile serve beside the tree (exec --serve; MEMPROFILE_SERVE,
+  // MEMPROFILE_SERVE_TOKEN_FILE, as scripts/cluster/enable.sh --serve sets them).
+  std::string serve, serve_token_file;
   // The application's own Entrypoint and Cmd, as images/ bake them in for
   // `exec --from-config`: a Dockerfile cannot put a build arg into ENTRYPOINT.
   std::vector<std::string> entrypoint, cmd;

@@ -142,6 +142,8 @@ LaunchPlan plan_launch(const ExecArgs& args, const std::optional<std::string>& c
   if (!args.preload.empty()) cfg.preload = args.preload;
   if (!args.output_dir.empty()) cfg.output_dir = args.output_dir;
   if (!args.target.empty()) cfg.target = args.target;
+  if (!args.serve.empty()) cfg.serve = args.serve;
+  if (!args.serve_token_file.empty()) cfg.serve_token_file = args.serve_token_file;
   if (args.min_free_mb) cfg.min_free_mb = *args.min_free_mb;
   if (args.max_profile_mb) cfg.max_profile_mb = *args.max_profile_mb;
   if (args.dormant) cfg.dormant = true;
