@@ -350,6 +350,7 @@ bench: build ## Run the benchmarks in bench/ (ratios against baselines measured 
 	bench/exec_overhead.sh $(BUILD_DIR)/tool/memprofile-static
 	bench/profiler_overhead.sh $(BUILD_DIR)/tool/memprofile-static
 	bench/memray_overhead.sh $(BUILD_DIR)/tool/memprofile-static
+	bench/serve_overhead.sh $(BUILD_DIR)/tool/memprofile-static
 	MEMPROFILE=$(abspath $(MEMPROFILE)) bench/preload_cross_vs_emulated.sh
 	bench/image_arm64_dist_vs_qemu.sh
 	bench/store_overlay_vs_vfs.sh

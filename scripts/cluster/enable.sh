@@ -67,12 +67,13 @@ done
 case "${backend}" in "" | bytehound | jemalloc | heaptrack) ;; *) usage_error "--backend must be bytehound, jemalloc or heaptrack" ;; esac
 [[ "${output_dir}" == /* ]] || usage_error "--output-dir must be an absolute path"
 if [[ -n "${serve_port}" ]]; then
-  if [[ ! "${serve_port}" =~ ^[0-9]{1,5}$ ]] || ((serve_port < 1 || serve_port > 65535)); then
+  if [[ ! "${serve_port}" =~ ^[0-9]{1,5}$ ]] || ((10#${serve_port} < 1 || 10#${serve_port} > 65535)); then
     usage_error "--serve ${serve_port} is not a port (1 to 65535)"
   fi
   [[ -n "${token_secret}" ]] ||
     usage_error "--serve needs --serve-token-secret: serve listens on the pod's address, which is not loopback, and profiles name the code and its memory"
   [[ "${kind}" != pipeline ]] || usage_error "--serve is for a Deployment or a StatefulSet"
+  serve_port="$((10#${serve_port}))"
 fi
 [[ -n "${serve_port}" || -z "${token_secret}" ]] || usage_error "--serve-token-secret goes with --serve"
 [[ "${size_limit}" =~ ^[0-9]+(\.[0-9]+)?([KMGTPE]i?|[kmgtpe])?$ ]] || usage_error "--size-limit ${size_limit} is not a Kubernetes quantity"
@@ -115,6 +116,20 @@ else
   current_image="$(jq -r --arg c "${container}" '.spec.template.spec.containers[] | select(.name == $c) | .image' <<<"${object}")"
 fi
 
+if [[ -n "${serve_port}" ]]; then
+  # serve binds before the program starts: a port the program declares
+  # under another name would be taken from it.
+  jq -e --arg c "${container}" --argjson p "${serve_port}" '.spec.template.spec.containers[] | select(.name == $c)
+    | (.ports // []) | any(.containerPort == $p and .name != "memprofile")' <<<"${object}" >/dev/null &&
+    die "${EXIT_REFUSED}" "container ${container} already declares port ${serve_port}: give --serve another"
+  # The app's own prometheus.io annotations stay: its metrics go on being
+  # scraped; serve's /metrics then needs a job of its own (docs/serve.md).
+  if jq -e '.spec.template.metadata.annotations // {} | has("prometheus.io/scrape") or has("prometheus.io/port")' \
+    <<<"${object}" >/dev/null; then
+    warn "the pod template already has prometheus.io annotations (the app's metrics): left as they are; scrape serve's /metrics on port ${serve_port} with a job of its own (docs/serve.md)"
+  fi
+fi
+
 check_image="${image:-${current_image}}"
 if [[ -n "${check_image}" && "${image_check}" == true ]]; then
   image_backend="$(need_profilable_image "${check_image}")"
@@ -147,14 +162,15 @@ edit='
     end;
   def serve_volume: if $port == "" then . else
       .volumes = ((.volumes // []) | map(select(.name != "memprofile-serve-token"))
-        + [{name: "memprofile-serve-token", secret: {secretName: $secret, defaultMode: 256}}])
+        + [{name: "memprofile-serve-token", secret: {secretName: $secret, defaultMode: 292}}])
     end;
   # Where the scrapers look: Alloy'"'"'s pyroscope.scrape discovery and
   # Prometheus'"'"' kubernetes_sd relabelling conventions.
   def serve_annotations: if $port == "" then . else
       .["profiles.grafana.com/memory.scrape"] = "true" | .["profiles.grafana.com/memory.port_name"] = "memprofile"
       | .["profiles.grafana.com/memory.path"] = "/debug/pprof/heap"
-      | .["prometheus.io/scrape"] = "true" | .["prometheus.io/port"] = $port | .["prometheus.io/path"] = "/metrics"
+      | if has("prometheus.io/scrape") or has("prometheus.io/port") or has("prometheus.io/path") then .
+        else .["prometheus.io/scrape"] = "true" | .["prometheus.io/port"] = $port | .["prometheus.io/path"] = "/metrics" end
     end;
   def container_edit: wrap | launcher_env | mount | image | serve;
 '

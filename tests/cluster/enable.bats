@@ -133,7 +133,7 @@ valid() { node "${BATS_TEST_DIRNAME}/validate.mjs" "${STUB_DIR}/replaced.json"; 
   run replaced -c '.spec.template.spec.containers[0].ports'
   assert_output '[{"name":"memprofile","containerPort":6060,"protocol":"TCP"}]'
   run replaced -c '.spec.template.spec.volumes | map(select(.name == "memprofile-serve-token"))'
-  assert_output '[{"name":"memprofile-serve-token","secret":{"secretName":"memprofile-serve","defaultMode":256}}]'
+  assert_output '[{"name":"memprofile-serve-token","secret":{"secretName":"memprofile-serve","defaultMode":292}}]'
   run replaced -c '.spec.template.spec.containers[0].volumeMounts | map(select(.name == "memprofile-serve-token"))'
   assert_output '[{"name":"memprofile-serve-token","mountPath":"/var/run/memprofile-serve","readOnly":true}]'
   run replaced -c '.spec.template.metadata.annotations | with_entries(select(.key | test("grafana|prometheus")))'

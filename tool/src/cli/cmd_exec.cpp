@@ -6,7 +6,9 @@
 // processes are not injected. A failed check never takes the service down
 // unless --strict: the program runs unprofiled with one ERROR line.
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
 #include <sys/stat.h>
@@ -97,6 +99,17 @@ std::vector<std::string> current_env() {
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
   return env;
+}
+
+// Removes KEY=... entries of the keys.
+void env_drop(std::vector<std::string>& env, std::initializer_list<const char*> keys) {
+  env.erase(std::remove_if(env.begin(), env.end(),
+                           [&](const std::string& e) {
+                             for (const char* k : keys)
+                               if (e.rfind(std::string(k) + "=", 0) == 0) return true;
+                             return false;
+                           }),
+            env.end());
 }
 
 bool env_has(const std::vector<std::string>& env, const std::string& key) {
@@ -667,6 +680,29 @@ ExitCode run_unprofiled_too_large(Launch& l) {
   become(l.program, l.plan.argv, l.unprofiled_env);
 }
 
+// What the serve child leaves of the launcher's process: no fd but 0-2
+// (a listener or a readiness pipe of the program's parent must close when
+// the program closes it), stdin from /dev/null, its own session (a
+// terminal's or the program's kill(0, ...) does not reach it), the
+// signals a program sends its group ignored, the first to go on OOM, and a
+// name of its own (tree_control.cpp leaves it out of the tree).
+void become_serve_child() {
+  if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
+    for (int fd = 3; fd < 65536; ++fd) close(fd);
+  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null >= 0) {
+    dup2(null, 0);
+    if (null != 0) close(null);
+  }
+  setsid();
+  for (int sig : {SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE}) signal(sig, SIG_IGN);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  std::ofstream("/proc/self/oom_score_adj") << "1000\n";
+  prctl(PR_SET_NAME, kServeChildName);
+}
+
 // --serve: `memprofile serve` for the tree, in a child forked now, before
 // this process becomes the program: it ends with it (PR_SET_PDEATHSIG), and
 // is not a member of the tree it serves (tree_control.h). A setting that
@@ -699,12 +735,14 @@ void serve_beside(Launch& l, bool with_ctl) {
   }
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != app) _exit(0);  // the program ended before this could ask to end with it
+  become_serve_child();
   try {
     run_serve(so);
   } catch (const std::exception& e) {
     std::cerr << "memprofile serve: " << e.what() << std::endl;
-    _exit(to_int(ExitCode::InputError));
   }
+  // Exit 0 whatever happened: a program that reaps children it does not know
+  // (PostgreSQL's postmaster) takes another status for a crash of its own.
   _exit(0);
 }
 
@@ -757,6 +795,8 @@ ExitCode run_exec(const ExecArgs& o) {
   if (!memray && !(l.own_jemalloc && !with_ctl)) add_preload(l, lib, with_ctl);
   log_start(l, lib, with_ctl, max_bytes, snapshot_every_ms);
   if (!l.plan.cfg.serve.empty()) serve_beside(l, with_ctl);
+  // The program's own processes start no second serve on the same port.
+  env_drop(l.env, {"MEMPROFILE_SERVE", "MEMPROFILE_SERVE_TOKEN_FILE"});
   int err = try_exec(l.program, l.plan.argv, l.env);
   if (err != E2BIG) exec_failed(l.program, err);
   return run_unprofiled_too_large(l);

@@ -187,8 +187,11 @@ std::vector<Member> members(const ControlRequest& o, const std::string& dir, std
     std::vector<long> tree = process_tree(table, root);
     if (tree.empty()) tree.push_back(root);  // gone, or another namespace: its socket decides
     for (long pid : tree) {
-      // The asker is not a member: exec --serve's child runs in the tree it serves.
+      // The asker is not a member, nor is exec --serve's child, which runs in
+      // the tree it serves (by the name it gives itself: a process that
+      // takes that name only leaves itself out of the listing).
       if (pid == self || !seen.insert(pid).second) continue;
+      if (auto it = table.find(pid); it != table.end() && it->second.comm == kServeChildName && pid != root) continue;
       Member m;
       m.pid = pid;
       if (auto it = table.find(pid); it != table.end()) {

@@ -16,6 +16,10 @@
 
 namespace memprofile {
 
+// The name exec --serve's child gives itself (PR_SET_NAME): a tree's
+// listing leaves out the serve of that tree.
+constexpr const char* kServeChildName = "memprofile-serv";
+
 struct ControlRequest {
   std::string action;
   long pid = 1;

@@ -167,16 +167,38 @@ bool same_token(const std::string& a, const std::string& b) {
 // (its main thread in the kernel's do_wait) and this process is the only
 // child it has left: it is exiting, and waits on us. Also true when it has
 // gone (we were handed to another parent).
-bool waits_on_us(long parent) {
-  if (getppid() != parent) return true;
-  std::ifstream wchan("/proc/" + std::to_string(parent) + "/wchan");
+bool waits_in_kernel(long pid) {
+  std::ifstream wchan("/proc/" + std::to_string(pid) + "/wchan");
   std::string where;
   std::getline(wchan, where);
-  if (where != "do_wait") return false;
+  // "0" when the kernel does not say (a program of another user, not
+  // dumpable): never taken for a wait.
+  return where == "do_wait";
+}
+
+bool waits_on_us(long parent) {
+  if (getppid() != parent) return true;
+  if (!waits_in_kernel(parent)) return false;
   for (const auto& [pid, e] : read_process_table())
     if (e.ppid == parent && pid != getpid()) return false;
-  return true;
+  // Again after the scan: a child it waited for may have ended between them.
+  return waits_in_kernel(parent);
 }
+
+// waits_on_us, seen `n` times in a row: a shell waiting on one command after
+// another is seen between two of them now and then, not n ticks running.
+class WaitsOnUs {
+ public:
+  WaitsOnUs(long parent, int n) : parent_(parent), n_(n) {}
+  bool operator()() {
+    seen_ = waits_on_us(parent_) ? seen_ + 1 : 0;
+    return seen_ >= n_;
+  }
+
+ private:
+  long parent_;
+  int n_, seen_ = 0;
+};
 
 }  // namespace
 
@@ -457,7 +479,8 @@ void run_serve(const ServeOptions& o) {
       respond(text(500, std::string("memprofile serve: ") + e.what()));
     }
   });
-  if (o.child_of_target) server.every(std::chrono::milliseconds(500), [pid = o.target.pid] { return !waits_on_us(pid); });
+  if (o.child_of_target)
+    server.every(std::chrono::milliseconds(500), [waits = WaitsOnUs(o.target.pid, 4)]() mutable { return !waits(); });
   std::cerr << "memprofile serve: listening on " << server.bound() << " for the tree of pid " << o.target.pid
             << " (/debug/pprof/heap, /debug/pprof/allocs, /metrics)" << std::endl;
   server.run();
