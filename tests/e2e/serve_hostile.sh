@@ -73,8 +73,14 @@ pass "round 1: nginx answered 60 requests; 100 slowloris connections dropped; 10
 round
 second_peak="$(peak)"
 after="$(find "${out}" -name "jeprof.${master}.*.heap" | wc -l)"
-((second_peak <= first_peak + 8192)) || fail "serve's peak memory grew from ${first_peak} kB to ${second_peak} kB in the second round"
-pass "round 2: serve's peak memory ${second_peak} kB, ${first_peak} kB after round 1"
+if sanitized "${MEMPROFILE}"; then
+  # AddressSanitizer holds freed memory in its quarantine: its peak says
+  # nothing of serve's bound. The main build's run checks it.
+  pass "round 2 done; serve's peak memory not compared (an AddressSanitizer build: ${first_peak} then ${second_peak} kB)"
+else
+  ((second_peak <= first_peak + 8192)) || fail "serve's peak memory grew from ${first_peak} kB to ${second_peak} kB in the second round"
+  pass "round 2: serve's peak memory ${second_peak} kB, ${first_peak} kB after round 1"
+fi
 
 # 3. Snapshots: about 30 s of scrapes every 10 ms, at most one snapshot
 # each 3 s (--min-interval), and the profiles within the 8 MiB budget.
