@@ -31,7 +31,7 @@ planted_top() {
   ranked() {
     go tool pprof -top -lines "${SERVE_URL}/debug/pprof/heap" > "${SCRATCH}/${name}.top" 2> "${SCRATCH}/${name}.err" ||
       fail "${name}: go tool pprof: $(cat "${SCRATCH}/${name}.err" "${SCRATCH}/${name}-serve.log")"
-    sed -n '/flat%/{n;p;q}' "${SCRATCH}/${name}.top" | grep -Eq "^ +4[0-9.]+MB .* planted_growth [^ ]*planted.c:[0-9]+$"
+    grep -Eq "^ +4[0-9.]+MB .* planted_growth [^ ]*planted.c:[0-9]+$" <<< "$(sed -n '/flat%/{n;p;q}' "${SCRATCH}/${name}.top")"
   }
   wait_until 120 ranked ||
     fail "${name}: -top does not rank planted_growth first with its line: $(head -14 "${SCRATCH}/${name}.top")"

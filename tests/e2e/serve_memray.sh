@@ -33,7 +33,7 @@ serve_each "${port}" 20 "${workers[@]}"
 start_serve "${SCRATCH}/serve.log" --output-dir "${out}" "${arbiter}"
 go tool pprof -top -lines "${SERVE_URL}/debug/pprof/heap" > "${SCRATCH}/top.txt" 2> "${SCRATCH}/pprof.err" ||
   fail "go tool pprof: $(cat "${SCRATCH}/pprof.err" "${SCRATCH}/serve.log")"
-sed -n '/flat%/{n;p;q}' "${SCRATCH}/top.txt" | grep -Eq " app /app/leaky.py:${app_line}$" ||
+grep -Eq " app /app/leaky.py:${app_line}$" <<< "$(sed -n '/flat%/{n;p;q}' "${SCRATCH}/top.txt")" ||
   fail "-top does not rank the handler's line first: $(head -16 "${SCRATCH}/top.txt")"
 pass "go tool pprof -top over HTTP ranks app (/app/leaky.py:${app_line}) first: memray's Python frames"
 

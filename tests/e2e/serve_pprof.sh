@@ -33,7 +33,7 @@ has_leak() {
 }
 wait_until 60 has_leak || fail "no slow_leak: $(cat "${SCRATCH}/top.txt")"
 grep -q "^Type: inuse_space$" "${SCRATCH}/top.txt" || fail "not inuse_space: $(head -12 "${SCRATCH}/top.txt")"
-sed -n '/flat%/{n;p;q}' "${SCRATCH}/top.txt" | grep -q "steady_cache [^ ]*tests/fixtures/src/serve_app.c:3[0-9]$" ||
+grep -q "steady_cache [^ ]*tests/fixtures/src/serve_app.c:3[0-9]$" <<< "$(sed -n '/flat%/{n;p;q}' "${SCRATCH}/top.txt")" ||
   fail "-top does not start with steady_cache and its line: $(head -14 "${SCRATCH}/top.txt")"
 pass "go tool pprof -top over HTTP names steady_cache and slow_leak with their files and lines"
 
