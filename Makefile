@@ -79,7 +79,9 @@ endif
 	  $(DIST)/memprofile/$(ARCH)/libmemprofile_ctl.so
 
 BACKEND ?= bytehound
-BACKENDS := bytehound jemalloc heaptrack
+# The preload backends: one recipe each under preload/ (memray's is a Python
+# extension's, built for the app's interpreter, and goes its own way).
+BACKENDS := $(filter-out memray,$(patsubst preload/%/recipe.sh,%,$(wildcard preload/*/recipe.sh)))
 # The host's own static memprofile verifies every preload build (it runs in
 # builder stages too, where the full dynamic build's libraries are absent).
 HOST_MEMPROFILE = $(DIST)/memprofile/$(HOST_ARCH)/memprofile

@@ -273,42 +273,124 @@ static int tcmalloc_stats(struct allocator_stats* s) {
   return -1;
 }
 
-static const struct ctl_profiler jemalloc = {"jemalloc", jemalloc_active, jemalloc_recording,
-                                             jemalloc_records_children, jemalloc_dump, jemalloc_stats, 0,
-                                             jemalloc_moved};
-// bytehound and heaptrack leave malloc to glibc, and write one continuous file.
-static const struct ctl_profiler bytehound = {"bytehound", bytehound_set_recording, unknown, never, NULL, glibc_stats, 0,
-                                              NULL};
-static const struct ctl_profiler heaptrack = {"heaptrack", heaptrack_set_recording, unknown, never, NULL, glibc_stats, 0,
-                                              NULL};
-// Dumps named by the pid that writes them (files.c): a forked child's are its own.
-static const struct ctl_profiler tcmalloc = {"tcmalloc", tcmalloc_set_recording, tcmalloc_recording, always,
-                                             tcmalloc_dump, tcmalloc_stats, 0, NULL};
-// Every process of the tree is served: what it reports is its own memory.
-static const struct ctl_profiler none = {"none", none_set_recording, never, always, NULL, none_stats, 1, NULL};
+// The profilers' file names, as the budget reads them (budget.c): each
+// with the pid it carries and, for dumps, the sequence that orders them.
+static int parse_digits(const char* s, size_t n, unsigned long long* out) {
+  if (!n || n > 19) return 0;
+  unsigned long long v = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (s[i] < '0' || s[i] > '9') return 0;
+    v = v * 10 + (unsigned long long)(s[i] - '0');
+  }
+  *out = v;
+  return 1;
+}
 
-const struct ctl_profiler* ctl_profiler_named(const char* name, enum ctl_backend* which) {
+static int ends_with(const char* s, size_t n, const char* suffix) {
+  size_t k = strlen(suffix);
+  return n >= k && memcmp(s + n - k, suffix, k) == 0;
+}
+
+// jemalloc: PREFIX.PID.SEQ.KIND[N].heap (KIND: i interval, m manual, f
+// final, u gdump). Its sequence orders the dumps of one process.
+static int jemalloc_dump_name(const char* name, unsigned long long* pid, unsigned long long* seq, char* kind) {
+  size_t n = strlen(name);
+  if (!ends_with(name, n, ".heap")) return 0;
+  n -= 5;
+  const char* fields[3];
+  size_t lens[3];
+  for (int f = 2; f >= 0; --f) {  // KIND[N], SEQ, PID from the end
+    size_t dot = n;
+    while (dot > 0 && name[dot - 1] != '.') --dot;
+    if (dot == 0) return 0;
+    fields[f] = name + dot;
+    lens[f] = n - dot;
+    n = dot - 1;
+  }
+  unsigned long long kindn;
+  if (lens[2] < 1 || !strchr("imfu", fields[2][0]) || (lens[2] > 1 && !parse_digits(fields[2] + 1, lens[2] - 1, &kindn)))
+    return 0;
+  *kind = fields[2][0];
+  return parse_digits(fields[0], lens[0], pid) && parse_digits(fields[1], lens[1], seq);
+}
+
+// HEAD.PID.SEQ.TAIL, a name with pid and sequence between a fixed head and
+// tail: gperftools' dumps as files.c names them (tcmalloc.PID.SEQ.heap), and
+// "none"'s memory records (memprofile-mem.PID.SEQ.mem.json).
+static int pid_seq_name(const char* name, const char* head, const char* tail, unsigned long long* pid,
+                        unsigned long long* seq) {
+  size_t n = strlen(name), h = strlen(head), t = strlen(tail);
+  if (n <= h + t || strncmp(name, head, h) != 0 || !ends_with(name, n, tail)) return 0;
+  const char* dot = memchr(name + h, '.', n - h - t);
+  return dot && parse_digits(name + h, (size_t)(dot - name) - h, pid) &&
+         parse_digits(dot + 1, (size_t)(name + n - t - dot - 1), seq);
+}
+
+// heaptrack.PID.raw
+static int heaptrack_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
+  size_t n = strlen(name);
+  *seq = 0;
+  if (strncmp(name, "heaptrack.", 10) != 0 || !ends_with(name, n, ".raw")) return 0;
+  return parse_digits(name + 10, n - 14, pid);
+}
+
+// memory-profiling_EXE_TIME_PID.dat
+static int bytehound_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
+  size_t n = strlen(name);
+  *seq = 0;
+  if (strncmp(name, "memory-profiling_", 17) != 0 || !ends_with(name, n, ".dat")) return 0;
+  size_t end = n - 4, us = end;
+  while (us > 0 && name[us - 1] != '_') --us;
+  return us > 17 && parse_digits(name + us, end - us, pid);
+}
+
+static int jemalloc_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
+  char kind;
+  return jemalloc_dump_name(name, pid, seq, &kind);
+}
+
+// gperftools' dumps as files.c names them.
+static int tcmalloc_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
+  return pid_seq_name(name, "tcmalloc.", ".heap", pid, seq);
+}
+
+// The memory records of "none".
+static int record_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
+  return pid_seq_name(name, "memprofile-mem.", ".mem.json", pid, seq);
+}
+
+static const struct ctl_profiler jemalloc = {
+    .name = "jemalloc", .profile_name = jemalloc_name, .rotates = 1, .creates_dumps = 1,
+    .set_recording = jemalloc_active, .recording = jemalloc_recording, .records_children = jemalloc_records_children,
+    .dump = jemalloc_dump, .allocator_stats = jemalloc_stats, .moved = jemalloc_moved};
+// bytehound and heaptrack leave malloc to glibc, and write one continuous file.
+static const struct ctl_profiler bytehound = {
+    .name = "bytehound", .profile_name = bytehound_name, .set_recording = bytehound_set_recording,
+    .recording = unknown, .records_children = never, .allocator_stats = glibc_stats};
+static const struct ctl_profiler heaptrack = {
+    .name = "heaptrack", .profile_name = heaptrack_name, .gated_trace = 1, .set_recording = heaptrack_set_recording,
+    .recording = unknown, .records_children = never, .allocator_stats = glibc_stats};
+// Dumps named by the pid that writes them (files.c): a forked child's are its own.
+static const struct ctl_profiler tcmalloc = {
+    .name = "tcmalloc", .profile_name = tcmalloc_name, .rotates = 1, .creates_dumps = 1, .unstoppable = 1,
+    .set_recording = tcmalloc_set_recording, .recording = tcmalloc_recording, .records_children = always,
+    .dump = tcmalloc_dump, .allocator_stats = tcmalloc_stats};
+// Every process of the tree is served: what it reports is its own memory.
+static const struct ctl_profiler none = {
+    .name = "none", .profile_name = record_name, .rotates = 1, .set_recording = none_set_recording,
+    .recording = never, .records_children = always, .allocator_stats = none_stats, .records_only = 1};
+
+const struct ctl_profiler* ctl_profiler_named(const char* name) {
   if (strcmp(name, "jemalloc") == 0) {
-    *which = CTL_JEMALLOC;
     mallctl_ptr = look_up_mallctl();
     return &jemalloc;
   }
-  if (strcmp(name, "bytehound") == 0) {
-    *which = CTL_BYTEHOUND;
-    return &bytehound;
-  }
-  if (strcmp(name, "heaptrack") == 0) {
-    *which = CTL_HEAPTRACK;
-    return &heaptrack;
-  }
-  if (strcmp(name, "tcmalloc") == 0) {
-    *which = CTL_TCMALLOC;
-    return &tcmalloc;
-  }
   if (strcmp(name, "none") == 0) {
-    *which = CTL_NONE;
     mallctl_ptr = (mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
     return &none;
   }
+  static const struct ctl_profiler* const others[] = {&bytehound, &heaptrack, &tcmalloc};
+  for (size_t i = 0; i < sizeof others / sizeof others[0]; ++i)
+    if (strcmp(name, others[i]->name) == 0) return others[i];
   return NULL;
 }

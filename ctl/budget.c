@@ -14,84 +14,11 @@
 
 #include "ctl.h"
 
-static int parse_digits(const char* s, size_t n, unsigned long long* out) {
-  if (!n || n > 19) return 0;
-  unsigned long long v = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (s[i] < '0' || s[i] > '9') return 0;
-    v = v * 10 + (unsigned long long)(s[i] - '0');
-  }
-  *out = v;
-  return 1;
-}
-
-static int ends_with(const char* s, size_t n, const char* suffix) {
-  size_t k = strlen(suffix);
-  return n >= k && memcmp(s + n - k, suffix, k) == 0;
-}
-
-// jemalloc: PREFIX.PID.SEQ.KIND[N].heap (KIND: i interval, m manual, f
-// final, u gdump). Its sequence orders the dumps of one process.
-static int jemalloc_dump_name(const char* name, unsigned long long* pid, unsigned long long* seq, char* kind) {
-  size_t n = strlen(name);
-  if (!ends_with(name, n, ".heap")) return 0;
-  n -= 5;
-  const char* fields[3];
-  size_t lens[3];
-  for (int f = 2; f >= 0; --f) {  // KIND[N], SEQ, PID from the end
-    size_t dot = n;
-    while (dot > 0 && name[dot - 1] != '.') --dot;
-    if (dot == 0) return 0;
-    fields[f] = name + dot;
-    lens[f] = n - dot;
-    n = dot - 1;
-  }
-  unsigned long long kindn;
-  if (lens[2] < 1 || !strchr("imfu", fields[2][0]) || (lens[2] > 1 && !parse_digits(fields[2] + 1, lens[2] - 1, &kindn)))
-    return 0;
-  *kind = fields[2][0];
-  return parse_digits(fields[0], lens[0], pid) && parse_digits(fields[1], lens[1], seq);
-}
-
-// HEAD.PID.SEQ.TAIL, a name with pid and sequence between a fixed head and
-// tail: gperftools' dumps as files.c names them (tcmalloc.PID.SEQ.heap), and
-// CTL_NONE's memory records (memprofile-mem.PID.SEQ.mem.json).
-static int pid_seq_name(const char* name, const char* head, const char* tail, unsigned long long* pid,
-                        unsigned long long* seq) {
-  size_t n = strlen(name), h = strlen(head), t = strlen(tail);
-  if (n <= h + t || strncmp(name, head, h) != 0 || !ends_with(name, n, tail)) return 0;
-  const char* dot = memchr(name + h, '.', n - h - t);
-  return dot && parse_digits(name + h, (size_t)(dot - name) - h, pid) &&
-         parse_digits(dot + 1, (size_t)(name + n - t - dot - 1), seq);
-}
-
-// Whether the backend's profiles are dumps (or records) taken one moment at
-// a time, with a sequence: the middle ones can be rotated out. The others
-// write one continuous trace.
-static int writes_dumps(void) {
-  return ctl.backend == CTL_JEMALLOC || ctl.backend == CTL_NONE || ctl.backend == CTL_TCMALLOC;
-}
-
-// heaptrack.PID.raw, memory-profiling_EXE_TIME_PID.dat
-static int stream_name(const char* name, unsigned long long* pid) {
-  size_t n = strlen(name);
-  if (ctl.backend == CTL_HEAPTRACK) {
-    if (strncmp(name, "heaptrack.", 10) != 0 || !ends_with(name, n, ".raw")) return 0;
-    return parse_digits(name + 10, n - 14, pid);
-  }
-  if (strncmp(name, "memory-profiling_", 17) != 0 || !ends_with(name, n, ".dat")) return 0;
-  size_t end = n - 4, us = end;
-  while (us > 0 && name[us - 1] != '_') --us;
-  return us > 17 && parse_digits(name + us, end - us, pid);
-}
-
-
+// A profile of this process's profiler (its row's name reader, backend.c):
+// 1 with its pid and sequence (0 for one continuous file).
 static int profile_name(const char* name, unsigned long long* pid, unsigned long long* seq) {
   *seq = 0;
-  char kind;
-  if (ctl.backend == CTL_NONE) return pid_seq_name(name, "memprofile-mem.", ".mem.json", pid, seq);
-  if (ctl.backend == CTL_TCMALLOC) return pid_seq_name(name, "tcmalloc.", ".heap", pid, seq);
-  return ctl.backend == CTL_JEMALLOC ? jemalloc_dump_name(name, pid, seq, &kind) : stream_name(name, pid);
+  return ctl.profiler->profile_name(name, pid, seq);
 }
 
 // Whether a file of this pid, modified at `mtime`, is this process's (not an
@@ -207,7 +134,7 @@ static int scan_dir(struct scan* s) {
   closedir(d);
   uint64_t free_written = 0;
   int free_known = free_space(&s->u.free_bytes, &free_written);
-  if (ctl.backend == CTL_HEAPTRACK) allow_trace(&s->u, free_known, written_before, free_written);
+  if (ctl.profiler->gated_trace) allow_trace(&s->u, free_known, written_before, free_written);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   ctl.scan_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
   // Dumps created before the listing are in it now; those since are not.
@@ -223,7 +150,7 @@ static int interval_ms(void) {
   // 100 ms for jemalloc's dumps, 20 ms for a trace that can grow by tens of
   // MB a second; a directory that takes long to read (thousands of files)
   // is read at most 2 % of the time.
-  uint64_t base = writes_dumps() ? 100 : 20, cost = ctl.scan_ns / 1000000u * 50;
+  uint64_t base = ctl.profiler->rotates ? 100 : 20, cost = ctl.scan_ns / 1000000u * 50;
   return (int)(cost > base ? (cost < 10000 ? cost : 10000) : base);
 }
 
@@ -257,7 +184,7 @@ static void note_growth(uint64_t bytes) {
 // about as large as the largest so far, and for a trace a small margin.
 static uint64_t headroom(const struct usage* u) {
   uint64_t base;
-  if (writes_dumps()) {
+  if (ctl.profiler->rotates) {
     base = 2 * (u->largest_own > 65536 ? u->largest_own : 65536);
   } else {
     base = ctl.max_bytes / 64;
@@ -284,7 +211,7 @@ static int make_room(char* why, size_t whylen, int note) {
     int under_floor = ctl.min_free_bytes && s.u.free_bytes < ctl.min_free_bytes + need;
     if (!over_budget && !under_floor) return 0;
     // The first and the newest snapshots stay; the oldest in between goes.
-    int can_rotate = writes_dumps() && s.u.own_files >= 3 && s.second_seq != s.newest_seq &&
+    int can_rotate = ctl.profiler->rotates && s.u.own_files >= 3 && s.second_seq != s.newest_seq &&
                      s.second[0] && deleted < 4096;
     if (can_rotate) {
       int dfd = openat(AT_FDCWD, ctl.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -418,7 +345,7 @@ static size_t list_json(char* buf, size_t len) {
 // A profile of this process's backend: 1 with its pid.
 static int admits(const char* name) {
   unsigned long long pid, seq;
-  if ((ctl.backend != CTL_JEMALLOC && ctl.backend != CTL_TCMALLOC) || !ctl.max_bytes || ctl.pid != getpid() ||
+  if (!ctl.profiler->creates_dumps || !ctl.max_bytes || ctl.pid != getpid() ||
       !profile_name(name, &pid, &seq) || !__atomic_load_n(&scanned, __ATOMIC_ACQUIRE))
     return 1;
   // Dumps grow as the process does: the next one a quarter larger.

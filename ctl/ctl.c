@@ -191,7 +191,7 @@ static void dump_failed(int rc, uint64_t free_bytes, char* err, size_t errlen) {
 // stops with the reason; one that fits gets its name, and its memory
 // record beside it. So no cut dump is ever left under a profile's name,
 // and a sudden large dump cannot keep the filesystem past its floor.
-// CTL_NONE's snapshot: the memory record alone, memprofile-mem.PID.SEQ,
+// "none"'s snapshot: the memory record alone, memprofile-mem.PID.SEQ,
 // kept only within the budget and above the floor.
 static int take_record(char* path, size_t pathlen, char* err, size_t errlen) {
   char name[64], file[80], why[sizeof ctl.stopped_reason];
@@ -635,7 +635,7 @@ static void* serve_loop(void) {
     // second or so. Otherwise nothing grows and the thread sleeps until a
     // request comes.
     int64_t wake = -1;
-    if (ctl.recording && (ctl.max_bytes || ctl.min_free_bytes) && (!ctl.cannot_stop || ctl.backend == CTL_TCMALLOC))
+    if (ctl.recording && (ctl.max_bytes || ctl.min_free_bytes) && (!ctl.cannot_stop || ctl.profiler->unstoppable))
       wake = next_check;
     const int scheduling = ctl.recording || ctl.profiler->records_only;
     if (scheduling && ctl.snapshot_every_ms && (wake < 0 || next_snapshot < wake)) wake = next_snapshot;

@@ -29,15 +29,28 @@
 
 #include "memrecord.h"
 
-// CTL_NONE: no heap profiler (memprofile exec --backend none); the library
-// alone serves status and takes memory records as snapshots.
-// CTL_TCMALLOC: gperftools' heap profiler inside the program (HEAPPROFILE).
-enum ctl_backend { CTL_JEMALLOC, CTL_BYTEHOUND, CTL_HEAPTRACK, CTL_NONE, CTL_TCMALLOC };
-
-// What one profiler does on the core's requests (backend.c). Each that can
-// fail returns 0, or -1 with the reason in err.
+// One profiler as one row (backend.c): what it does on the core's
+// requests, and what the budget needs to know of its files. Each function
+// that can fail returns 0, or -1 with the reason in err. "none" is no heap
+// profiler (memprofile exec --backend none): the library alone serves status
+// and takes memory records as snapshots.
 struct ctl_profiler {
   const char* name;
+  // One of its profiles in the output directory: 1 with the pid its name
+  // carries and its sequence (0 for one continuous file), else 0.
+  int (*profile_name)(const char* name, unsigned long long* pid, unsigned long long* seq);
+  // Its profiles are dumps (or records) taken one moment at a time, with a
+  // sequence: the middle ones can be rotated out. Else one continuous trace.
+  int rotates;
+  // It creates its dumps itself (files.c sees the open): each is admitted
+  // against the budget before it is written.
+  int creates_dumps;
+  // Its trace's writes are gated where they are written (stream.c): the
+  // budget's scan tells the gate how much room there is.
+  int gated_trace;
+  // It records from the program's start and cannot be stopped: at the
+  // budget its dumps are rotated all the same.
+  int unstoppable;
   int (*set_recording)(int on, char* err, size_t errlen);
   // The profiler's own state where it can be read (jemalloc's prof.active):
   // 0 or 1, -1 when only the core's record of it is known.
@@ -53,7 +66,7 @@ struct ctl_profiler {
   int (*dump)(char* err, size_t errlen);
   int (*allocator_stats)(struct allocator_stats* s);
   // A snapshot is the memory record alone (memprofile-mem.PID.SEQ.mem.json),
-  // taken whether or not anything records: CTL_NONE.
+  // taken whether or not anything records: "none".
   int records_only;
   // The process's files go to `dir` from now on (its own subdirectory,
   // users.c): the profiler's later files too. 0, or -1 with why in err.
@@ -107,7 +120,6 @@ struct ctl_disk {
 // Everything is read and written by the control thread only, after the
 // constructor has set it up; nothing here is touched from a signal handler.
 struct ctl_state {
-  enum ctl_backend backend;
   const struct ctl_profiler* profiler;
   const struct ctl_disk* disk;
   char dir[4096];            // the output directory (PATH_MAX)
@@ -120,7 +132,7 @@ struct ctl_state {
   uint64_t min_free_bytes;   // the free-space floor of the output filesystem
   unsigned snapshots_taken;  // by request
   unsigned snapshots_scheduled;  // by --snapshot-every
-  unsigned records_written;  // CTL_NONE: memory records, named by this count
+  unsigned records_written;  // "none": memory records, named by this count
   unsigned schedule_said;    // a scheduled snapshot failed (said once)
   uint64_t snapshot_every_ms;  // --snapshot-every (0: none)
   unsigned long rotated;     // snapshots deleted to stay within the budget
@@ -171,9 +183,9 @@ void ctl_exit(void);
 // the profiled program any more). Safe in a vfork child.
 void ctl_exec_other(void);
 
-// backend.c: the profiler named "jemalloc", "bytehound", "heaptrack" or
-// "none" (NULL for another name), its enum in *which; set up in the process.
-const struct ctl_profiler* ctl_profiler_named(const char* name, enum ctl_backend* which);
+// backend.c: the profiler named "jemalloc", "bytehound", "heaptrack",
+// "tcmalloc" or "none" (NULL for another name), set up in the process.
+const struct ctl_profiler* ctl_profiler_named(const char* name);
 
 // budget.c: the disk budget's table.
 const struct ctl_disk* ctl_disk_budget(void);

@@ -87,7 +87,7 @@ __attribute__((constructor)) static void ctl_init(void) {
   touch_allocator();
   spawn_scope(getenv("MEMPROFILE_CTL_PRELOAD"), getenv("MEMPROFILE_CTL_SETTINGS"));
   preload_drop(NULL, "libmemprofile_ctl");
-  const struct ctl_profiler* profiler = ctl_profiler_named(backend, &ctl.backend);
+  const struct ctl_profiler* profiler = ctl_profiler_named(backend);
   if (!profiler) return;
   if (strlen(dir) >= sizeof ctl.dir) {
     ctl_log("output directory name too long (%zu bytes): %.200s...", strlen(dir), dir);

@@ -13,16 +13,19 @@ root="$(cd "${here}/.." && pwd)"
 # shellcheck source=preload/lib.sh
 source "${here}/lib.sh"
 
+# The backends: a recipe each.
+recipes() { local r; for r in "${here}"/*/recipe.sh; do r="${r%/recipe.sh}"; printf '%s ' "${r##*/}"; done; }
+
 if [[ "${1:-}" == --key ]]; then
-  [[ -f "${here}/${2:-}/recipe.sh" ]] || die "unknown backend '${2:-}' (bytehound, jemalloc or heaptrack)"
+  [[ -f "${here}/${2:-}/recipe.sh" ]] || die "unknown backend '${2:-}' (one of: $(recipes))"
   recipe_key "$2"
   exit 0
 fi
 
 backend="${1:-}"
 arch="${2:-}"
-[[ -n "${backend}" && -n "${arch}" ]] || die "usage: preload/build.sh BACKEND ARCH [OUT] (BACKEND: bytehound, jemalloc, heaptrack; ARCH: amd64, arm64)"
-[[ -f "${here}/${backend}/recipe.sh" ]] || die "unknown backend '${backend}' (bytehound, jemalloc or heaptrack)"
+[[ -n "${backend}" && -n "${arch}" ]] || die "usage: preload/build.sh BACKEND ARCH [OUT] (BACKEND: $(recipes); ARCH: amd64, arm64)"
+[[ -f "${here}/${backend}/recipe.sh" ]] || die "unknown backend '${backend}' (one of: $(recipes))"
 triplet="$(arch_triplet "${arch}")"
 case "${arch}" in linux/*) arch="${arch#linux/}"; arch="${arch%%/*}" ;; esac
 out="${3:-${root}/dist/preload/${backend}/${arch}}"

@@ -86,7 +86,7 @@ void setup_attached(CLI::App& app, ExitCode& exit_code) {
   CLI::App* cmd = app.add_subcommand("attached", "Say whether the profiler is loaded in a process and recording");
   cmd->add_option("pid", o->pid, "process to inspect (default 1, the container's entrypoint)");
   cmd->add_option("--config", o->config, "launcher config file")->capture_default_str();
-  cmd->add_option("--backend", o->backend, "bytehound, jemalloc, heaptrack, memray, tcmalloc or none");
+  cmd->add_option("--backend", o->backend, backend_names());
   cmd->add_option("--preload", o->preload, "the preload library's path");
   cmd->add_option("--output-dir", o->output_dir, "where the profiles are written");
   cmd->add_option("--window", o->window, "seconds to watch the profile grow")->capture_default_str();

@@ -15,7 +15,7 @@
 #include "cli/commands.h"
 #include "collect/collect.h"
 #include "collect/collected.h"
-#include "runtime/backend.h"
+#include "runtime/launcher_config.h"
 
 namespace memprofile {
 
@@ -90,7 +90,7 @@ void setup_collect(CLI::App& app, ExitCode& exit_code) {
   CLI::App* cmd = app.add_subcommand("collect", "Stream the profile files out as a tar with a verified manifest");
   cmd->add_option("--out", o->out, "where to write the tar (- for stdout)")->capture_default_str();
   cmd->add_option("--config", o->config, "launcher config file")->capture_default_str();
-  cmd->add_option("--backend", o->backend, "bytehound, jemalloc, heaptrack, memray, tcmalloc or none");
+  cmd->add_option("--backend", o->backend, backend_names());
   cmd->add_option("--output-dir", o->output_dir, "where the profiles are written");
   cmd->add_option("--pid", o->pid, "the profiled process, for --suspend")->capture_default_str();
   cmd->add_option("--settle", o->settle, "seconds the files must stop growing before the copy")->capture_default_str();

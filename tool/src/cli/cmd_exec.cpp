@@ -35,7 +35,7 @@
 #include "verdict/heap_coverage.h"
 #include "verdict/tree_users.h"
 #include "runtime/launcher.h"
-#include "runtime/backend.h"
+#include "runtime/launcher_config.h"
 #include "serve/serve.h"
 
 extern char** environ;

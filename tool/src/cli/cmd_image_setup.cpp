@@ -12,7 +12,7 @@
 
 #include "cli/commands.h"
 #include "base/error.h"
-#include "runtime/backend.h"
+#include "runtime/launcher_config.h"
 
 namespace memprofile {
 
@@ -95,7 +95,7 @@ void setup_image_setup(CLI::App& app, ExitCode& exit_code) {
                      "being built; the Dockerfiles' RUN step");
   cmd->add_option("--entrypoint", o->entrypoint, "the app's Entrypoint as JSON")->envname("APP_ENTRYPOINT");
   cmd->add_option("--cmd", o->cmd, "the app's Cmd as JSON")->envname("APP_CMD");
-  cmd->add_option("--backend", o->backend, "bytehound, jemalloc or heaptrack")->envname("BACKEND")->capture_default_str();
+  cmd->add_option("--backend", o->backend, backend_names(true))->envname("BACKEND")->capture_default_str();
   cmd->add_option("--target", o->target, "the real process when the entrypoint dispatches to it")->envname("APP_TARGET");
   cmd->add_option("--output-dir", o->output_dir, "where profiles go")->envname("PROFILE_DIR")->capture_default_str();
   cmd->add_option("--dormant", o->dormant, "true: load the profiler with recording off (memprofile start turns it on)")

@@ -51,65 +51,6 @@ bool is_process_subdir(const std::string& name) {
          name.find_first_not_of("0123456789", 5) == std::string::npos;
 }
 
-// The profile files a PROFILE argument names: itself, or a directory's
-// profiles, with those of its processes' own subdirectories (proc.PID, one
-// level: collect keeps them so). `input_of` gets each file's input: the
-// directory named, or a file's own directory (an archive is an input of
-// its own, set as it is read).
-void gather(const std::string& arg, std::vector<std::string>& out, std::map<std::string, std::string>& input_of) {
-  struct stat st;
-  if (stat(arg.c_str(), &st) != 0) throw FileError(arg, std::string("cannot open: ") + std::strerror(errno));
-  if (!S_ISDIR(st.st_mode)) {
-    out.push_back(arg);
-    input_of.emplace(arg, arg.find('/') == std::string::npos ? "." : arg.substr(0, arg.rfind('/') + 1));
-    return;
-  }
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(arg.c_str()), closedir);
-  if (!dir) throw FileError(arg, std::string("cannot list: ") + std::strerror(errno));
-  std::vector<std::string> names, subdirs;
-  while (dirent* e = readdir(dir.get())) {
-    std::string n = e->d_name;
-    // Only regular files (through a link too): a fifo or a device under a
-    // profile's name would block the read for ever.
-    struct stat entry;
-    if (is_process_subdir(n) && fstatat(dirfd(dir.get()), e->d_name, &entry, AT_SYMLINK_NOFOLLOW) == 0 &&
-        S_ISDIR(entry.st_mode)) {
-      if (subdirs.size() < kMaxProfiles) subdirs.push_back(n);
-      continue;
-    }
-    if (fstatat(dirfd(dir.get()), e->d_name, &entry, 0) != 0 || !S_ISREG(entry.st_mode)) continue;
-    if (ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || is_bytehound_name(n) ||
-        // An empty capture is memray's too (created, not yet written): read,
-        // it is left out with a note.
-        (is_memray_name(n) && (entry.st_size == 0 || starts_like_memray(arg + "/" + n))) || is_memray_marks(n) ||
-        is_process_record(n) ||
-        is_memory_record(n))
-      names.push_back(n);
-    if (names.size() > kMaxProfiles)
-      throw FileError(arg, "more than " + std::to_string(kMaxProfiles) + " profiles; name the ones to read");
-  }
-  for (const auto& sub : subdirs) {
-    std::unique_ptr<DIR, int (*)(DIR*)> d(opendir((arg + "/" + sub).c_str()), closedir);
-    while (dirent* e = d ? readdir(d.get()) : nullptr) {
-      std::string n = e->d_name;
-      struct stat entry;
-      if (fstatat(dirfd(d.get()), e->d_name, &entry, 0) != 0 || !S_ISREG(entry.st_mode)) continue;
-      if (ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || is_bytehound_name(n) || is_memray_marks(n) ||
-          is_process_record(n) || is_memory_record(n))
-        names.push_back(sub + "/" + n);
-      if (names.size() > kMaxProfiles)
-        throw FileError(arg, "more than " + std::to_string(kMaxProfiles) + " profiles; name the ones to read");
-    }
-  }
-  if (names.empty()) throw FileError(arg, "holds no heap profile (jemalloc *.heap, heaptrack.*, bytehound *.dat, memray *.bin) and no memory record "
-                             "(*.mem.json)");
-  std::sort(names.begin(), names.end());
-  for (const auto& n : names) {
-    out.push_back(arg + "/" + n);
-    input_of.emplace(out.back(), arg);
-  }
-}
-
 // A heap dump's text (jemalloc's, gperftools'), under the cap. What it is is known from its first
 // bytes: anything else is refused there, before the rest is read (`yes |
 // memprofile report /dev/stdin` reads 64 KiB, not 256 MiB).
@@ -178,11 +119,6 @@ void drop_exit_snapshot(std::vector<HeapSnapshot>& snaps, std::vector<std::strin
   snaps.pop_back();
 }
 
-bool is_heaptrack_file(const std::string& path) {
-  std::string name = basename_of(path);
-  return name.rfind("heaptrack.", 0) == 0;
-}
-
 // heaptrack.PID.raw's pid (0 when the name has none).
 uint64_t trace_pid(const std::string& file) {
   std::string name = basename_of(file);
@@ -192,30 +128,6 @@ uint64_t trace_pid(const std::string& file) {
   return !digits.empty() && digits.size() <= 9 && digits.find_first_not_of("0123456789") == std::string::npos
              ? std::stoull(digits)
              : 0;
-}
-
-// --base: the state growth is measured from. A jemalloc dump is one moment;
-// a heaptrack trace or a bytehound profile (of an earlier run, or a copy
-// taken while the process ran, cut short as such copies are) gives its last
-// snapshot, its teardown left out as for the profiles.
-HeapSnapshot read_base(const std::string& path, StackInterner& stacks, std::vector<std::string>& notes) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
-  FdReader in(fd.get(), path);
-  std::string name = basename_of(path);
-  std::vector<HeapSnapshot> snaps;
-  if (is_heaptrack_file(path))
-    snaps = read_heaptrack_trace(in, path);
-  else if (is_bytehound_name(name))
-    snaps = read_bytehound_dat(in, path);
-  else if (is_memray_name(name))
-    snaps = read_memray_capture(in, path);
-  else
-    return parse_heap_dump(read_dump_text(in, path), path, &stacks);
-  if (snaps.empty()) throw FileError(path, "--base holds no snapshot to measure growth from");
-  drop_exit_snapshot(snaps, notes);
-  if (snaps.back().backend == "heaptrack") snaps.back().pid = trace_pid(path);  // in its name, as for the profiles
-  return std::move(snaps.back());
 }
 
 // A tar (what memprofile collect writes), by its ustar magic.
@@ -283,59 +195,176 @@ bool named_as(const std::string& name, const std::string& file, uint64_t pid, Lo
   return false;
 }
 
-// `name` in messages; `file` the file's own name (an archive entry's is
-// after the archive's).
-void load_one(const std::string& name, const std::string& file, Reader& bytes, Loaded& out) {
-  if (is_memray_marks(basename_of(file))) {
-    // memray's own default name for `memray run -m marks` is a capture
-    // named so: what the file holds says which it is.
-    std::string head(8, '\0');
-    size_t got = 0;
-    for (size_t r; got < head.size() && (r = bytes.read(&head[got], head.size() - got)) > 0;) got += r;
-    head.resize(got);
-    PrefixedReader whole(head, bytes);
-    if (memray_magic(head)) return load_memray_capture(name, whole, out);
-    // Kept for the capture it marks, which sorts after it (in a directory
-    // and in what collect writes).
-    const std::string base = basename_of(file);
-    const std::string capture = name.substr(0, name.size() - base.size()) + "memray." + base.substr(std::strlen("memray-marks."));
-    if (out.captures.count(capture)) {
-      out.notes.push_back(name + " comes after its capture: its marks are not used (collect writes them first)");
-      return;
-    }
-    out.marks[capture] = parse_memray_marks(read_small(whole, kMaxMemrayMarksFile), name);
+// How each kind of file report reads is loaded. `name` in messages; `file`
+// the file's own name (an archive entry's is after the archive's).
+void load_marks(const std::string& name, const std::string& file, Reader& bytes, Loaded& out) {
+  // memray's own default name for `memray run -m marks` is a capture
+  // named so: what the file holds says which it is.
+  std::string head(8, '\0');
+  size_t got = 0;
+  for (size_t r; got < head.size() && (r = bytes.read(&head[got], head.size() - got)) > 0;) got += r;
+  head.resize(got);
+  PrefixedReader whole(head, bytes);
+  if (memray_magic(head)) return load_memray_capture(name, whole, out);
+  // Kept for the capture it marks, which sorts after it (in a directory
+  // and in what collect writes).
+  const std::string base = basename_of(file);
+  const std::string capture = name.substr(0, name.size() - base.size()) + "memray." + base.substr(std::strlen("memray-marks."));
+  if (out.captures.count(capture)) {
+    out.notes.push_back(name + " comes after its capture: its marks are not used (collect writes them first)");
     return;
   }
-  if (is_memory_record(basename_of(file))) {
-    MemoryRecord r = parse_memory_record(read_small(bytes, 64 * 1024), name);
-    if (!named_as(name, file, r.pid, out)) return;
-    r.origin = out.input;
-    out.memory[name.substr(0, name.size() - std::strlen(".mem.json"))] = r;
-    return;
-  }
-  if (is_process_record(basename_of(file))) {
-    ProcessInfo p = parse_process_record(read_small(bytes, 64 * 1024), name);
-    if (!named_as(name, file, p.pid, out)) return;
-    p.origin = out.input;
-    out.record_list.push_back(p);
-    return;
-  }
-  if (is_heaptrack_file(file)) {
-    out.traces.push_back(read_heaptrack_trace(bytes, name));
-    took_trace(out, name, trace_pid(name));
-    return;
-  }
-  if (is_bytehound_name(basename_of(file))) {
-    out.traces.push_back(read_bytehound_dat(bytes, name));
-    took_trace(out, name, out.traces.back().empty() ? 0 : out.traces.back().front().pid);
-    return;
-  }
-  if (is_memray_name(basename_of(file))) {
-    load_memray_capture(name, bytes, out);
-    return;
-  }
+  out.marks[capture] = parse_memray_marks(read_small(whole, kMaxMemrayMarksFile), name);
+}
+
+void load_memory_record(const std::string& name, const std::string& file, Reader& bytes, Loaded& out) {
+  MemoryRecord r = parse_memory_record(read_small(bytes, 64 * 1024), name);
+  if (!named_as(name, file, r.pid, out)) return;
+  r.origin = out.input;
+  out.memory[name.substr(0, name.size() - std::strlen(".mem.json"))] = r;
+}
+
+void load_process_record(const std::string& name, const std::string& file, Reader& bytes, Loaded& out) {
+  ProcessInfo p = parse_process_record(read_small(bytes, 64 * 1024), name);
+  if (!named_as(name, file, p.pid, out)) return;
+  p.origin = out.input;
+  out.record_list.push_back(p);
+}
+
+void load_heaptrack(const std::string& name, const std::string&, Reader& bytes, Loaded& out) {
+  out.traces.push_back(read_heaptrack_trace(bytes, name));
+  took_trace(out, name, trace_pid(name));
+}
+
+void load_bytehound(const std::string& name, const std::string&, Reader& bytes, Loaded& out) {
+  out.traces.push_back(read_bytehound_dat(bytes, name));
+  took_trace(out, name, out.traces.back().empty() ? 0 : out.traces.back().front().pid);
+}
+
+void load_memray(const std::string& name, const std::string&, Reader& bytes, Loaded& out) {
+  load_memray_capture(name, bytes, out);
+}
+
+void load_dump(const std::string& name, const std::string&, Reader& bytes, Loaded& out) {
   out.dumps.push_back(parse_heap_dump(read_dump_text(bytes, name), name, &out.stacks));
   out.dumps.back().origin = out.input;
+}
+
+bool is_heap_dump_name(const std::string& n) { return ends_with(n, ".heap"); }
+bool is_heaptrack_name(const std::string& n) { return n.rfind("heaptrack.", 0) == 0; }
+
+// One kind of file report reads, as one row: its files by name, whether it
+// is looked for in a process's own subdirectory (proc.PID) too, whether a
+// directory's file of that name is read only when it starts as one
+// (memray's .bin: other programs write .bin files), how it loads, and, for
+// a file that holds a whole run, its reader (--base takes its last
+// snapshot). The first row whose name matches loads a file; a file no row
+// names is read as a heap dump, which refuses anything else by its first
+// bytes. The profilers' rows are runtime/backend.h's.
+struct Format {
+  bool (*named)(const std::string& base);
+  bool in_subdirs;
+  bool by_content;
+  void (*load)(const std::string& name, const std::string& file, Reader&, Loaded&);
+  std::vector<HeapSnapshot> (*read_run)(Reader&, const std::string& name);
+};
+const Format kFormats[] = {
+    // memray's marks come first: memray's own default name for `memray run -m marks` is a capture's.
+    {is_memray_marks, true, false, load_marks,
+     [](Reader& in, const std::string& name) { return read_memray_capture(in, name); }},
+    {is_memory_record, true, false, load_memory_record, nullptr},
+    {is_process_record, true, false, load_process_record, nullptr},
+    {is_heaptrack_name, true, false, load_heaptrack,
+     [](Reader& in, const std::string& name) { return read_heaptrack_trace(in, name); }},
+    {is_bytehound_name, true, false, load_bytehound,
+     [](Reader& in, const std::string& name) { return read_bytehound_dat(in, name); }},
+    {is_memray_name, false, true, load_memray,
+     [](Reader& in, const std::string& name) { return read_memray_capture(in, name); }},
+    {is_heap_dump_name, true, false, load_dump, nullptr},
+};
+
+const Format* format_of(const std::string& base) {
+  for (const Format& f : kFormats)
+    if (f.named(base)) return &f;
+  return nullptr;
+}
+
+void load_one(const std::string& name, const std::string& file, Reader& bytes, Loaded& out) {
+  const Format* f = format_of(basename_of(file));
+  (f ? f->load : load_dump)(name, file, bytes, out);
+}
+
+// The profile files a PROFILE argument names: itself, or a directory's
+// profiles, with those of its processes' own subdirectories (proc.PID, one
+// level: collect keeps them so). `input_of` gets each file's input: the
+// directory named, or a file's own directory (an archive is an input of
+// its own, set as it is read).
+void gather(const std::string& arg, std::vector<std::string>& out, std::map<std::string, std::string>& input_of) {
+  struct stat st;
+  if (stat(arg.c_str(), &st) != 0) throw FileError(arg, std::string("cannot open: ") + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) {
+    out.push_back(arg);
+    input_of.emplace(arg, arg.find('/') == std::string::npos ? "." : arg.substr(0, arg.rfind('/') + 1));
+    return;
+  }
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(arg.c_str()), closedir);
+  if (!dir) throw FileError(arg, std::string("cannot list: ") + std::strerror(errno));
+  std::vector<std::string> names, subdirs;
+  while (dirent* e = readdir(dir.get())) {
+    std::string n = e->d_name;
+    // Only regular files (through a link too): a fifo or a device under a
+    // profile's name would block the read for ever.
+    struct stat entry;
+    if (is_process_subdir(n) && fstatat(dirfd(dir.get()), e->d_name, &entry, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISDIR(entry.st_mode)) {
+      if (subdirs.size() < kMaxProfiles) subdirs.push_back(n);
+      continue;
+    }
+    if (fstatat(dirfd(dir.get()), e->d_name, &entry, 0) != 0 || !S_ISREG(entry.st_mode)) continue;
+    // An empty capture is memray's too (created, not yet written): read,
+    // it is left out with a note.
+    if (const Format* f = format_of(n);
+        f && (!f->by_content || entry.st_size == 0 || starts_like_memray(arg + "/" + n)))
+      names.push_back(n);
+    if (names.size() > kMaxProfiles)
+      throw FileError(arg, "more than " + std::to_string(kMaxProfiles) + " profiles; name the ones to read");
+  }
+  for (const auto& sub : subdirs) {
+    std::unique_ptr<DIR, int (*)(DIR*)> d(opendir((arg + "/" + sub).c_str()), closedir);
+    while (dirent* e = d ? readdir(d.get()) : nullptr) {
+      std::string n = e->d_name;
+      struct stat entry;
+      if (fstatat(dirfd(d.get()), e->d_name, &entry, 0) != 0 || !S_ISREG(entry.st_mode)) continue;
+      if (const Format* f = format_of(n); f && f->in_subdirs) names.push_back(sub + "/" + n);
+      if (names.size() > kMaxProfiles)
+        throw FileError(arg, "more than " + std::to_string(kMaxProfiles) + " profiles; name the ones to read");
+    }
+  }
+  if (names.empty()) throw FileError(arg, "holds no heap profile (jemalloc *.heap, heaptrack.*, bytehound *.dat, memray *.bin) and no memory record "
+                             "(*.mem.json)");
+  std::sort(names.begin(), names.end());
+  for (const auto& n : names) {
+    out.push_back(arg + "/" + n);
+    input_of.emplace(out.back(), arg);
+  }
+}
+
+// --base: the state growth is measured from. A jemalloc dump is one moment;
+// a heaptrack trace or a bytehound profile (of an earlier run, or a copy
+// taken while the process ran, cut short as such copies are) gives its last
+// snapshot, its teardown left out as for the profiles.
+HeapSnapshot read_base(const std::string& path, StackInterner& stacks, std::vector<std::string>& notes) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
+  FdReader in(fd.get(), path);
+  std::string name = basename_of(path);
+  const Format* f = format_of(name);
+  if (!f || !f->read_run) return parse_heap_dump(read_dump_text(in, path), path, &stacks);
+  std::vector<HeapSnapshot> snaps = f->read_run(in, path);
+  if (snaps.empty()) throw FileError(path, "--base holds no snapshot to measure growth from");
+  drop_exit_snapshot(snaps, notes);
+  if (snaps.back().backend == "heaptrack") snaps.back().pid = trace_pid(path);  // in its name, as for the profiles
+  return std::move(snaps.back());
 }
 
 void load_archive(const std::string& path, Loaded& out) {
@@ -350,10 +379,7 @@ void load_archive(const std::string& path, Loaded& out) {
   std::vector<std::pair<std::string, std::exception_ptr>> unreadable;
   CollectedArchive archive = read_collected(in, path, [&](const std::string& entry, Reader& bytes) {
     std::string base = basename_of(entry);
-    if (unreadable.size() > 64 || !(ends_with(base, ".heap") || is_heaptrack_file(base) || is_bytehound_name(base) ||
-                                    is_memray_name(base) || is_memray_marks(base) || is_process_record(base) ||
-                                    is_memory_record(base)))
-      return;
+    if (unreadable.size() > 64 || !format_of(base)) return;
     try {
       load_one(path + ":" + entry, entry, bytes, out);
     } catch (const Error&) {
@@ -680,10 +706,7 @@ std::string basename_of(const std::string& p) {
   return s == std::string::npos ? p : p.substr(s + 1);
 }
 
-bool is_loadable_name(const std::string& n) {
-  return ends_with(n, ".heap") || n.rfind("heaptrack.", 0) == 0 || is_bytehound_name(n) || is_memray_name(n) ||
-         is_memray_marks(n) || is_process_record(n) || is_memory_record(n);
-}
+bool is_loadable_name(const std::string& n) { return format_of(n) != nullptr; }
 
 LoadedProfiles load_profiles(const std::vector<std::string>& args, const std::string& base) {
   LoadedProfiles out;

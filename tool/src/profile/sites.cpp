@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <map>
 
+#include "runtime/backend.h"
+
 namespace memprofile {
 
 namespace {
@@ -79,8 +81,9 @@ bool Site::leak_suspect() const {
 
 bool is_profiler_frame(const Frame& f) {
   std::string mod = basename_of(f.module);
-  for (const char* m : {"libjemalloc", "libheaptrack", "libbytehound", "libmemprofile"})
-    if (starts_with(mod, m)) return true;
+  for (const BackendRow& row : backend_rows())
+    for (const char* m : row.own_frames)
+      if (starts_with(mod, m)) return true;
   return false;
 }
 

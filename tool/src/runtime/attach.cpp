@@ -119,16 +119,19 @@ Backend find_backend(const LauncherConfig& told, const ProcessView& p, Sources& 
     from.backend = p.proc + "/environ";
   }
   if (name.empty())
-    for (Backend b : {Backend::Jemalloc, Backend::Heaptrack, Backend::Bytehound, Backend::Memray}) {
-      for (const auto& m : library_markers(b)) {
-        bool in_preload = p.get("LD_PRELOAD").find(m) != std::string::npos;
-        bool in_maps = std::any_of(p.mapped.begin(), p.mapped.end(), [&](const std::string& x) { return x.find(m) != std::string::npos; });
-        if (name.empty() && (in_maps || in_preload)) {
-          name = to_string(b);
-          from.backend = p.proc + (in_maps ? "/maps" : "/environ");
+    for (int rank = 1; rank <= static_cast<int>(backend_rows().size()); ++rank)
+      for (const BackendRow& row : backend_rows()) {
+        if (row.found_by_library != rank) continue;
+        for (const char* m : row.markers) {
+          bool in_preload = p.get("LD_PRELOAD").find(m) != std::string::npos;
+          bool in_maps = std::any_of(p.mapped.begin(), p.mapped.end(),
+                                     [&](const std::string& x) { return x.find(m) != std::string::npos; });
+          if (name.empty() && (in_maps || in_preload)) {
+            name = row.name;
+            from.backend = p.proc + (in_maps ? "/maps" : "/environ");
+          }
         }
       }
-    }
   if (name.empty()) name = LauncherConfig{}.backend;
   return parse_backend(name);
 }
@@ -139,19 +142,16 @@ std::string find_output_dir(const LauncherConfig& told, Backend backend, const P
   if (!told.output_dir.empty()) return told.output_dir;
   std::string dir = p.get("MEMPROFILE_OUTPUT_DIR");
   if (dir.empty()) {
-    switch (backend) {
-      case Backend::Jemalloc: {
-        std::string conf = p.get("MALLOC_CONF");
-        if (conf.empty()) conf = p.get("MEMPROFILE_CTL_DIR").empty() ? "" : "prof_prefix:" + p.get("MEMPROFILE_CTL_DIR") + "/jeprof";
-        size_t at = conf.find("prof_prefix:");
-        if (at != std::string::npos) dir = dir_of_setting(conf.substr(at + 12, conf.find(',', at) - at - 12));
-        break;
-      }
-      case Backend::Bytehound: dir = dir_of_setting(p.get("MEMORY_PROFILER_OUTPUT")); break;
-      case Backend::Heaptrack: dir = dir_of_setting(p.get("DUMP_HEAPTRACK_OUTPUT")); break;
-      case Backend::None:
-      case Backend::Tcmalloc: dir = p.get("MEMPROFILE_CTL_DIR"); break;
-      case Backend::Memray: dir = p.get("MEMPROFILE_MEMRAY_DIR"); break;
+    // The variable its row names: jemalloc's is MALLOC_CONF's prof_prefix
+    // (or, for a program's own jemalloc, what exec told the control library).
+    const BackendRow& row = backend_row(backend);
+    if (backend == Backend::Jemalloc) {
+      std::string conf = p.get("MALLOC_CONF");
+      if (conf.empty()) conf = p.get("MEMPROFILE_CTL_DIR").empty() ? "" : "prof_prefix:" + p.get("MEMPROFILE_CTL_DIR") + "/jeprof";
+      size_t at = conf.find("prof_prefix:");
+      if (at != std::string::npos) dir = dir_of_setting(conf.substr(at + 12, conf.find(',', at) - at - 12));
+    } else if (row.output_variable) {
+      dir = row.output_names_file ? dir_of_setting(p.get(row.output_variable)) : p.get(row.output_variable);
     }
   }
   if (dir.empty()) return LauncherConfig{}.output_dir;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/backend.h"
+#include "runtime/launcher_config.h"
 
 namespace memprofile {
 

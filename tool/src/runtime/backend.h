@@ -28,6 +28,60 @@ namespace memprofile {
 // process's dumps tcmalloc.PID.SEQ.heap (files.c) and dumps on snapshot
 // through HeapProfilerDump where the program exports it.
 enum class Backend { Bytehound, Jemalloc, Heaptrack, None, Memray, Tcmalloc };
+
+// One profiler backend as one row: everything the rest of memprofile reads
+// of it (exec, attached, preflight, collect, report's stacks, serve), so that
+// a new backend is a row here, a reader in profile/'s format table
+// (profile/profiles.cpp), its entry in the control library's table
+// (ctl/backend.c) and its recipe (docs/architecture.md lists them).
+struct BackendRow {
+  Backend id;
+  const char* name;     // as --backend, MEMPROFILE_BACKEND and exec.conf take it
+  const char* preload;  // its library's install path in memprofile images ("" when it loads none)
+  // A word in a preload library's file name that says it is this backend
+  // (preflight's LD_PRELOAD in an image's Env), or nullptr.
+  const char* preload_word;
+  // Substrings of its library's path in /proc/PID/maps (attached, sites).
+  std::vector<const char*> markers;
+  // attached tells it by its mapped library when nothing names it: the
+  // order among those that do (1 first), 0 for never.
+  int found_by_library;
+  // Prefixes of the file names of its own code in a stack: report leaves
+  // those frames out of a site.
+  std::vector<const char*> own_frames;
+  // The variable it reads for where it writes (attached finds the output
+  // directory there), or nullptr; `output_names_file`: its value is a file
+  // in that directory (the profiler's own), not the directory (memprofile's).
+  const char* output_variable;
+  bool output_names_file;
+  // Its files in the output directory: a name is one of its profiles
+  // (or logs), and the pid that name carries (-1 when none).
+  bool (*is_file)(const std::string& name);
+  long (*file_pid)(const std::string& name);
+  // The settings it reads, with memprofile's defaults, for an output
+  // directory (backend_env says what the flags mean).
+  std::vector<std::pair<std::string, std::string>> (*env)(const std::string& dir, bool dispatcher, bool aarch64,
+                                                          bool dormant);
+  // A value of the output directory its own settings format cannot hold,
+  // in one line ("" when it fits), or nullptr (settings_unsafe).
+  std::string (*unsafe_dir)(const std::string& dir);
+  // It loads no preload library of its own, but a bootstrap on PYTHONPATH.
+  bool bootstrap_on_pythonpath;
+  // It writes one continuous file of the whole run (writes_one_file).
+  bool one_file;
+  // memprofile takes snapshots for it (takes_snapshots).
+  bool snapshots;
+  // Why it does not record a child forked without exec ("" when it does).
+  const char* forked_unrecorded;
+  // Why it cannot start dormant ("" when it can).
+  const char* dormant_refused;
+};
+// Every backend, in the order --backend lists them.
+const std::vector<BackendRow>& backend_rows();
+const BackendRow& backend_row(Backend b);
+// "bytehound, jemalloc, heaptrack, memray, tcmalloc or none": the names, for
+// a flag's help; `preloaded`: only those with a preload library of their own.
+std::string backend_names(bool preloaded = false);
 const char* to_string(Backend);
 Backend parse_backend(const std::string& name);  // throws Error
 
@@ -93,62 +147,11 @@ bool is_memray_marks(const std::string& name);
 // Substrings that identify the backend's library in /proc/PID/maps.
 std::vector<std::string> library_markers(Backend b);
 
-// The launcher's settings: /etc/memprofile/exec.conf (KEY=VALUE lines),
-// overridden by flags.
-struct LauncherConfig {
-  std::string backend = "bytehound";
-  std::string preload;     // "" = default_preload(backend)
-  std::string output_dir = "/var/memprofile";
-  std::string target;      // the real process when the program is a dispatcher
-  uint64_t min_free_mb = 256;
-  // The profiles' disk budget while the process runs; 0: 10 % of the output
-  // filesystem, at most 1 GiB.
-  uint64_t max_profile_mb = 0;
-  bool dormant = false;  // load the profiler with recording off
-  uint64_t snapshot_every_ms = 0;  // scheduled snapshots in every process (0: none)
-  std::string ctl_library = kDefaultCtlLibrary;
-  bool strict = false;
-  // memprofile serve beside the tree (exec --serve; MEMPROFILE_SERVE,
-  // MEMPROFILE_SERVE_TOKEN_FILE, as scripts/cluster/enable.sh --serve sets them).
-  std::string serve, serve_token_file;
-  // The application's own Entrypoint and Cmd, as images/ bake them in for
-  // `exec --from-config`: a Dockerfile cannot put a build arg into ENTRYPOINT.
-  std::vector<std::string> entrypoint, cmd;
-  bool has_command = false;  // either key was given
-};
-// The disk budget of the profiles (the control library enforces it while
-// the tree runs; collect carries no more): max_profile_mb, else 10 % of the
-// output directory's filesystem, at most 1 GiB.
-uint64_t profile_budget_bytes(const LauncherConfig& cfg);
-// A duration as --snapshot-every takes it: N (seconds), Ns, Nm, Nh or Nd,
-// from 1 s to 7 days; nullopt for anything else.
-std::optional<uint64_t> parse_duration_ms(const std::string& text);
 // Whether the backend records a child forked without exec, and if not why,
 // in one line ("" when it does).
 std::string forked_children_unrecorded(Backend b);
 // Whether memprofile takes snapshots for the backend: jemalloc's dumps,
 // none's memory records, marks in memray's capture (where report ends a
 // span); bytehound and heaptrack write one continuous file.
-inline bool takes_snapshots(Backend b) {
-  return b == Backend::Jemalloc || b == Backend::None || b == Backend::Memray || b == Backend::Tcmalloc;
-}
-// Reads `path` into `cfg` if it exists; throws FileError on a bad line.
-void load_launcher_config(const std::string& path, LauncherConfig& cfg);
-// MEMPROFILE_BACKEND, MEMPROFILE_PRELOAD, MEMPROFILE_OUTPUT_DIR,
-// MEMPROFILE_TARGET, MEMPROFILE_MIN_FREE_MB, MEMPROFILE_MAX_PROFILE_MB,
-// MEMPROFILE_DORMANT, MEMPROFILE_CTL_LIBRARY from the environment, over the
-// config file (flags go over both). They let a pod spec tune the launcher
-// where it cannot change its command (numaflow's containerTemplate has env
-// only); unlike LD_PRELOAD they do nothing to other processes.
-// `lookup` returns a variable's value ("" when unset): the process
-// environment by default, an image config's Env in preflight.
-using EnvLookup = std::function<std::string(const char* name)>;
-void apply_env_overrides(LauncherConfig& cfg, const EnvLookup& lookup = {});
-// The same from text already read (`name` is used in error messages).
-void parse_launcher_config(const std::string& text, const std::string& name, LauncherConfig& cfg);
-// The command `exec --from-config [-- ARGS]` runs: entrypoint + (ARGS, or cmd
-// when there are none), as a container runtime combines them.
-std::vector<std::string> config_command(const LauncherConfig& cfg, const std::vector<std::string>& args);
-constexpr const char* kDefaultConfigPath = "/etc/memprofile/exec.conf";
-
+bool takes_snapshots(Backend b);
 }  // namespace memprofile

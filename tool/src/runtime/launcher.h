@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "image/file_tree.h"
-#include "runtime/backend.h"
+#include "runtime/launcher_config.h"
 
 namespace memprofile {
 

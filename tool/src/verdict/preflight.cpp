@@ -149,9 +149,8 @@ bool PreflightResult::ready() const {
 
 std::string backend_of(const std::string& preload_path) {
   std::string base = preload_path.substr(preload_path.rfind('/') + 1);
-  if (base.find("bytehound") != std::string::npos) return "bytehound";
-  if (base.find("jemalloc") != std::string::npos) return "jemalloc";
-  if (base.find("heaptrack") != std::string::npos) return "heaptrack";
+  for (const BackendRow& row : backend_rows())
+    if (row.preload_word && base.find(row.preload_word) != std::string::npos) return row.name;
   return "unknown";
 }
 
