@@ -23,13 +23,13 @@ extern char** environ;
 
 using nlohmann::json;
 using testing::fixture;
+using testing::launcher;
 using testing::quote;
 using testing::RunResult;
 using testing::Scratch;
 
 namespace {
 
-std::string launcher() { return quote(testing::launcher_bin()); }
 
 // A hand-made archive: `entries` as given, then a manifest listing `listed`
 // (name and content) as collect would.

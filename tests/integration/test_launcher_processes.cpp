@@ -16,6 +16,7 @@
 
 using nlohmann::json;
 using testing::fixture;
+using testing::launcher;
 using testing::quote;
 using testing::RunResult;
 using testing::Scratch;
@@ -25,7 +26,6 @@ namespace {
 const char* kJemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
 const char* kHeaptrack = "/usr/lib/heaptrack/libheaptrack_preload.so";
 
-std::string launcher() { return quote(testing::launcher_bin()); }
 
 // memprofile exec with the probe library, output in s/out.
 // The control library built beside the launcher under test (ctl/).

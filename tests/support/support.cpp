@@ -65,6 +65,8 @@ std::string rootfs(const std::string& arch) {
   return dir;
 }
 
+std::string launcher() { return quote(launcher_bin()); }
+
 Scratch::Scratch() {
   static std::atomic<int> counter{0};
   std::string base = setting("MEMPROFILE_SCRATCH");

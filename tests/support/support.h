@@ -18,6 +18,8 @@ std::string rootfs(const std::string& arch);
 std::string memprofile_bin();
 // The binary that goes into images (static); the dynamic one in sanitizer builds.
 std::string launcher_bin();
+// The same, quoted for a shell command line: what every launcher test runs.
+std::string launcher();
 // The static launcher cross-built for arm64.
 std::string launcher_arm64_bin();
 // The repository checkout.

@@ -22,13 +22,13 @@ extern char** environ;
 
 using nlohmann::json;
 using testing::fixture;
+using testing::launcher;
 using testing::quote;
 using testing::RunResult;
 using testing::Scratch;
 
 namespace {
 
-std::string launcher() { return quote(testing::launcher_bin()); }
 
 RunResult collect(const Scratch& s, const std::string& extra = "") {
   return testing::run(launcher() + " collect --backend bytehound --output-dir " + quote(s / "out") + " --settle 0 --out " +

@@ -15,16 +15,10 @@
 
 using nlohmann::json;
 using testing::fixture;
+using testing::launcher;
 using testing::quote;
 using testing::RunResult;
 using testing::Scratch;
-
-namespace {
-
-
-std::string launcher() { return quote(testing::launcher_bin()); }
-
-}  // namespace
 
 TEST_CASE("image-setup: bakes the app's command from build args into the launcher config") {
   Scratch s;

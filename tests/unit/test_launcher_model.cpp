@@ -21,13 +21,13 @@
 
 using namespace memprofile;
 using nlohmann::json;
+using testing::launcher;
 using testing::quote;
 using testing::RunResult;
 using testing::Scratch;
 
 namespace {
 
-std::string launcher() { return quote(testing::launcher_bin()); }
 
 // A root that holds a stand-in memprofile binary (preflight recognises the
 // launcher by its name and mode), with Entrypoint `entrypoint`.

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/event_log.h"
+
 namespace memprofile {
 
 // The process's text log on stderr ("memprofile: LEVEL: ..."), debug lines
@@ -14,12 +16,12 @@ void set_log_verbose(bool verbose);
 
 // One structured line per event on stderr: text ("memprofile: info: ...")
 // or JSON ({"level":...,"event":...,"msg":...,<fields>}).
-class Logger {
+class Logger : public EventLog {
  public:
   explicit Logger(const std::string& format);
-  void info(const std::string& event, const std::string& msg, const nlohmann::json& fields);
-  void warn(const std::string& event, const std::string& msg, const nlohmann::json& fields);
-  void error(const std::string& event, const std::string& msg, const nlohmann::json& fields);
+  void info(const std::string& event, const std::string& msg, const nlohmann::json& fields) override;
+  void warn(const std::string& event, const std::string& msg, const nlohmann::json& fields) override;
+  void error(const std::string& event, const std::string& msg, const nlohmann::json& fields) override;
 
  private:
   void emit(const char* level, const std::string& event, const std::string& msg, const nlohmann::json& fields);
