@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/json_text.h"
+#include "base/sink.h"
 #include "cli/commands.h"
 #include "profile/report.h"
 
@@ -15,11 +16,9 @@ namespace memprofile {
 namespace {
 
 ExitCode run_report(const ReportRequest& o) {
-  std::unique_ptr<Report> r = make_report(o);
-  if (o.json)
-    std::cout << json_text(report_json(*r, o)) << "\n";
-  else
-    print_report(std::cout, *r, o);
+  std::unique_ptr<Report> r = make_report(o);  // its pictures are in their files now
+  StreamSink out(std::cout, "standard output");
+  out.write(o.json ? json_text(report_json(*r, o)) + "\n" : report_text(*r, o));
   return ExitCode::Ok;
 }
 

@@ -1,10 +1,13 @@
 #include "profile/report.h"
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 
 #include "base/error.h"
+#include "base/sink.h"
 #include "image/debian.h"
 #include "image/file_tree.h"
 #include "profile/charts.h"
@@ -69,69 +72,115 @@ std::vector<Site> memory_lines_of(const Folded& f, const std::map<std::string, M
   return out;
 }
 
-// --pprof, --flamegraph and --trend.
-void write_pictures(const ReportRequest& o, const std::vector<ProcessSeries>& processes,
-                    const std::vector<Folded>& views, Symbolizer& symbolizer,
-                    const std::map<std::string, MemoryRecord>& records, std::vector<std::string>& notes) {
-  const Folded& top = views.front();
+// One output of the report: its bytes, already encoded (pprof.cpp,
+// charts.cpp), the sink they go to, and what the report says of it once
+// they are there.
+struct Output {
+  std::string bytes;
+  std::unique_ptr<Sink> sink;
+  std::function<std::string(const std::string& where)> said;
+};
+
+// Each output to its sink, in order, then said: the first that cannot be
+// written is the error, and nothing after it is written.
+void deliver(std::vector<Output>& outputs, std::vector<std::string>& notes) {
+  for (auto& out : outputs) {
+    out.sink->write(out.bytes);
+    notes.push_back(out.said(out.sink->name()));
+  }
+}
+
+// --pprof: the last snapshot of every process shown, each sample labelled
+// with its pid when there are several.
+Output pprof_output(const std::vector<Folded>& views, Symbolizer& symbolizer, const std::string& path) {
+  std::vector<LabeledSnapshot> snaps;
+  std::set<uint64_t> seen;
+  for (const auto& v : views)
+    for (const auto* m : v.view->members)
+      if (seen.insert(m->info.pid).second) snaps.push_back({&m->snaps.back(), m->info.pid, m->info.program});
+  Output out;
+  try {
+    out.bytes = encode_pprof(snaps, symbolizer, PprofOptions());
+  } catch (const FileError&) {
+    throw;
+  } catch (const Error& e) {
+    throw FileError(path, e.what());
+  }
+  out.sink = std::make_unique<FileSink>(path);
+  const bool whole = whole_run(views.front().snaps().back());
+  const size_t n = snaps.size();
+  out.said = [whole, n](const std::string& where) {
+    return "pprof profile of the last " + std::string(whole ? "snapshot" : "dump") +
+           (n > 1 ? " of " + std::to_string(n) + " processes, each sample labelled with its pid," : std::string()) +
+           " written to " + where + " (go tool pprof -top " + where + ")";
+  };
+  return out;
+}
+
+// --flamegraph: the top view's bytes in use, or its growth with --base.
+Output flamegraph_output(const Folded& top, bool grown, Symbolizer& symbolizer, const std::string& path) {
   const HeapSnapshot& last = top.snaps().back();
-  if (!o.pprof.empty()) {
-    std::vector<LabeledSnapshot> snaps;
-    std::set<uint64_t> seen;
-    for (const auto& v : views)
-      for (const auto* m : v.view->members)
-        if (seen.insert(m->info.pid).second) snaps.push_back({&m->snaps.back(), m->info.pid, m->info.program});
-    write_pprof(snaps, symbolizer, o.pprof);
-    notes.push_back("pprof profile of the last " + std::string(whole_run(last) ? "snapshot" : "dump") +
-                    (snaps.size() > 1 ? " of " + std::to_string(snaps.size()) + " processes, each sample labelled "
-                                        "with its pid," : std::string()) +
-                    " written to " + o.pprof + " (go tool pprof -top " + o.pprof + ")");
+  std::vector<FoldedStack> stacks;
+  for (const auto* m : top.view->members) {
+    auto more = folded_stacks(m->snaps.back(), symbolizer);
+    if (grown) more = grown_stacks(folded_stacks(m->snaps.front(), symbolizer), more);
+    stacks.insert(stacks.end(), more.begin(), more.end());
   }
-  const bool grown = !o.base.empty();
-  if (!o.flamegraph.empty()) {
-    std::vector<FoldedStack> stacks;
-    for (const auto* m : top.view->members) {
-      auto more = folded_stacks(m->snaps.back(), symbolizer);
-      if (grown) more = grown_stacks(folded_stacks(m->snaps.front(), symbolizer), more);
-      stacks.insert(stacks.end(), more.begin(), more.end());
-    }
-    std::string title = grown ? "Bytes gained since " + basename_of(top.snaps().front().file) : "Bytes in use";
-    std::string sub = last.backend + " " + (top.view->merged ? top.view->label : basename_of(last.file) +
-                      (last.pid ? ", pid " + std::to_string(last.pid) : "")) + ": click a frame to zoom, Ctrl-F to search";
-    write_whole_file(o.flamegraph, flamegraph_svg(stacks, title, sub));
-    notes.push_back("flame graph of the " + std::string(grown ? "growth" : "bytes in use") + " of " + top.view->label +
-                    " written to " + o.flamegraph);
+  std::string title = grown ? "Bytes gained since " + basename_of(top.snaps().front().file) : "Bytes in use";
+  std::string sub = last.backend + " " + (top.view->merged ? top.view->label : basename_of(last.file) +
+                    (last.pid ? ", pid " + std::to_string(last.pid) : "")) + ": click a frame to zoom, Ctrl-F to search";
+  Output out;
+  out.bytes = flamegraph_svg(stacks, title, sub);
+  out.sink = std::make_unique<FileSink>(path);
+  std::string what = "flame graph of the " + std::string(grown ? "growth" : "bytes in use") + " of " + top.view->label;
+  out.said = [what](const std::string& where) { return what + " written to " + where; };
+  return out;
+}
+
+// --trend: several processes, one line per process (and all of them); one,
+// its top sites, with its RSS and allocator lines where records have them.
+Output trend_output(const std::vector<ProcessSeries>& processes, const Folded& top, bool one_pid,
+                    const std::map<std::string, MemoryRecord>& records, const std::string& path) {
+  const bool per_process = processes.size() > 1 && !one_pid;
+  SiteTable by_process = per_process ? process_trend_table(processes) : SiteTable();
+  const SiteTable& table = per_process ? by_process : top.table;
+  std::vector<const Site*> lines;
+  for (const auto& s : table.sites) lines.push_back(&s);
+  std::stable_sort(lines.begin(), lines.end(), [](const Site* a, const Site* b) { return a->bytes.back() > b->bytes.back(); });
+  if (lines.size() > 8) lines.resize(8);
+  std::vector<Site> memory = per_process || top.view->merged ? std::vector<Site>() : memory_lines_of(top, records);
+  if (!memory.empty() && lines.size() > 8 - memory.size()) lines.resize(8 - memory.size());
+  for (const auto& m : memory) lines.push_back(&m);
+  std::vector<std::string> labels;
+  if (per_process || top.view->merged) {
+    for (size_t i = 0; i < table.totals.size(); ++i)
+      labels.push_back("snapshot " + std::to_string(i + 1 - table.totals.size()));
+  } else {
+    for (const auto& s : top.snaps())
+      labels.push_back(whole_run(s) ? std::to_string(s.time_ms) + " ms" : basename_of(s.file));
   }
-  if (!o.trend.empty()) {
-    // Several processes: one line per process (and all of them). One: the
-    // top sites.
-    const bool per_process = processes.size() > 1 && !o.pid;
-    SiteTable by_process = per_process ? process_trend_table(processes) : SiteTable();
-    const SiteTable& table = per_process ? by_process : top.table;
-    std::vector<const Site*> lines;
-    for (const auto& s : table.sites) lines.push_back(&s);
-    std::stable_sort(lines.begin(), lines.end(), [](const Site* a, const Site* b) { return a->bytes.back() > b->bytes.back(); });
-    if (lines.size() > 8) lines.resize(8);
-    std::vector<Site> memory = per_process || top.view->merged ? std::vector<Site>() : memory_lines_of(top, records);
-    if (!memory.empty() && lines.size() > 8 - memory.size()) lines.resize(8 - memory.size());
-    for (const auto& m : memory) lines.push_back(&m);
-    std::vector<std::string> labels;
-    if (per_process || top.view->merged) {
-      for (size_t i = 0; i < table.totals.size(); ++i)
-        labels.push_back("snapshot " + std::to_string(i + 1 - table.totals.size()));
-    } else {
-      for (const auto& s : top.snaps())
-        labels.push_back(whole_run(s) ? std::to_string(s.time_ms) + " ms" : basename_of(s.file));
-    }
-    std::string title = per_process ? "Bytes in use per process over their last " + std::to_string(table.totals.size()) +
-                                          " snapshots: all, and the largest processes"
-                                    : "Bytes in use over " + std::to_string(table.totals.size()) +
-                                          " snapshots: all, and the top sites" +
-                                          (memory.empty() ? "" : "; RSS and the allocator's resident beside them");
-    write_whole_file(o.trend, trend_svg(table, lines, labels, title));
-    notes.push_back(std::string(per_process ? "trend of the processes" : "trend of the top sites") + " written to " +
-                    o.trend);
-  }
+  std::string title = per_process ? "Bytes in use per process over their last " + std::to_string(table.totals.size()) +
+                                        " snapshots: all, and the largest processes"
+                                  : "Bytes in use over " + std::to_string(table.totals.size()) +
+                                        " snapshots: all, and the top sites" +
+                                        (memory.empty() ? "" : "; RSS and the allocator's resident beside them");
+  Output out;
+  out.bytes = trend_svg(table, lines, labels, title);
+  out.sink = std::make_unique<FileSink>(path);
+  std::string what = per_process ? "trend of the processes" : "trend of the top sites";
+  out.said = [what](const std::string& where) { return what + " written to " + where; };
+  return out;
+}
+
+// --pprof, --flamegraph and --trend: the outputs asked for, encoded.
+std::vector<Output> pictures(const ReportRequest& o, const std::vector<ProcessSeries>& processes,
+                             const std::vector<Folded>& views, Symbolizer& symbolizer,
+                             const std::map<std::string, MemoryRecord>& records) {
+  std::vector<Output> outputs;
+  if (!o.pprof.empty()) outputs.push_back(pprof_output(views, symbolizer, o.pprof));
+  if (!o.flamegraph.empty()) outputs.push_back(flamegraph_output(views.front(), !o.base.empty(), symbolizer, o.flamegraph));
+  if (!o.trend.empty()) outputs.push_back(trend_output(processes, views.front(), o.pid != 0, records, o.trend));
+  return outputs;
 }
 
 // Memory records alone: the processes' series; --pid picks one, --trend
@@ -158,11 +207,15 @@ void make_memory_report(const ReportRequest& o, LoadedProfiles& loaded, Report& 
   SiteTable table = memory_trend_table(*top);
   std::vector<const Site*> lines;
   for (const auto& s : table.sites) lines.push_back(&s);
-  write_whole_file(o.trend, trend_svg(table, lines, {table.snapshots.front(), table.snapshots.back()},
-                                      "Memory of pid " + std::to_string(top->info.pid) + " over " +
-                                          std::to_string(table.totals.size()) + " records",
-                                      "RSS"));
-  r.notes.push_back("trend of pid " + std::to_string(top->info.pid) + "'s memory written to " + o.trend);
+  std::vector<Output> outputs(1);
+  outputs[0].bytes = trend_svg(table, lines, {table.snapshots.front(), table.snapshots.back()},
+                               "Memory of pid " + std::to_string(top->info.pid) + " over " +
+                                   std::to_string(table.totals.size()) + " records",
+                               "RSS");
+  outputs[0].sink = std::make_unique<FileSink>(o.trend);
+  const std::string what = "trend of pid " + std::to_string(top->info.pid) + "'s memory";
+  outputs[0].said = [what](const std::string& where) { return what + " written to " + where; };
+  deliver(outputs, r.notes);
 }
 
 // Once per file whose sampled addresses got no name: which file, where its
@@ -231,7 +284,8 @@ std::unique_ptr<Report> make_report(const ReportRequest& o) {
       o.debug_dir);
   for (const auto& v : r.choice.views) r.views.push_back(fold_view(v, symbolizer));
   say_missing_symbols(symbolizer, *tree, o.debug_dir, notes);
-  write_pictures(o, processes, r.views, symbolizer, r.memory, notes);
+  std::vector<Output> outputs = pictures(o, processes, r.views, symbolizer, r.memory);
+  deliver(outputs, notes);
   return report;
 }
 

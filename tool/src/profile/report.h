@@ -70,6 +70,8 @@ std::unique_ptr<Report> make_report(const ReportRequest& req);
 // The report as text (a table of processes when there are several, then
 // each view) or as one JSON object with the same content.
 void print_report(std::ostream& out, const Report& r, const ReportRequest& req);
+// The same as bytes, for a sink (base/sink.h).
+std::string report_text(const Report& r, const ReportRequest& req);
 nlohmann::json report_json(const Report& r, const ReportRequest& req);
 
 }  // namespace memprofile

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdio>
+#include <sstream>
 
 #include "profile/profiles.h"
 #include "profile/report.h"
@@ -313,6 +314,12 @@ void print_report(std::ostream& out, const Report& r, const ReportRequest& o) {
     if (r.views.size() > 1) out << (i ? "\n" : "") << "== " << r.views[i].view->label << "\n";
     print_view(out, r.views[i], o, notes_of(r, r.views[i]), r.memory);
   }
+}
+
+std::string report_text(const Report& r, const ReportRequest& o) {
+  std::ostringstream out;
+  print_report(out, r, o);
+  return out.str();
 }
 
 }  // namespace memprofile
