@@ -1,8 +1,5 @@
 #include "image/layer.h"
 
-#include <elf.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -16,6 +13,7 @@
 #include "base/error.h"
 #include "image/file_tree.h"
 #include "base/tar_reader.h"
+#include "elf/layout.h"
 
 namespace memprofile {
 
@@ -89,32 +87,13 @@ class ElfCapture {
   std::shared_ptr<const ElfInfo> finish(const std::string& name) {
     if (!planned_) plan();
     if (!map_) throw FileError(name, "ELF file too large to summarise");
-    drop_section_headers();
+    forget_section_headers(map_, static_cast<size_t>(size_));  // sections are never read from a capture
     auto info = std::make_shared<ElfInfo>(read_elf_buffer(map_, static_cast<size_t>(size_), name, false));
     unmap();
     return info;
   }
 
  private:
-  // Sections are never read from a capture, but libelf sizes its section
-  // table from the header (or from section 0 when e_shnum is 0) and fills a
-  // record for each: a crafted 4 MB layer declared 16M sections, 3 GB. The
-  // capture is our copy, so forget its section headers.
-  void drop_section_headers() {
-    if (size_ < sizeof(Elf64_Ehdr)) return;
-    if (map_[EI_CLASS] == ELFCLASS64) {
-      auto* eh = reinterpret_cast<Elf64_Ehdr*>(map_);
-      eh->e_shoff = 0;
-      eh->e_shnum = 0;
-      eh->e_shstrndx = 0;
-    } else if (map_[EI_CLASS] == ELFCLASS32) {
-      auto* eh = reinterpret_cast<Elf32_Ehdr*>(map_);
-      eh->e_shoff = 0;
-      eh->e_shnum = 0;
-      eh->e_shstrndx = 0;
-    }
-  }
-
   void unmap() {
     if (map_) munmap(map_, map_len_);
     map_ = nullptr;
@@ -140,27 +119,7 @@ class ElfCapture {
     // Everything streamed so far is in the head.
     std::memcpy(map_, head_.data(), std::min<size_t>(head_.size(), map_len_));
     want(0, kPrefix);
-    Elf* e = elf_memory(map_, std::min<size_t>(head_.size(), map_len_));
-    if (e) {
-      size_t n = 0;
-      if (elf_getphdrnum(e, &n) == 0 && n < 4096) {
-        std::vector<GElf_Phdr> ph;
-        for (size_t i = 0; i < n; ++i) {
-          GElf_Phdr p;
-          if (gelf_getphdr(e, static_cast<int>(i), &p)) ph.push_back(p);
-        }
-        for (const auto& p : ph)
-          if (p.p_type == PT_DYNAMIC || p.p_type == PT_INTERP || p.p_type == PT_NOTE) want(p.p_offset, p.p_filesz);
-        for (const auto& p : ph)
-          if (p.p_type == PT_LOAD && (p.p_flags & PF_W)) {
-            want(p.p_offset, 64 << 10);
-            break;
-          }
-        for (const auto& p : ph)
-          if (p.p_type == PT_LOAD && !(p.p_flags & PF_X) && !(p.p_flags & PF_W)) want(p.p_offset, p.p_filesz);
-      }
-      elf_end(e);
-    }
+    for (const FileRange& r : ranges_read(map_, std::min<size_t>(head_.size(), map_len_))) want(r.offset, r.length);
     // Bytes of wanted ranges beyond the head that arrived in the current
     // chunk are copied by feed() right after this.
     head_.clear();

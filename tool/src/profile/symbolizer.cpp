@@ -17,6 +17,7 @@
 #include <map>
 
 #include "base/unique_fd.h"
+#include "elf/layout.h"
 #include "image/file_tree.h"
 
 namespace memprofile {
@@ -37,34 +38,6 @@ std::string hex_bytes(const void* data, ssize_t n) {
     out += b;
   }
   return out;
-}
-
-// What a file's compressed debug sections inflate to, as their headers
-// declare (SHF_COMPRESSED's Chdr, a .zdebug_ section's "ZLIB" size), read
-// before anything is inflated: libdw inflates every one of them when it
-// opens the DWARF, so a 1 MB file that declares 1 GiB would cost 1 GiB.
-uint64_t inflated_debug_bytes(Elf* elf) {
-  size_t shstrndx;
-  if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0) return 0;
-  uint64_t total = 0;
-  for (Elf_Scn* scn = nullptr; (scn = elf_nextscn(elf, scn)) != nullptr;) {
-    GElf_Shdr sh;
-    if (!gelf_getshdr(scn, &sh)) continue;
-    const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
-    if (!name || (std::strncmp(name, ".debug_", 7) != 0 && std::strncmp(name, ".zdebug_", 8) != 0)) continue;
-    uint64_t size = 0;
-    if (sh.sh_flags & SHF_COMPRESSED) {
-      GElf_Chdr ch;
-      size = gelf_getchdr(scn, &ch) ? ch.ch_size : UINT64_MAX / 4;
-    } else if (name[1] == 'z') {
-      Elf_Data* raw = elf_rawdata(scn, nullptr);
-      const auto* b = raw && raw->d_size >= 12 ? static_cast<const unsigned char*>(raw->d_buf) : nullptr;
-      if (b && std::memcmp(b, "ZLIB", 4) == 0)
-        for (int i = 4; i < 12; ++i) size = size << 8 | b[i];
-    }
-    total = std::min<uint64_t>(total + std::min<uint64_t>(size, UINT64_MAX / 4), UINT64_MAX / 4);
-  }
-  return total;
 }
 
 // The warning for a file over the budget; "" when it is within it.
@@ -326,12 +299,7 @@ Symbolizer::Module& Symbolizer::module(const Mapping& map) {
       if (slot) *slot = m.get();
       GElf_Addr bias;
       Elf* elf = dwfl_module_getelf(m->mod, &bias);
-      size_t phnum = 0;
-      if (elf && elf_getphdrnum(elf, &phnum) == 0)
-        for (size_t i = 0; i < phnum; ++i) {
-          GElf_Phdr ph;
-          if (gelf_getphdr(elf, static_cast<int>(i), &ph) && ph.p_type == PT_LOAD) m->loads.push_back(ph);
-        }
+      m->loads = load_segments(elf);
       m->usable = !m->loads.empty();
       if (!m->usable) warn("has no loadable segments: its addresses stay unresolved");
       if (std::string over = over_debug_budget(elf); m->usable && !over.empty()) {
@@ -354,11 +322,8 @@ void Symbolizer::check_builds(const std::vector<std::pair<const Mapping*, uint64
     Module& m = module(*map);
     if (!m.usable) continue;
     GElf_Addr bias;
-    Elf* elf = dwfl_module_getelf(m.mod, &bias);
-    size_t size = 0;
-    const char* raw = elf ? elf_rawfile(elf, &size) : nullptr;
-    GElf_Ehdr eh;
-    if (!raw || !gelf_getehdr(elf, &eh)) continue;
+    std::optional<RawElf> raw = raw_elf(dwfl_module_getelf(m.mod, &bias));
+    if (!raw) continue;
     // The return address as an offset into the file.
     uint64_t at;
     if (map->offset_is_vaddr) {
@@ -371,7 +336,7 @@ void Symbolizer::check_builds(const std::vector<std::pair<const Mapping*, uint64
       at = pc - map->start + map->offset;
     }
     ++t.checked;
-    if (follows_call(reinterpret_cast<const unsigned char*>(raw), size, at, eh.e_machine)) ++t.calls;
+    if (follows_call(raw->bytes, raw->size, at, raw->machine)) ++t.calls;
   }
   for (const auto& [path, t] : tally) {
     if (t.checked < 4 || t.calls * 4 >= t.checked * 3) continue;
