@@ -10,8 +10,8 @@ tree="${2:-/usr}"
 runs="${3:-3}"
 command -v scanelf >/dev/null || { echo "bench: scanelf not found (apt-get install pax-utils)" >&2; exit 2; }
 
-# shellcheck source=scripts/lib.sh
-source "$(dirname "$0")/../scripts/lib.sh"
+# shellcheck source=scripts/host.sh
+source "$(dirname "$0")/../scripts/host.sh"
 best() { best_seconds "${runs}" "$@"; }
 
 # Warm the page cache for both.

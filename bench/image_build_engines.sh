@@ -13,8 +13,8 @@ set -o errexit -o nounset -o pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "${here}/.." && pwd)"
-# shellcheck source=scripts/lib.sh
-source "${root}/scripts/lib.sh"
+# shellcheck source=scripts/host.sh
+source "${root}/scripts/host.sh"
 rounds="${1:-1}"
 work="$(mktemp -d)"
 engine_started=false

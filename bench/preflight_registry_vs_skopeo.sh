@@ -10,8 +10,8 @@ set -o errexit -o nounset -o pipefail
 
 memprofile="$(realpath "${1:-build/tool/memprofile}")"
 here="$(cd "$(dirname "$0")" && pwd)"
-# shellcheck source=scripts/lib.sh
-source "${here}/../scripts/lib.sh"
+# shellcheck source=scripts/host.sh
+source "${here}/../scripts/host.sh"
 bench="$(memprofile_cache)/bench"
 if [[ ! -e "${bench}/gzip/index.json" ]]; then
   # preflight_vs_gzip.sh builds the image once (and caches it) on its way.

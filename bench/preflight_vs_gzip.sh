@@ -7,8 +7,8 @@
 set -o errexit -o nounset -o pipefail
 
 memprofile="$(realpath "${1:-build/tool/memprofile}")"
-# shellcheck source=scripts/lib.sh
-source "$(dirname "$0")/../scripts/lib.sh"
+# shellcheck source=scripts/host.sh
+source "$(dirname "$0")/../scripts/host.sh"
 bench="$(memprofile_cache)/bench"
 use_container_storage "${bench}/containers"
 

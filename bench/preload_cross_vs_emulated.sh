@@ -8,8 +8,8 @@ set -o errexit -o nounset -o pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 emulated=false
 [[ "${1:-}" == --emulated ]] && emulated=true
-# shellcheck source=scripts/lib.sh
-source "${root}/scripts/lib.sh"
+# shellcheck source=scripts/host.sh
+source "${root}/scripts/host.sh"
 PRELOAD_CACHE="$(memprofile_cache)/preload"
 export PRELOAD_CACHE
 work="$(mktemp -d)"

@@ -8,8 +8,8 @@
 # usage: bench/store_overlay_vs_vfs.sh   (root: overlay needs a mount)
 set -o errexit -o nounset -o pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-# shellcheck source=scripts/lib.sh
-source "${here}/scripts/lib.sh"
+# shellcheck source=scripts/host.sh
+source "${here}/scripts/host.sh"
 cache="$(memprofile_cache)"
 dist="${cache}/image-dist"
 scratch="$(mktemp -d)"

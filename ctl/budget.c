@@ -45,7 +45,7 @@ static unsigned created_since;
 static int scanned, gate_said;
 
 // How far the trace's own writes may go until the next look: to the floor,
-// and to the budget, whichever is nearer (stream.c refuses the write past
+// and to the budget, whichever is nearer (trace_gate.c refuses the write past
 // it). Each is counted from what the trace had written when its figure was
 // read: the directory's bytes at the scan's start, the free space at the
 // statvfs (free_written).
@@ -277,7 +277,7 @@ static uint64_t free_bytes(void) {
   return statvfs(ctl.dir, &v) == 0 ? (uint64_t)v.f_bavail * v.f_frsize : UINT64_MAX;
 }
 
-// heaptrack's write past the floor or the budget was refused (stream.c),
+// heaptrack's write past the floor or the budget was refused (trace_gate.c),
 // and its trace ends there: said once, as the reason recording stopped.
 // No look at the directory here: ctl_exit asks too, beside the thread.
 static int refused(char* why, size_t whylen) {

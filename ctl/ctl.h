@@ -15,7 +15,7 @@
 //   budget.c    the profiles in the output directory: usage, rotation, the
 //               floor (struct ctl_disk)
 //   files.c     the profilers' open/creat in the output directory
-//   stream.c    the profilers' write/close: a trace held at the floor and
+//   trace_gate.c the profilers' write/close: a trace held at the floor and
 //               the budget where it is written
 //   spawn.c     the exec family: the profiler stays with the profiled program
 //   preload.c   the entry: scope (which process serves), the constructor,
@@ -45,7 +45,7 @@ struct ctl_profiler {
   // It creates its dumps itself (files.c sees the open): each is admitted
   // against the budget before it is written.
   int creates_dumps;
-  // Its trace's writes are gated where they are written (stream.c): the
+  // Its trace's writes are gated where they are written (trace_gate.c): the
   // budget's scan tells the gate how much room there is.
   int gated_trace;
   // It records from the program's start and cannot be stopped: at the
@@ -112,7 +112,7 @@ struct ctl_disk {
   // directory) still fits the budget: 1, or 0 (files.c refuses the create).
   // Asked from the application's thread inside the profiler: atomics only.
   int (*admits)(const char* name);
-  // A trace's write was refused at the floor or the budget (stream.c):
+  // A trace's write was refused at the floor or the budget (trace_gate.c):
   // 1, once, with what to say in why; else 0.
   int (*refused)(char* why, size_t whylen);
 };
@@ -207,7 +207,7 @@ void ctl_own_directory(uid_t euid, gid_t egid);
 // users.c: libc's setuid family, looked up once by the constructor.
 void users_init(void);
 
-// stream.c: heaptrack's trace, gated where it is written. The constructor
+// trace_gate.c: heaptrack's trace, gated where it is written. The constructor
 // looks up libc's write and close (stream_init). files.c hands over the
 // trace's fd once created in the output directory `dir` (stream_opened:
 // from the application's thread, often before the constructor); its writes

@@ -73,7 +73,7 @@ static const char* guarded_name(const char* path, const struct guard* g) {
   return name;
 }
 
-// heaptrack.PID.raw, created by heaptrack: its writes are gated (stream.c).
+// heaptrack.PID.raw, created by heaptrack: its writes are gated (trace_gate.c).
 // Often before the constructor, so the backend is read from the environment.
 static int is_trace(const char* name) {
   size_t n = strlen(name);

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "registry/registries_conf.h"
+#include "network/registries_conf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -10,8 +10,8 @@ set -o errexit -o nounset -o pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "${here}/.." && pwd)"
-# shellcheck source=preload/lib.sh
-source "${here}/lib.sh"
+# shellcheck source=preload/recipes.sh
+source "${here}/recipes.sh"
 
 # The backends: a recipe each.
 recipes() { local r; for r in "${here}"/*/recipe.sh; do r="${r%/recipe.sh}"; printf '%s ' "${r##*/}"; done; }

@@ -18,8 +18,8 @@
 set -o errexit -o nounset -o pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
-# shellcheck source=scripts/lib.sh
-source "${here}/lib.sh"
+# shellcheck source=scripts/host.sh
+source "${here}/host.sh"
 
 usage() { sed -n '4,9s/^# \{0,1\}//p' "$0"; }
 (($# >= 4)) || { usage >&2; exit 2; }

@@ -20,8 +20,8 @@
 set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-# shellcheck source=preload/lib.sh
-source "${root}/preload/lib.sh"  # arch_triplet
+# shellcheck source=preload/recipes.sh
+source "${root}/preload/recipes.sh"  # arch_triplet
 die() {
   echo "memprofile: $*" >&2
   exit 1

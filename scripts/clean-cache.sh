@@ -13,8 +13,8 @@
 # mounts are undone first, or rm would fail half-way on a busy mount.
 set -o errexit -o nounset -o pipefail
 
-# shellcheck source=scripts/lib.sh
-source "$(dirname "$0")/lib.sh"
+# shellcheck source=scripts/host.sh
+source "$(dirname "$0")/host.sh"
 cache="$(memprofile_cache)"
 all=false
 case "${1:-}" in

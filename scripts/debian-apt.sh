@@ -6,8 +6,8 @@
 # Used by the memray image build (scripts/memray-debian.sh, memray-source.sh).
 # shellcheck shell=bash
 
-# shellcheck source=scripts/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=scripts/host.sh
+source "$(dirname "${BASH_SOURCE[0]}")/host.sh"
 
 # debian_apt CODENAME ARCH STATUS WORK: sets apt_opts (apt-get's options)
 # and apt_cache (its directory), and reads the index: the release, its

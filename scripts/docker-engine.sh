@@ -45,8 +45,8 @@ set -o errexit -o nounset -o pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "${here}/.." && pwd)"
-# shellcheck source=scripts/lib.sh
-source "${here}/lib.sh"
+# shellcheck source=scripts/host.sh
+source "${here}/host.sh"
 
 usage() { sed -n '8,17s/^# \{0,1\}//p' "$0"; }
 die() {

@@ -14,8 +14,8 @@
 set -o errexit -o nounset -o pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-# shellcheck source=scripts/lib.sh
-source "${root}/scripts/lib.sh"
+# shellcheck source=scripts/host.sh
+source "${root}/scripts/host.sh"
 # podman and buildah get a store of the example's own (overlay where the
 # kernel allows it, else vfs), unless the caller chose one.
 own_store=false

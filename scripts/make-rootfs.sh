@@ -33,8 +33,8 @@ for a in "${arch}" ${foreign:+"${foreign}"}; do
   esac
 done
 
-# shellcheck source=scripts/lib.sh
-source "$(dirname "$0")/lib.sh"
+# shellcheck source=scripts/host.sh
+source "$(dirname "$0")/host.sh"
 cache="$(memprofile_cache)"
 mirror="$(debian_mirror)"
 # The package set in one order, so that the same set is the same root.

@@ -22,8 +22,8 @@ umask 022
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=scripts/debian-apt.sh
 source "${here}/debian-apt.sh"
-# shellcheck source=preload/lib.sh
-source "${here}/../preload/lib.sh"
+# shellcheck source=preload/recipes.sh
+source "${here}/../preload/recipes.sh"
 die() {
   echo "memprofile: $*" >&2
   exit 1

@@ -5,8 +5,8 @@
 # usage: preload/bytehound/vendor.sh
 set -o errexit -o nounset -o pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-# shellcheck source=preload/lib.sh
-source "${here}/../lib.sh"
+# shellcheck source=preload/recipes.sh
+source "${here}/../recipes.sh"
 # shellcheck source=preload/bytehound/recipe.sh
 source "${here}/recipe.sh"
 

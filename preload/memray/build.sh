@@ -18,8 +18,8 @@ set -o errexit -o nounset -o pipefail
 umask 022
 
 here="$(cd "$(dirname "$0")" && pwd)"
-# shellcheck source=preload/lib.sh
-source "${here}/../lib.sh"
+# shellcheck source=preload/recipes.sh
+source "${here}/../recipes.sh"
 # shellcheck source=preload/memray/recipe.sh
 source "${here}/recipe.sh"
 

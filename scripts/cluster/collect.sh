@@ -17,8 +17,8 @@
 # manifest, 2 usage, 3 refused (no such namespace/pod/container, no memprofile
 # in the image, not enough local space).
 set -o errexit -o nounset -o pipefail
-# shellcheck source=scripts/cluster/lib.sh
-source "$(dirname "$0")/lib.sh"
+# shellcheck source=scripts/cluster/kube.sh
+source "$(dirname "$0")/kube.sh"
 
 out="" settle=3 timeout=90 suspend=false
 while (($#)); do

@@ -24,8 +24,8 @@
 # 2 usage, 3 refused (no such namespace/pod/container, no memprofile in the
 # image, no control socket in the process).
 set -o errexit -o nounset -o pipefail
-# shellcheck source=scripts/cluster/lib.sh
-source "$(dirname "$0")/lib.sh"
+# shellcheck source=scripts/cluster/kube.sh
+source "$(dirname "$0")/kube.sh"
 
 action="$(basename "$0" .sh)"
 if [[ "${action}" == control ]]; then

@@ -35,8 +35,8 @@
 # Exit codes: 0 done, 1 kubectl failed, 2 usage, 3 refused (no such
 # namespace/object/container, not a profilable image).
 set -o errexit -o nounset -o pipefail
-# shellcheck source=scripts/cluster/lib.sh
-source "$(dirname "$0")/lib.sh"
+# shellcheck source=scripts/cluster/kube.sh
+source "$(dirname "$0")/kube.sh"
 
 kind="" name="" vertex="" container="" image="" backend="" target=""
 output_dir=/var/memprofile size_limit=2Gi image_check=true serve_port="" token_secret=""

@@ -21,8 +21,8 @@
 # Exit codes: 0 done, 1 a file could not be fetched or report failed, 2 usage, 3 refused
 # (not a memprofile collect tar, or its manifest does not match).
 set -o errexit -o nounset -o pipefail
-# shellcheck source=scripts/cluster/lib.sh
-source "$(dirname "$0")/lib.sh"
+# shellcheck source=scripts/cluster/kube.sh
+source "$(dirname "$0")/kube.sh"
 
 file="" dir="" podspec="" fetch=false image="" rootfs=""
 while (($#)); do

@@ -15,8 +15,8 @@
 # Exit codes: 0 done, 1 the rollout failed, 2 usage, 3 refused (no such
 # namespace/deployment/container/variable, not a profilable image).
 set -o errexit -o nounset -o pipefail
-# shellcheck source=scripts/cluster/lib.sh
-source "$(dirname "$0")/lib.sh"
+# shellcheck source=scripts/cluster/kube.sh
+source "$(dirname "$0")/kube.sh"
 
 deployment="" image="" env_name=NUMAFLOW_IMAGE container="" image_check=true
 while (($#)); do

@@ -16,8 +16,8 @@
 # Exit codes: 0 attached, 1 not attached, 2 usage, 3 refused (no such
 # namespace/pod/container, no memprofile in the image).
 set -o errexit -o nounset -o pipefail
-# shellcheck source=scripts/cluster/lib.sh
-source "$(dirname "$0")/lib.sh"
+# shellcheck source=scripts/cluster/kube.sh
+source "$(dirname "$0")/kube.sh"
 
 pid=1 window=5 json=false
 while (($#)); do

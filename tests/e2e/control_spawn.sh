@@ -20,7 +20,7 @@ HEAPTRACK="$(preload_dist heaptrack amd64)/libheaptrack_preload.so"
 backends=(jemalloc heaptrack)
 # bytehound where its offline bundle is (preload/README.md).
 # shellcheck source=preload/bytehound/recipe.sh
-if (source "${E2E_ROOT}/preload/lib.sh" && source "${E2E_ROOT}/preload/bytehound/recipe.sh" &&
+if (source "${E2E_ROOT}/preload/recipes.sh" && source "${E2E_ROOT}/preload/bytehound/recipe.sh" &&
     [[ -n "$(PRELOAD_CACHE="$(memprofile_cache)/preload" find_bundle)" ]]); then
   BYTEHOUND="$(preload_dist bytehound amd64)/libbytehound.so"
   backends+=(bytehound)

@@ -12,8 +12,8 @@ if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   echo "skip: ${BASH_SOURCE[0]##*/} is sourced by the docker_*.sh tests"
   exit 0
 fi
-# shellcheck source=scripts/lib.sh
-source "${E2E_ROOT}/scripts/lib.sh"
+# shellcheck source=scripts/host.sh
+source "${E2E_ROOT}/scripts/host.sh"
 
 CACHE="$(memprofile_cache)"
 ENGINE_SCRIPT="${E2E_ROOT}/scripts/docker-engine.sh"

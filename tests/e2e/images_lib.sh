@@ -3,8 +3,8 @@
 # entrypoint with buildah. Bases, container storage and host-built artifacts
 # are cached under MEMPROFILE_CACHE between runs.
 # shellcheck shell=bash
-# shellcheck source=scripts/lib.sh
-source "${E2E_ROOT}/scripts/lib.sh"
+# shellcheck source=scripts/host.sh
+source "${E2E_ROOT}/scripts/host.sh"
 
 CACHE="$(memprofile_cache)"
 # The image tests' store (ctest's "containers" lock: one test at a time), or

@@ -5,8 +5,8 @@
 # container still mounted in it (an interrupted test), and nothing else.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
-# shellcheck source=scripts/lib.sh
-source "${E2E_ROOT}/scripts/lib.sh"
+# shellcheck source=scripts/host.sh
+source "${E2E_ROOT}/scripts/host.sh"
 
 cache="${SCRATCH}/cache"
 # A failed step may leave the container mounted: unmount before removing.

@@ -4,8 +4,8 @@
 set -o errexit -o nounset -o pipefail
 
 E2E_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-# shellcheck source=scripts/lib.sh
-source "${E2E_ROOT}/scripts/lib.sh"
+# shellcheck source=scripts/host.sh
+source "${E2E_ROOT}/scripts/host.sh"
 BUILD_DIR="${BUILD_DIR:-${E2E_ROOT}/build}"
 FIXTURES="${FIXTURES:-${E2E_ROOT}/build-fixtures/elf}"
 MEMPROFILE="${MEMPROFILE:-${BUILD_DIR}/tool/memprofile}"
@@ -479,8 +479,8 @@ wait_sockets() {
 need_bytehound_bundle() {
   local found
   found="$(
-    # shellcheck source=preload/lib.sh
-    source "${E2E_ROOT}/preload/lib.sh"
+    # shellcheck source=preload/recipes.sh
+    source "${E2E_ROOT}/preload/recipes.sh"
     # shellcheck source=preload/bytehound/recipe.sh
     source "${E2E_ROOT}/preload/bytehound/recipe.sh"
     PRELOAD_CACHE="$(memprofile_cache)/preload" find_bundle || true

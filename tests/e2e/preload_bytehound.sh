@@ -5,8 +5,8 @@
 # record a .dat.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
-# shellcheck source=preload/lib.sh
-source "${E2E_ROOT}/preload/lib.sh"
+# shellcheck source=preload/recipes.sh
+source "${E2E_ROOT}/preload/recipes.sh"
 # shellcheck source=preload/bytehound/recipe.sh
 source "${E2E_ROOT}/preload/bytehound/recipe.sh"
 

@@ -3,8 +3,8 @@
 # downloaded fails with a message naming what to download and where to put it.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
-# shellcheck source=preload/lib.sh
-source "${E2E_ROOT}/preload/lib.sh"
+# shellcheck source=preload/recipes.sh
+source "${E2E_ROOT}/preload/recipes.sh"
 export PRELOAD_CACHE="${SCRATCH}/cache"
 
 mkdir -p "${PRELOAD_CACHE}/sources"

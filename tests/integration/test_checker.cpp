@@ -12,7 +12,7 @@ using testing::Scratch;
 
 namespace {
 
-FileReport check_file(const HostTree& tree, const std::string& path, CheckerOptions opts = {}) {
+FileVerdict check_file(const HostTree& tree, const std::string& path, CheckerOptions opts = {}) {
   Checker checker(tree, std::move(opts));
   auto r = resolve(tree, path);
   REQUIRE(r);
@@ -21,23 +21,23 @@ FileReport check_file(const HostTree& tree, const std::string& path, CheckerOpti
   return checker.check(r->path, elf);
 }
 
-FileReport check_alone(const std::string& host_path, CheckerOptions opts = {}) {
+FileVerdict check_alone(const std::string& host_path, CheckerOptions opts = {}) {
   static HostTree host("/");
   return check_file(host, host_path, std::move(opts));
 }
 
-std::vector<std::string> codes(const FileReport& r) {
+std::vector<std::string> codes(const FileVerdict& r) {
   std::vector<std::string> out;
   for (const auto& f : r.findings) out.push_back(f.code);
   return out;
 }
 
-bool has(const FileReport& r, const std::string& code) {
+bool has(const FileVerdict& r, const std::string& code) {
   auto c = codes(r);
   return std::find(c.begin(), c.end(), code) != c.end();
 }
 
-const Finding& get(const FileReport& r, const std::string& code) {
+const Finding& get(const FileVerdict& r, const std::string& code) {
   for (const auto& f : r.findings)
     if (f.code == code) return f;
   FAIL("no finding " << code);
@@ -47,40 +47,40 @@ const Finding& get(const FileReport& r, const std::string& code) {
 }  // namespace
 
 TEST_CASE("dynamic glibc program is profilable with no findings") {
-  FileReport r = check_alone(fixture("dynamic"));
+  FileVerdict r = check_alone(fixture("dynamic"));
   CHECK(r.profilable());
   CHECK(r.findings.empty());
 }
 
 TEST_CASE("static program: STATIC_BINARY with the dynamic-link fix") {
-  FileReport r = check_alone(fixture("static"));
+  FileVerdict r = check_alone(fixture("static"));
   CHECK_FALSE(r.profilable());
   CHECK(codes(r) == std::vector<std::string>{"STATIC_BINARY"});
   CHECK_THAT(get(r, "STATIC_BINARY").fix, Catch::Contains("-static"));
 }
 
 TEST_CASE("Rust crt-static: STATIC_PIE with the RUSTFLAGS fix") {
-  FileReport r = check_alone(fixture("rust-crt-static"));
+  FileVerdict r = check_alone(fixture("rust-crt-static"));
   CHECK_FALSE(r.profilable());
   CHECK_THAT(get(r, "STATIC_PIE").fix, Catch::Contains("RUSTFLAGS='-C target-feature=-crt-static'"));
 }
 
 TEST_CASE("static Go: STATIC_BINARY pointing at pprof") {
-  FileReport r = check_alone(fixture("go-static"));
+  FileVerdict r = check_alone(fixture("go-static"));
   CHECK_FALSE(r.profilable());
   CHECK_THAT(get(r, "STATIC_BINARY").fix, Catch::Contains("pprof"));
   CHECK_THAT(get(r, "STATIC_BINARY").message, Catch::Contains("go1."));
 }
 
 TEST_CASE("cgo Go: profilable, with a GO_BINARY warning about the Go heap") {
-  FileReport r = check_alone(fixture("go-cgo"));
+  FileVerdict r = check_alone(fixture("go-cgo"));
   CHECK(r.profilable());
   CHECK(get(r, "GO_BINARY").severity == Severity::Warning);
   CHECK_THAT(get(r, "GO_BINARY").fix, Catch::Contains("pprof"));
 }
 
 TEST_CASE("musl program: MUSL_LIBC") {
-  FileReport r = check_alone(fixture("musl-dynamic"));
+  FileVerdict r = check_alone(fixture("musl-dynamic"));
   CHECK_FALSE(r.profilable());
   CHECK(has(r, "MUSL_LIBC"));
 }
@@ -88,7 +88,7 @@ TEST_CASE("musl program: MUSL_LIBC") {
 TEST_CASE("setuid, setgid and file capabilities warn about AT_SECURE") {
   CHECK(get(check_alone(fixture("setuid")), "SETUID").severity == Severity::Warning);
   CHECK(has(check_alone(fixture("setgid")), "SETGID"));
-  FileReport caps = check_alone(fixture("setcap"));
+  FileVerdict caps = check_alone(fixture("setcap"));
   CHECK(caps.file_caps);
   CHECK(has(caps, "FILE_CAPABILITIES"));
   CHECK_FALSE(has(check_alone(fixture("dynamic")), "SETUID"));
@@ -99,7 +99,7 @@ TEST_CASE("object file: NOT_A_PROGRAM") {
 }
 
 TEST_CASE("shared library: an info finding, still profilable") {
-  FileReport r = check_alone(fixture("libshared.so.1"));
+  FileVerdict r = check_alone(fixture("libshared.so.1"));
   CHECK(r.profilable());
   CHECK(get(r, "SHARED_LIBRARY").severity == Severity::Info);
 }
@@ -107,7 +107,7 @@ TEST_CASE("shared library: an info finding, still profilable") {
 TEST_CASE("preload: a real interposer passes") {
   CheckerOptions o;
   o.preload = fixture("fake_preload.so");
-  FileReport r = check_alone(fixture("dynamic"), o);
+  FileVerdict r = check_alone(fixture("dynamic"), o);
   CHECK(r.profilable());
   CHECK(r.findings.empty());
 }
@@ -115,7 +115,7 @@ TEST_CASE("preload: a real interposer passes") {
 TEST_CASE("preload: wrong architecture") {
   CheckerOptions o;
   o.preload = fixture("fake_preload-arm64.so");
-  FileReport r = check_alone(fixture("dynamic"), o);
+  FileVerdict r = check_alone(fixture("dynamic"), o);
   CHECK_FALSE(r.profilable());
   CHECK_THAT(get(r, "PRELOAD_WRONG_ARCH").message, Catch::Contains("aarch64 ELF64") && Catch::Contains("x86_64 ELF64"));
   // The same library fits the arm64 program.
@@ -152,7 +152,7 @@ TEST_CASE("root: a scratch image without a loader or libc") {
   HostTree tree(s.path());
   CheckerOptions o;
   o.use_root = true;
-  FileReport r = check_file(tree, "/app", o);
+  FileVerdict r = check_file(tree, "/app", o);
   CHECK_FALSE(r.profilable());
   CHECK(has(r, "INTERPRETER_MISSING"));
   CHECK(has(r, "LIBC_MISSING"));
@@ -165,7 +165,7 @@ TEST_CASE("root: a Debian root runs a dynamic program, and knows its glibc") {
   HostTree tree(s.path());
   CheckerOptions o;
   o.use_root = true;
-  FileReport r = check_file(tree, "/usr/bin/app", o);
+  FileVerdict r = check_file(tree, "/usr/bin/app", o);
   CHECK(r.profilable());
   CHECK(r.root_glibc == "GLIBC_2.36");
 }
@@ -177,7 +177,7 @@ TEST_CASE("root: NEEDED_MISSING names the library and who needs it") {
   HostTree tree(s.path());
   CheckerOptions o;
   o.use_root = true;
-  FileReport r = check_file(tree, "/usr/bin/app", o);
+  FileVerdict r = check_file(tree, "/usr/bin/app", o);
   CHECK_THAT(get(r, "NEEDED_MISSING").message, Catch::Contains("libshared.so.1 (needed by /usr/bin/app)"));
 }
 
@@ -190,7 +190,7 @@ TEST_CASE("root: a program built against a newer glibc than the root's") {
   HostTree tree(s.path());
   CheckerOptions o;
   o.use_root = true;
-  FileReport r = check_file(tree, "/usr/lib/x86_64-linux-gnu/libfuture.so", o);
+  FileVerdict r = check_file(tree, "/usr/lib/x86_64-linux-gnu/libfuture.so", o);
   CHECK_THAT(get(r, "GLIBC_TOO_OLD").message, Catch::Contains("GLIBC_2.99") && Catch::Contains("GLIBC_2.36"));
 }
 
@@ -203,7 +203,7 @@ TEST_CASE("root: a preload library needing a newer glibc than the root's") {
   CheckerOptions o;
   o.use_root = true;
   o.preload = "/usr/lib/profiler.so";
-  FileReport r = check_file(tree, "/usr/bin/app", o);
+  FileVerdict r = check_file(tree, "/usr/bin/app", o);
   CHECK_FALSE(r.profilable());
   CHECK_THAT(get(r, "PRELOAD_GLIBC_TOO_NEW").message, Catch::Contains("GLIBC_2.99"));
   CHECK_FALSE(has(r, "GLIBC_TOO_OLD"));
@@ -220,7 +220,7 @@ TEST_CASE("root: a preload library whose dependency is missing") {
   CheckerOptions o;
   o.use_root = true;
   o.preload = "/usr/lib/profiler.so";
-  FileReport r = check_file(tree, "/usr/bin/app", o);
+  FileVerdict r = check_file(tree, "/usr/bin/app", o);
   CHECK(has(r, "PRELOAD_NEEDED_MISSING"));
   CHECK_FALSE(has(r, "NEEDED_MISSING"));
 }
@@ -234,7 +234,7 @@ TEST_CASE("root: an arm64 program in the arm64 Debian rootfs with an arm64 prelo
   CheckerOptions o;
   o.use_root = true;
   o.preload = "/usr/lib/profiler.so";
-  FileReport r = check_file(root, "/usr/bin/app", o);
+  FileVerdict r = check_file(root, "/usr/bin/app", o);
   CHECK(r.profilable());
   CHECK(r.load->interpreter == "/usr/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1");
   CHECK(r.root_glibc == "GLIBC_2.36");
@@ -251,7 +251,7 @@ TEST_CASE("root: LD_PRELOAD=NAME (no '/') is searched like a needed library") {
   CheckerOptions o;
   o.use_root = true;
   o.preload = "libprofiler.so";  // in a default directory
-  FileReport r = check_file(tree, "/usr/bin/app", o);
+  FileVerdict r = check_file(tree, "/usr/bin/app", o);
   CHECK(r.profilable());
   CHECK_FALSE(has(r, "PRELOAD_NOT_FOUND"));
   REQUIRE(r.load);
@@ -266,7 +266,7 @@ TEST_CASE("root: LD_PRELOAD=NAME (no '/') is searched like a needed library") {
 
   o.ld_library_path = "/opt/arm";  // the loader passes over a wrong-arch candidate
   o.preload = "libprofiler-arm.so";
-  FileReport arm = check_file(tree, "/usr/bin/app", o);
+  FileVerdict arm = check_file(tree, "/usr/bin/app", o);
   CHECK(has(arm, "PRELOAD_NOT_FOUND"));
   CHECK_FALSE(arm.profilable());
 }

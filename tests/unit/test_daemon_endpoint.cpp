@@ -8,7 +8,7 @@
 
 #include "base/error.h"
 #include "base/stream.h"
-#include "registry/daemon.h"
+#include "network/daemon.h"
 #include "support.h"
 
 using namespace memprofile;

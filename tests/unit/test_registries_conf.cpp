@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "base/error.h"
-#include "registry/registries_conf.h"
+#include "network/registries_conf.h"
 #include "support.h"
 
 using namespace memprofile;

@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "base/error.h"
-#include "registry/reference.h"
-#include "registry/auth.h"
+#include "network/reference.h"
+#include "network/auth.h"
 #include "support.h"
 
 using namespace memprofile;

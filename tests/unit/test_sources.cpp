@@ -12,11 +12,11 @@
 #include "archive_builder.h"
 #include "base/error.h"
 #include "base/parallel.h"
-#include "collect/collected.h"
-#include "collect/tar_writer.h"
+#include "archive/collected.h"
+#include "archive/tar_writer.h"
 #include "source/load.h"
 #include "source/manifests.h"
-#include "source/sources.h"
+#include "source/kinds.h"
 
 using namespace memprofile;
 

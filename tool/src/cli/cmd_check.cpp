@@ -75,7 +75,7 @@ std::string describe_non_elf(const FileTree& tree, const std::string& path) {
 
 struct Outcome {
   enum class Kind { Pending, NotElf, Checked, Failed } kind = Kind::Pending;
-  std::optional<FileReport> report;
+  std::optional<FileVerdict> report;
   std::string error;
 };
 

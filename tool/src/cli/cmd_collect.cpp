@@ -1,5 +1,5 @@
 // `memprofile collect [--out FILE|-]`: stream the profile files out of the
-// container as a tar with a manifest of sizes and sha256 (collect/collect.h).
+// container as a tar with a manifest of sizes and sha256 (archive/collect.h).
 // `--verify FILE|-` checks such a tar on the receiving side.
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,8 +13,8 @@
 #include "base/stream.h"
 #include "base/unique_fd.h"
 #include "cli/commands.h"
-#include "collect/collect.h"
-#include "collect/collected.h"
+#include "archive/collect.h"
+#include "archive/collected.h"
 #include "runtime/launcher_config.h"
 
 namespace memprofile {
@@ -31,7 +31,7 @@ struct CollectOptions {
   std::string verify;
 };
 
-// Streams the archive (collect/collected.h): each entry's size and sha256
+// Streams the archive (archive/collected.h): each entry's size and sha256
 // are taken as it passes (nothing but the manifest is held), so an archive of
 // any size verifies in constant memory.
 ExitCode run_verify(const std::string& path) {

@@ -16,7 +16,7 @@
 #include "base/error.h"
 #include "base/stream.h"
 #include "base/unique_fd.h"
-#include "collect/collected.h"
+#include "archive/collected.h"
 #include "profile/bytehound_dat.h"
 #include "profile/heap_profile.h"
 #include "profile/heaptrack_trace.h"

@@ -16,7 +16,7 @@
 #include "profile/memory_report.h"
 #include "profile/processes.h"
 #include "profile/sites.h"
-#include "source/sources.h"
+#include "source/kinds.h"
 
 namespace memprofile {
 
@@ -34,7 +34,7 @@ struct ReportRequest {
   bool json = false;
   uint64_t pid = 0;    // one process of several
   bool merge = false;  // the processes of one program as one
-  // --image docker://, docker-daemon:: the network kinds of this binary (source/sources.h).
+  // --image docker://, docker-daemon:: the network kinds of this binary (source/kinds.h).
   const std::vector<SourceKind>* network = nullptr;
 };
 

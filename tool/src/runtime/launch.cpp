@@ -152,7 +152,7 @@ std::vector<Finding> check_everything(const HostTree& root, const std::string& t
     return problems;
   }
   *machine = elf->machine;
-  FileReport rep = Checker(root, root_checker_options(absolute(preload, cwd), cwd, process_env("LD_LIBRARY_PATH")))
+  FileVerdict rep = Checker(root, root_checker_options(absolute(preload, cwd), cwd, process_env("LD_LIBRARY_PATH")))
                        .check(path, elf);
   // --backend none preloads the control library alone, which defines no malloc.
   for (const auto& f : rep.findings)
@@ -200,7 +200,7 @@ std::string ctl_library_problem(const HostTree& root, const std::string& path, c
   if (elf->machine != target_elf->machine) return path + " is for another architecture than the target";
   // What the loader would make of it in the target: as for the profiler's
   // library, a GLIBC_ version the target's libc lacks stops the program.
-  FileReport rep =
+  FileVerdict rep =
       Checker(root, root_checker_options(path, cwd, process_env("LD_LIBRARY_PATH"))).check(target, target_elf);
   // (It defines no malloc: it is not the profiler.)
   for (const auto& f : rep.findings)
@@ -484,11 +484,13 @@ void add_backend_env(Launch& l) {
     // Dormant bytehound must start off and toggle on SIGUSR1, whatever the
     // environment says: start/stop send that signal.
     bool forced = cfg.dormant && (k == "MEMORY_PROFILER_DISABLE_BY_DEFAULT" || k == "MEMORY_PROFILER_REGISTER_SIGUSR1");
-    if (forced)
-      l.env.erase(std::remove_if(l.env.begin(), l.env.end(), [&](const std::string& e) { return e.rfind(k + "=", 0) == 0; }),
+    if (forced) {
+      const std::string set = k + "=";  // a lambda cannot capture a structured binding (C++17)
+      l.env.erase(std::remove_if(l.env.begin(), l.env.end(), [&set](const std::string& e) { return e.rfind(set, 0) == 0; }),
                   l.env.end());
-    else if (env_has(l.env, k))
+    } else if (env_has(l.env, k)) {
       continue;
+    }
     l.env.push_back(k + "=" + v);
     // The control library takes the settings out of the environment once
     // the profiler has read them (ctl.h, spawn_scope). Two are read later,

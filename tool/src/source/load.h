@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "image/image.h"
-#include "source/sources.h"
+#include "source/kinds.h"
 
 namespace memprofile {
 

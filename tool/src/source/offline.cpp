@@ -1,7 +1,7 @@
 // The network kinds of the static binary: it is built without libcurl
 // (Debian ships no static libcurl dependencies), so each says in one line
 // what to use instead.
-#include "source/sources.h"
+#include "source/kinds.h"
 
 namespace memprofile {
 

@@ -30,7 +30,7 @@ class Store {
 // The local stores, one unit each:
 // a tar file read by offset, its layers in parallel (archive_store.cpp);
 std::unique_ptr<Store> open_tar_file(UniqueFd fd, const std::string& path);
-// a tar stream read in one pass, layers summarised as they pass (stream_store.cpp);
+// a tar stream read in one pass, layers summarised as they pass (once_store.cpp);
 std::unique_ptr<Store> read_tar_stream(Reader& in, const std::string& name, const LayerLimits& limits);
 // an OCI image layout directory, names resolved inside it (layout_store.cpp).
 std::unique_ptr<Store> open_oci_layout(const std::string& dir);

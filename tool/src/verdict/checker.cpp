@@ -12,7 +12,7 @@
 
 namespace memprofile {
 
-bool FileReport::profilable() const {
+bool FileVerdict::profilable() const {
   return std::none_of(findings.begin(), findings.end(),
                       [](const Finding& f) { return f.severity == Severity::Error; });
 }
@@ -71,8 +71,8 @@ Checker::Checker(const FileTree& tree, CheckerOptions opts) : tree_(tree), opts_
     preload_.problem = make_finding("PRELOAD_NOT_ELF", "preload library " + tree_.display(p) + " is not an ELF file");
 }
 
-FileReport Checker::check(const std::string& canonical, std::shared_ptr<const ElfInfo> elf) const {
-  FileReport r;
+FileVerdict Checker::check(const std::string& canonical, std::shared_ptr<const ElfInfo> elf) const {
+  FileVerdict r;
   r.canonical = canonical;
   r.path = tree_.display(canonical);
   r.elf = std::move(elf);
@@ -91,7 +91,7 @@ FileReport Checker::check(const std::string& canonical, std::shared_ptr<const El
   return r;
 }
 
-void Checker::check_alone(FileReport& r) const {
+void Checker::check_alone(FileVerdict& r) const {
   const ElfInfo& e = *r.elf;
   const std::string go = e.go ? (e.go_version.empty() ? "Go" : "Go (" + e.go_version + ")") : "";
   switch (e.linkage) {
@@ -143,7 +143,7 @@ void Checker::check_alone(FileReport& r) const {
                                       "ignores LD_PRELOAD entries that contain '/'"));
 }
 
-void Checker::check_in_root(FileReport& r, ResolvedPreload* found) const {
+void Checker::check_in_root(FileVerdict& r, ResolvedPreload* found) const {
   const ElfInfo& e = *r.elf;
   r.root_checked = true;
   LoadOptions lo;
@@ -214,7 +214,7 @@ void Checker::check_in_root(FileReport& r, ResolvedPreload* found) const {
   }
 }
 
-void Checker::check_preload(FileReport& r, const ResolvedPreload& pre) const {
+void Checker::check_preload(FileVerdict& r, const ResolvedPreload& pre) const {
   if (pre.problem) {
     r.findings.push_back(*pre.problem);
     return;

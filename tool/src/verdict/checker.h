@@ -15,7 +15,7 @@
 
 namespace memprofile {
 
-struct FileReport {
+struct FileVerdict {
   std::string path;     // as shown to the user
   std::string canonical;  // inside the tree
   std::shared_ptr<const ElfInfo> elf;
@@ -50,7 +50,7 @@ class Checker {
   // Judges the ELF file at `canonical` (already resolved inside the tree).
   // `elf` is its parsed form. Never throws for problems of the target: those
   // become findings.
-  FileReport check(const std::string& canonical, std::shared_ptr<const ElfInfo> elf) const;
+  FileVerdict check(const std::string& canonical, std::shared_ptr<const ElfInfo> elf) const;
 
  private:
   // A preload library found: its canonical path and facts, or the finding
@@ -61,10 +61,10 @@ class Checker {
     std::optional<Finding> problem;
   };
 
-  void check_alone(FileReport& r) const;
+  void check_alone(FileVerdict& r) const;
   // With a root; a preload named bare is found by this load, into *found.
-  void check_in_root(FileReport& r, ResolvedPreload* found) const;
-  void check_preload(FileReport& r, const ResolvedPreload& p) const;
+  void check_in_root(FileVerdict& r, ResolvedPreload* found) const;
+  void check_preload(FileVerdict& r, const ResolvedPreload& p) const;
 
   const FileTree& tree_;
   CheckerOptions opts_;

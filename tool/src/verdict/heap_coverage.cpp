@@ -45,7 +45,7 @@ std::string carried_allocator(const ElfInfo& e, std::string* prefix) {
 
 // Whether a loaded object other than the preload defines `name`: a weak
 // reference to it is then a call.
-bool loaded_defines(const FileReport& r, const std::string& name) {
+bool loaded_defines(const FileVerdict& r, const std::string& name) {
   auto has = [&](const ElfInfo& e) {
     return std::find(e.heap.defines.begin(), e.heap.defines.end(), name) != e.heap.defines.end();
   };
@@ -61,7 +61,7 @@ bool loaded_defines(const FileReport& r, const std::string& name) {
 // whose new calls malloc): "" when new goes through malloc or the preload
 // takes it. The loader looks in the program, the preload, then the
 // libraries in load order.
-std::string operator_new_outside(const FileReport& r) {
+std::string operator_new_outside(const FileVerdict& r) {
   if (!r.load || r.elf->heap.defines_operator_new) return "";
   // Only where C++ code calls new (the program, or a library it loads).
   bool news = r.elf->heap.calls_operator_new;
@@ -146,7 +146,7 @@ std::string managed_runtime(const ElfInfo& e, const std::optional<LoadResult>& l
   return "";
 }
 
-std::vector<Finding> heap_coverage(const FileReport& r, const ElfInfo& preload, const std::string& preload_name) {
+std::vector<Finding> heap_coverage(const FileVerdict& r, const ElfInfo& preload, const std::string& preload_name) {
   std::vector<Finding> out;
   const ElfInfo& e = *r.elf;
   if (e.linkage != Linkage::Dynamic) return out;  // STATIC_*: no preload at all

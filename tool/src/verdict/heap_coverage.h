@@ -42,6 +42,6 @@ std::string managed_runtime(const ElfInfo& program, const std::optional<LoadResu
 
 // The heap coverage findings for the program `r` (with its simulated load
 // when a root was given) under the preload library `preload` (its facts).
-std::vector<Finding> heap_coverage(const FileReport& r, const ElfInfo& preload, const std::string& preload_name);
+std::vector<Finding> heap_coverage(const FileVerdict& r, const ElfInfo& preload, const std::string& preload_name);
 
 }  // namespace memprofile

@@ -480,7 +480,7 @@ void judge_target(Context& ctx) {
   const std::string& path = ctx.target->path;
   std::shared_ptr<const ElfInfo> elf = target_elf(ctx, path);
   if (!elf) return;
-  FileReport rep = Checker(ctx.tree, checker_options(ctx, ctx.res.preload)).check(path, elf);
+  FileVerdict rep = Checker(ctx.tree, checker_options(ctx, ctx.res.preload)).check(path, elf);
   for (const auto& f : rep.findings) ctx.add(f);
   // The kernel sets AT_SECURE when exec changes the effective ids or
   // grants capabilities to a non-root user.
@@ -571,7 +571,7 @@ void judge_memray(Context& ctx) {
   check_platform(ctx, path, *elf);
   if (!found.extension.empty()) {
     res.preload = found.extension;
-    FileReport rep = Checker(ctx.tree, checker_options(ctx, found.extension)).check(path, elf);
+    FileVerdict rep = Checker(ctx.tree, checker_options(ctx, found.extension)).check(path, elf);
     // The extension is imported, not preloaded: it need not define malloc
     // (neither the verdict nor the target's report says it must).
     rep.findings.erase(std::remove_if(rep.findings.begin(), rep.findings.end(),

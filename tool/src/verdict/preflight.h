@@ -47,7 +47,7 @@ struct PreflightResult {
   std::vector<std::string> argv;     // Entrypoint + Cmd
   std::string program;               // what argv[0] resolves to (after #! scripts)
   std::vector<std::string> scripts;  // #! scripts followed on the way
-  std::optional<FileReport> target;  // the judged process
+  std::optional<FileVerdict> target;  // the judged process
   std::vector<DispatchedProgram> dispatch;
   std::string preload, backend;      // the preload library checked and its profiler (memray: its extension)
   std::optional<LauncherSettings> launcher;

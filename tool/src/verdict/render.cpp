@@ -65,7 +65,7 @@ json to_json(const Finding& f) {
   return {{"code", f.code}, {"severity", to_string(f.severity)}, {"message", f.message}, {"fix", f.fix}};
 }
 
-json to_json(const FileReport& r) {
+json to_json(const FileVerdict& r) {
   const ElfInfo& e = *r.elf;
   auto or_null = [](const std::string& s) -> json { return s.empty() ? json(nullptr) : json(s); };
   json j;
@@ -122,7 +122,7 @@ void print_finding(std::ostream& out, const Finding& f, bool color, const char* 
       << indent << "  fix: " << f.fix << "\n";
 }
 
-void print_human(std::ostream& out, const FileReport& r, bool color) {
+void print_human(std::ostream& out, const FileVerdict& r, bool color) {
   Style s{color};
   const ElfInfo& e = *r.elf;
   out << s.bold() << r.path << s.reset() << "\n";

@@ -13,10 +13,10 @@
 
 namespace memprofile {
 
-nlohmann::json to_json(const FileReport& r);
+nlohmann::json to_json(const FileVerdict& r);
 nlohmann::json to_json(const Finding& f);
 nlohmann::json to_json(const PythonFacts& py);
-void print_human(std::ostream& out, const FileReport& r, bool color);
+void print_human(std::ostream& out, const FileVerdict& r, bool color);
 void print_finding(std::ostream& out, const Finding& f, bool color, const char* indent = "  ");
 
 // preflight's verdict on one image.

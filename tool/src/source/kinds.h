@@ -1,6 +1,6 @@
 // Where an image comes from, by the name the user gives it: a table of
 // source kinds. The network kinds (`docker://`, `docker-daemon:`) are a
-// table of their own, which the caller hands in: registry/sources.cpp in
+// table of their own, which the caller hands in: network/network_kinds.cpp in
 // the memprofile binary, source/offline.cpp in the static one, whose entries
 // say in one line why it cannot read them. "-" is standard input; anything
 // else is a path.

@@ -1,4 +1,4 @@
-#include "collect/collect.h"
+#include "archive/collect.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -18,9 +18,9 @@
 
 #include "base/error.h"
 #include "base/stream.h"
-#include "collect/collected.h"
-#include "collect/profile_dir.h"
-#include "collect/tar_writer.h"
+#include "archive/collected.h"
+#include "archive/profile_dir.h"
+#include "archive/tar_writer.h"
 #include "runtime/control_client.h"
 
 namespace memprofile {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "registry/reference.h"
-#include "source/sources.h"
+#include "network/reference.h"
+#include "source/kinds.h"
 
 namespace memprofile {
 

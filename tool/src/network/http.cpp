@@ -1,4 +1,4 @@
-#include "registry/http.h"
+#include "network/http.h"
 
 #include <curl/curl.h>
 

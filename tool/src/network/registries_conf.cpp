@@ -1,4 +1,4 @@
-#include "registry/registries_conf.h"
+#include "network/registries_conf.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "registry/reference.h"
+#include "network/reference.h"
 
 #include <cctype>
 

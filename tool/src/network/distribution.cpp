@@ -1,4 +1,4 @@
-#include "registry/distribution.h"
+#include "network/distribution.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -20,10 +20,10 @@
 #include "base/error.h"
 #include "base/json_text.h"
 #include "base/unique_fd.h"
-#include "registry/http.h"
-#include "registry/registries_conf.h"
-#include "registry/auth.h"
-#include "registry/reference.h"
+#include "network/http.h"
+#include "network/registries_conf.h"
+#include "network/auth.h"
+#include "network/reference.h"
 #include "source/store.h"
 
 namespace memprofile {

@@ -1,4 +1,4 @@
-#include "source/sources.h"
+#include "source/kinds.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

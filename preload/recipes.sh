@@ -2,8 +2,8 @@
 # into a cache, architecture mapping, and the result's manifest.
 # shellcheck shell=bash
 
-# shellcheck source=scripts/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+# shellcheck source=scripts/host.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/host.sh"
 
 # PRELOAD_CACHE: where sources are kept (reruns and offline builds use it),
 # by default in the toolkit's cache, so that `make clean-cache ALL=true`
@@ -16,7 +16,7 @@ preload_cache() { echo "${PRELOAD_CACHE:-$(memprofile_cache)/preload}"; }
 recipe_key() {
   local here f
   here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-  local -a files=("@${here}/lib.sh" "@${here}/build.sh")
+  local -a files=("@${here}/recipes.sh" "@${here}/build.sh")
   for f in "${here}/$1"/*; do files+=("@${f}"); done
   cache_key "$1" "${files[@]}"
 }

@@ -1,4 +1,4 @@
-#include "collect/profile_dir.h"
+#include "archive/profile_dir.h"
 
 #include <dirent.h>
 #include <fcntl.h>

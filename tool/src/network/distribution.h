@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "source/sources.h"
+#include "source/kinds.h"
 #include "source/store.h"
 
 namespace memprofile {

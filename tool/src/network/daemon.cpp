@@ -1,4 +1,4 @@
-#include "registry/daemon.h"
+#include "network/daemon.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>

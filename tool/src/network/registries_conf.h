@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "registry/reference.h"
+#include "network/reference.h"
 
 namespace memprofile {
 

@@ -1,4 +1,4 @@
-#include "collect/collected.h"
+#include "archive/collected.h"
 
 #include <map>
 #include <set>

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "base/stream.h"
-#include "registry/http.h"
+#include "network/http.h"
 
 namespace memprofile {
 

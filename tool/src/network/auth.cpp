@@ -1,4 +1,4 @@
-#include "registry/auth.h"
+#include "network/auth.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -30,9 +30,9 @@ class TarEntryReader : public Reader {
   TarReader& t_;
 };
 
-class StreamStore : public Store {
+class OnceStore : public Store {
  public:
-  StreamStore(Reader& in, std::string name, const LayerLimits& limits) : name_(std::move(name)) {
+  OnceStore(Reader& in, std::string name, const LayerLimits& limits) : name_(std::move(name)) {
     TarReader tar(in, name_);
     TarEntry e;
     for (size_t count = 0; tar.next(e);) {
@@ -120,7 +120,7 @@ class StreamStore : public Store {
 }  // namespace
 
 std::unique_ptr<Store> read_tar_stream(Reader& in, const std::string& name, const LayerLimits& limits) {
-  return std::make_unique<StreamStore>(in, name, limits);
+  return std::make_unique<OnceStore>(in, name, limits);
 }
 
 }  // namespace memprofile

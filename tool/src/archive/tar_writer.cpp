@@ -1,4 +1,4 @@
-#include "collect/tar_writer.h"
+#include "archive/tar_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,10 +1,10 @@
 // The network kinds of the memprofile binary: `docker://` over the
 // distribution API, `docker-daemon:` over the Engine API, whose `docker
 // save` stream is read in one pass as standard input is.
-#include "source/sources.h"
+#include "source/kinds.h"
 
-#include "registry/daemon.h"
-#include "registry/distribution.h"
+#include "network/daemon.h"
+#include "network/distribution.h"
 
 namespace memprofile {
 

@@ -1,6 +1,6 @@
 // Registry references, as `docker://` names them (skopeo's transport
 // syntax): parsed and normalised in one unit that everything else in
-// registry/ stands on, as go-containerregistry's pkg/name.
+// network/ stands on, as go-containerregistry's pkg/name.
 #pragma once
 
 #include <string>
@@ -15,7 +15,7 @@ struct RegistryRef {
   std::string digest;      // "sha256:..." or ""
   // Where the API is: registry-1.docker.io for docker.io.
   std::string api_host() const;
-  // "registry/repository:tag" or "registry/repository@digest".
+  // "network/repository:tag" or "network/repository@digest".
   std::string str() const;
 };
 
