@@ -1,6 +1,6 @@
 # Makes a DWARF zlib bomb of an ELF file: its .debug_info replaced by a
 # SHF_COMPRESSED section whose header declares SIZE bytes, all zeros, which
-# zlib holds in about SIZE/1000 bytes (tests/e2e/report_profiles.sh).
+# zlib holds in about SIZE/1000 bytes (tests/e2e/report_bad_input.sh).
 # usage: debug_bomb.py ELF OUT SIZE
 import struct, sys, zlib, subprocess, shutil
 src, out, size = sys.argv[1], sys.argv[2], int(sys.argv[3])

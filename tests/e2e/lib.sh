@@ -504,3 +504,46 @@ unpack_trixie_python_root() {
   mkdir -p "$1"
   tar -C "$1" --numeric-owner -xpf "${tarball}"
 }
+
+# The sites test program (tests/fixtures/src/sites.{c,cpp,rs}: a steady
+# leak, one large allocation, heavy churn) and its profiles, for report's
+# tests. sites_build LANG...: ${SCRATCH}/sites-LANG (c, cpp, rs).
+# sites_record LANG: its jemalloc dumps in ${SCRATCH}/LANG (a dump every
+# 16 MiB allocated, a sample every 16 KiB on average), under Debian's
+# libjemalloc. sites_record_heaptrack LANG: its raw heaptrack trace in
+# ${SCRATCH}/ht-LANG (2 ms between rounds: the trace's timestamps come every
+# 10 ms), under Debian's heaptrack preload. sites_line_of FILE SITE: the
+# line of "SITE name" in the source.
+SITES_SRC="${E2E_ROOT}/tests/fixtures/src"
+sites_build() {
+  local lang
+  for lang in "$@"; do
+    case "${lang}" in
+      c) gcc -g -O1 -o "${SCRATCH}/sites-c" "${SITES_SRC}/sites.c" ;;
+      cpp) g++ -g -O1 -o "${SCRATCH}/sites-cpp" "${SITES_SRC}/sites.cpp" ;;
+      rs) /usr/bin/rustc -g -C opt-level=0 -o "${SCRATCH}/sites-rs" "${SITES_SRC}/sites.rs" 2> "${SCRATCH}/rustc.log" ||
+        fail "rustc: $(cat "${SCRATCH}/rustc.log")" ;;
+      *) fail "sites_build: no language ${lang}" ;;
+    esac
+  done
+}
+sites_record() {
+  local jemalloc
+  jemalloc="$(ldconfig -p | awk '$1 == "libjemalloc.so.2" && !n++ { print $NF }')"
+  [[ -n "${jemalloc}" ]] || fail "Debian's libjemalloc2 is missing (scripts/install-deps.sh installs it)"
+  mkdir -p "${SCRATCH}/$1"
+  LD_PRELOAD="${jemalloc}" MALLOC_CONF="prof:true,prof_final:true,lg_prof_interval:24,lg_prof_sample:14,prof_prefix:${SCRATCH}/$1/jeprof" \
+    "${SCRATCH}/sites-$1" 400 || fail "$1: the test program failed"
+  (($(find "${SCRATCH}/$1" -name '*.heap' | wc -l) >= 5)) || fail "$1: fewer than 5 dumps"
+}
+sites_record_heaptrack() {
+  local heaptrack
+  heaptrack="$(dpkg -L libheaptrack | awk '/\/libheaptrack_preload\.so$/ && !n++')"
+  [[ -n "${heaptrack}" ]] || fail "Debian's libheaptrack is missing (scripts/install-deps.sh installs it)"
+  mkdir -p "${SCRATCH}/ht-$1"
+  # shellcheck disable=SC2016 # heaptrack itself puts the pid for $$
+  LD_PRELOAD="${heaptrack}" DUMP_HEAPTRACK_OUTPUT="${SCRATCH}/ht-$1/heaptrack.\$\$.raw" "${SCRATCH}/sites-$1" 400 2000 ||
+    fail "$1: the test program failed under heaptrack"
+  [[ -s "$(find "${SCRATCH}/ht-$1" -name 'heaptrack.*.raw')" ]] || fail "$1: no heaptrack trace"
+}
+sites_line_of() { grep -n "SITE $2" "${SITES_SRC}/$1" | cut -d: -f1; }
