@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/unique_fd.h"
+#include "base/units.h"
 #include "profile/heap_profile.h"
 
 namespace memprofile {
@@ -16,12 +17,6 @@ namespace memprofile {
 using nlohmann::json;
 
 namespace {
-
-std::string mib(uint64_t bytes) {
-  char buf[32];
-  snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
-  return buf;
-}
 
 // Larger dumps are left to report: status answers in seconds.
 constexpr uint64_t kStatusDumpLimit = 64ull << 20;

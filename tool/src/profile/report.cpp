@@ -271,16 +271,7 @@ std::unique_ptr<Report> make_report(const ReportRequest& o) {
   std::shared_ptr<FileTree> tree = open_files(o, all_snaps, notes);
   all_snaps.clear();
   Symbolizer symbolizer(
-      [tree](const std::string& path) -> int {
-        std::optional<Resolved> r;
-        try {
-          r = resolve(*tree, path);
-        } catch (const Error&) {
-          return -1;
-        }
-        if (!r || r->node.kind != FsNode::Kind::Regular) return -1;
-        return tree->open_data(r->path);
-      },
+      open_in_tree(tree),
       o.debug_dir);
   for (const auto& v : r.choice.views) r.views.push_back(fold_view(v, symbolizer));
   say_missing_symbols(symbolizer, *tree, o.debug_dir, notes);

@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 
+#include "base/error.h"
 #include "base/unique_fd.h"
 #include "elf/layout.h"
 #include "image/file_tree.h"
@@ -75,6 +77,19 @@ std::string die_name(Dwarf_Die* die) {
 }
 
 }  // namespace
+
+OpenFile open_in_tree(std::shared_ptr<FileTree> tree) {
+  return [tree = std::move(tree)](const std::string& path) -> int {
+    std::optional<Resolved> r;
+    try {
+      r = resolve(*tree, path);
+    } catch (const Error&) {
+      return -1;
+    }
+    if (!r || r->node.kind != FsNode::Kind::Regular) return -1;
+    return tree->open_data(r->path);
+  };
+}
 
 std::string demangle(const std::string& name) {
   if (name.rfind("_Z", 0) != 0 && name.rfind("_R", 0) != 0) return name;

@@ -17,6 +17,8 @@
 
 namespace memprofile {
 
+class FileTree;
+
 struct Frame {
   std::string function;  // demangled; "" when unknown
   std::string file;      // source file, "" when unknown
@@ -34,6 +36,10 @@ struct Frame {
 // Opens a file of the image (a canonical path) read-only: an fd the caller
 // owns, or -1 when the image has no such file.
 using OpenFile = std::function<int(const std::string& path)>;
+// The files of an image or a process's root as the symboliser opens them:
+// the path resolved in `tree` (no link out of it), a regular file only, -1
+// for anything else.
+OpenFile open_in_tree(std::shared_ptr<FileTree> tree);
 
 // Bytes the compressed debug sections of one file may inflate to (libdw
 // inflates them all at once): past it the file's DWARF is not read, with a

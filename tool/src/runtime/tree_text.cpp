@@ -4,17 +4,13 @@
 #include <cstdio>
 #include <iostream>
 
+#include "base/units.h"
+
 namespace memprofile {
 
 using nlohmann::json;
 
 namespace {
-
-std::string mib(uint64_t bytes) {
-  char buf[32];
-  snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
-  return buf;
-}
 
 void print_status(const json& r) {
   auto str = [&](const char* k) { return r.value(k, std::string()); };

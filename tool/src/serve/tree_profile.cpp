@@ -207,16 +207,7 @@ std::string encode_tree_heap(const TreeHeap& heap) {
     throw Error("no process of the tree gave a heap profile" + (why.empty() ? std::string() : ": " + why));
   }
   auto tree = std::make_shared<HostTree>("/proc/" + std::to_string(heap.root) + "/root");
-  Symbolizer symbolizer([tree](const std::string& path) -> int {
-    std::optional<Resolved> r;
-    try {
-      r = resolve(*tree, path);
-    } catch (const Error&) {
-      return -1;
-    }
-    if (!r || r->node.kind != FsNode::Kind::Regular) return -1;
-    return tree->open_data(r->path);
-  });
+  Symbolizer symbolizer(open_in_tree(tree));
   std::vector<LabeledSnapshot> snaps;
   for (const auto& m : heap.members) snaps.push_back({m.snap, m.pid, m.program});
   PprofOptions options;
