@@ -274,3 +274,12 @@ start_serve() {
   done
   fail "serve did not listen within 60 s: $(cat "${log}")"
 }
+
+# A jemalloc any user can load (the cache is under root's home) in
+# ${SCRATCH}, as JEMALLOC, for a service run as nobody.
+jemalloc_for_anyone() {
+  chmod 0755 "${SCRATCH}"
+  cp "$(preload_dist jemalloc amd64)/libjemalloc.so.2" "${SCRATCH}/"
+  # shellcheck disable=SC2034  # read by the test that called it
+  JEMALLOC="${SCRATCH}/libjemalloc.so.2"
+}
