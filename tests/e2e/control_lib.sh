@@ -283,3 +283,6 @@ jemalloc_for_anyone() {
   # shellcheck disable=SC2034  # read by the test that called it
   JEMALLOC="${SCRATCH}/libjemalloc.so.2"
 }
+
+# memprofile exec --backend memray in the trixie root (memray_root), from /app.
+memray_exec() { in_root env -C /app /opt/memprofile/memprofile exec --backend memray --min-free-mb 1 "$@"; }

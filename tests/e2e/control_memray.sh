@@ -41,7 +41,6 @@ while True:
         held.clear()
         time.sleep(0.001)
 PY
-memray_exec() { in_root env -C /app /opt/memprofile/memprofile exec --backend memray --min-free-mb 1 "$@"; }
 ctl() { in_root /opt/memprofile/memprofile "$@"; }
 # interpreter_of PID: the process memray_exec ... & started (PID is the
 # shell's subshell): its child, which execs its way to the interpreter.
