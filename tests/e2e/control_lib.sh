@@ -286,3 +286,16 @@ jemalloc_for_anyone() {
 
 # memprofile exec --backend memray in the trixie root (memray_root), from /app.
 memray_exec() { in_root env -C /app /opt/memprofile/memprofile exec --backend memray --min-free-mb 1 "$@"; }
+# memprofile itself in the trixie root, as kubectl exec would run it.
+memray_ctl() { in_root /opt/memprofile/memprofile "$@"; }
+# interpreter_of PID: the process memray_exec ... & started (PID is the
+# shell's subshell): its child, which execs its way to the interpreter.
+interpreter_of() {
+  local p=""
+  for _ in $(seq 1 600); do
+    p="$(pgrep -P "$1" | head -1)"
+    [[ -n "${p}" ]] && { echo "${p}"; return 0; }
+    sleep 0.1
+  done
+  return 1
+}
