@@ -158,11 +158,11 @@ static int jemalloc_dump(char* err, size_t errlen) {
   if (rc == 0) return 0;
   // Said as what it is: a worker that dropped to another user (nginx's
   // nobody) cannot write a directory only root can.
-  if (faccessat(AT_FDCWD, ctl.dir, W_OK | X_OK, AT_EACCESS) != 0)
+  if (faccessat(AT_FDCWD, ctl_dir(), W_OK | X_OK, AT_EACCESS) != 0)
     snprintf(err, errlen, "%s is not writable by uid %u (this process's user): chmod 1777 %s, or give memprofile exec "
-             "--output-dir a directory every user of the tree can write", ctl.dir, (unsigned)geteuid(), ctl.dir);
+             "--output-dir a directory every user of the tree can write", ctl_dir(), (unsigned)geteuid(), ctl_dir());
   else
-    snprintf(err, errlen, "mallctl prof.dump: %s (no prof_prefix, or %s not writable?)", strerror(rc), ctl.dir);
+    snprintf(err, errlen, "mallctl prof.dump: %s (no prof_prefix, or %s not writable?)", strerror(rc), ctl_dir());
   return -1;
 }
 
@@ -171,7 +171,7 @@ static int jemalloc_dump(char* err, size_t errlen) {
 // process, it would land in one of the application's threads and cut a
 // blocking call short there (EINTR), which many programs do not retry.
 static int bytehound_set_recording(int on, char* err, size_t errlen) {
-  if (on == ctl.recording) return 0;
+  if (on == ctl_recording_on()) return 0;
   if (!bytehound_owns_sigusr1(err, errlen)) return -1;
   sigset_t one, old;
   sigemptyset(&one);
@@ -188,7 +188,7 @@ static int bytehound_set_recording(int on, char* err, size_t errlen) {
 }
 
 static int heaptrack_set_recording(int on, char* err, size_t errlen) {
-  if (!on && ctl.final_stop) return 0;
+  if (!on && ctl_final_stop()) return 0;
   if (on) {
     snprintf(err, errlen, "heaptrack records from the start of the process and cannot start again");
     return -1;
@@ -199,7 +199,7 @@ static int heaptrack_set_recording(int on, char* err, size_t errlen) {
     return -1;
   }
   stop();
-  ctl.final_stop = 1;
+  ctl_set_final_stop();
   return 0;
 }
 
@@ -222,7 +222,7 @@ static int none_stats(struct allocator_stats* s) { return mallctl_ptr ? jemalloc
 static int jemalloc_moved(const char* dir, char* err, size_t errlen) {
   mallctl_fn mallctl = find_mallctl(err, errlen);
   if (!mallctl) return -1;
-  static char prefix[sizeof ctl.dir + 16];
+  static char prefix[CTL_DIR_MAX + 16];
   snprintf(prefix, sizeof prefix, "%s/jeprof", dir);
   const char* p = prefix;
   int rc = mallctl("prof.prefix", NULL, NULL, (void*)&p, sizeof p);

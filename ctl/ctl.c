@@ -42,7 +42,56 @@
 #include <time.h>
 #include <unistd.h>
 
-struct ctl_state ctl;
+// Everything is read and written by the control thread only, after the
+// constructor has set it up; nothing here is touched from a signal handler.
+static struct ctl_state {
+  const struct ctl_profiler* profiler;
+  const struct ctl_disk* disk;
+  char dir[CTL_DIR_MAX];     // the output directory
+  pid_t pid;                 // the process served (0: none, e.g. a child the profiler does not record)
+  pid_t parent;              // the served process it was forked from (0: the exec'd target itself)
+  int recording;
+  int dormant;               // the tree was started dormant: recording began at memprofile start
+  char stopped_reason[240];  // why recording stopped by itself ("" when it did not)
+  uint64_t max_bytes;        // the profiles' disk budget (0: none)
+  uint64_t min_free_bytes;   // the free-space floor of the output filesystem
+  unsigned snapshots_taken;  // by request
+  unsigned snapshots_scheduled;  // by --snapshot-every
+  unsigned records_written;  // "none": memory records, named by this count
+  unsigned schedule_said;    // a scheduled snapshot failed (said once)
+  uint64_t snapshot_every_ms;  // --snapshot-every (0: none)
+  unsigned long rotated;     // snapshots deleted to stay within the budget
+  int final_stop;            // heaptrack after heaptrack_stop: cannot record again
+  int cannot_stop;           // stopping at the budget failed once: said, not retried
+  time_t start_time;         // files of this pid older than this are an earlier process's
+} ctl;
+
+void ctl_configure(const struct ctl_settings* s) {
+  snprintf(ctl.dir, sizeof ctl.dir, "%s", s->dir);
+  ctl.pid = getpid();
+  ctl.parent = s->parent;
+  ctl.start_time = time(NULL);
+  ctl.recording = s->recording;
+  ctl.dormant = !s->recording;
+  ctl.max_bytes = s->max_bytes;
+  ctl.min_free_bytes = s->min_free_bytes;
+  ctl.snapshot_every_ms = s->snapshot_every_ms;
+  ctl.disk = s->disk;
+  ctl.profiler = s->profiler;
+}
+void ctl_unserve(void) { ctl.pid = 0; }
+const char* ctl_dir(void) { return ctl.dir; }
+pid_t ctl_pid(void) { return ctl.pid; }
+int ctl_recording_on(void) { return ctl.recording; }
+const struct ctl_profiler* ctl_profiler_in_use(void) { return ctl.profiler; }
+const struct ctl_disk* ctl_disk_in_use(void) { return ctl.disk; }
+uint64_t ctl_max_bytes(void) { return ctl.max_bytes; }
+uint64_t ctl_min_free_bytes(void) { return ctl.min_free_bytes; }
+time_t ctl_start_time(void) { return ctl.start_time; }
+int ctl_final_stop(void) { return ctl.final_stop; }
+void ctl_set_final_stop(void) { ctl.final_stop = 1; }
+unsigned long ctl_rotated(void) { return ctl.rotated; }
+unsigned long ctl_add_rotated(void) { return ctl.rotated++; }
 
 static int listen_fd = -1, log_fd = -1, wake_fd[2] = {-1, -1};
 static pid_t unrecorded_pid;  // a forked child the profiler does not record: its record's pid

@@ -35,7 +35,7 @@
 // most, to the process's own subdirectory (files_guard_move), into the
 // other slot, so that a create on another thread reads one whole directory.
 struct guard {
-  char dir[sizeof ctl.dir];
+  char dir[CTL_DIR_MAX];
   size_t len;
 };
 static struct guard guards[2];
@@ -100,7 +100,7 @@ static int create_guarded(const struct guard* g, const char* path, const char* n
       return -1;
     }
     name = part;
-  } else if (ctl.disk && !ctl.disk->admits(name)) {
+  } else if (ctl_disk_in_use() && !ctl_disk_in_use()->admits(name)) {
     // jemalloc's own dump, past the budget: not written (budget.c).
     close(dfd);
     errno = ENOSPC;

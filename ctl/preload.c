@@ -89,26 +89,27 @@ __attribute__((constructor)) static void ctl_init(void) {
   preload_drop(NULL, "libmemprofile_ctl");
   const struct ctl_profiler* profiler = ctl_profiler_named(backend);
   if (!profiler) return;
-  if (strlen(dir) >= sizeof ctl.dir) {
+  if (strlen(dir) >= CTL_DIR_MAX) {
     ctl_log("output directory name too long (%zu bytes): %.200s...", strlen(dir), dir);
     return;
   }
-  strcpy(ctl.dir, dir);
-  ctl.pid = getpid();
-  ctl.parent = parent_served(dir);
-  ctl.start_time = time(NULL);
-  ctl.recording = env_u64("MEMPROFILE_CTL_RECORDING", 1) != 0;
-  ctl.dormant = !ctl.recording;
-  ctl.max_bytes = env_u64("MEMPROFILE_CTL_MAX_BYTES", 0);
-  ctl.min_free_bytes = env_u64("MEMPROFILE_CTL_MIN_FREE_BYTES", 0);
-  ctl.snapshot_every_ms = env_u64("MEMPROFILE_CTL_SNAPSHOT_EVERY_MS", 0);
-  ctl.disk = ctl_disk_budget();
-  ctl.profiler = profiler;
+  const int recording = env_u64("MEMPROFILE_CTL_RECORDING", 1) != 0;
+  const struct ctl_settings settings = {
+      .profiler = profiler,
+      .disk = ctl_disk_budget(),
+      .dir = dir,
+      .parent = parent_served(dir),
+      .recording = recording,
+      .max_bytes = env_u64("MEMPROFILE_CTL_MAX_BYTES", 0),
+      .min_free_bytes = env_u64("MEMPROFILE_CTL_MIN_FREE_BYTES", 0),
+      .snapshot_every_ms = env_u64("MEMPROFILE_CTL_SNAPSHOT_EVERY_MS", 0),
+  };
+  ctl_configure(&settings);
   // The allocator is set up before the fork handlers are registered, so that
   // its own child handler (registered at its first allocation) runs first.
   touch_allocator();
   if (ctl_serve() != 0) {
-    ctl.pid = 0;
+    ctl_unserve();
     return;
   }
   pthread_atfork(ctl_fork_prepare, ctl_fork_parent, ctl_fork_child);
