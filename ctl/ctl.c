@@ -47,6 +47,7 @@
 static struct ctl_state {
   const struct ctl_profiler* profiler;
   const struct ctl_disk* disk;
+  void (*dir_moved)(const char* dir);  // the entry's: files.c's guard follows a moved directory
   char dir[CTL_DIR_MAX];     // the output directory
   pid_t pid;                 // the process served (0: none, e.g. a child the profiler does not record)
   pid_t parent;              // the served process it was forked from (0: the exec'd target itself)
@@ -78,6 +79,7 @@ void ctl_configure(const struct ctl_settings* s) {
   ctl.snapshot_every_ms = s->snapshot_every_ms;
   ctl.disk = s->disk;
   ctl.profiler = s->profiler;
+  ctl.dir_moved = s->dir_moved;
 }
 void ctl_unserve(void) { ctl.pid = 0; }
 const char* ctl_dir(void) { return ctl.dir; }
@@ -942,7 +944,7 @@ void ctl_own_directory(uid_t euid, gid_t egid) {
       ctl_log("uid %u cannot write %s: this process writes its files to %s, its own subdirectory, owned by uid %u",
               (unsigned)euid, ctl.dir, sub, (unsigned)euid);
       strcpy(ctl.dir, sub);
-      files_guard_move(sub);
+      if (ctl.dir_moved) ctl.dir_moved(sub);
       moved = 1;
     }
   }
@@ -969,7 +971,7 @@ void ctl_fork_parent(void) { pthread_mutex_unlock(&busy); }
 // when they started in the same second.
 static void read_small_file(const char* path, char* buf, size_t len) {
   buf[0] = '\0';
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC);  // libc's own: files.c's open is the profilers'
   if (fd < 0) return;
   ssize_t n = read(fd, buf, len - 1);
   close(fd);

@@ -103,6 +103,7 @@ __attribute__((constructor)) static void ctl_init(void) {
       .max_bytes = env_u64("MEMPROFILE_CTL_MAX_BYTES", 0),
       .min_free_bytes = env_u64("MEMPROFILE_CTL_MIN_FREE_BYTES", 0),
       .snapshot_every_ms = env_u64("MEMPROFILE_CTL_SNAPSHOT_EVERY_MS", 0),
+      .dir_moved = files_guard_move,
   };
   ctl_configure(&settings);
   // The allocator is set up before the fork handlers are registered, so that
