@@ -95,7 +95,7 @@ void ctl_set_final_stop(void) { ctl.final_stop = 1; }
 unsigned long ctl_rotated(void) { return ctl.rotated; }
 unsigned long ctl_add_rotated(void) { return ctl.rotated++; }
 
-static int listen_fd = -1, log_fd = -1, wake_fd[2] = {-1, -1};
+static int listen_fd = -1, wake_fd[2] = {-1, -1};
 static pid_t unrecorded_pid;  // a forked child the profiler does not record: its record's pid
 static ino_t listen_ino;  // the socket's inode: an fd number the app reused is not ours
 static ino_t wake_ino;    // the wake pipe's, likewise
@@ -105,58 +105,6 @@ static pthread_t thread;
 static int thread_running;
 static pthread_mutex_t thread_lock = PTHREAD_MUTEX_INITIALIZER;  // app threads only (unshare/setns)
 static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER;         // see above: no fork inside it
-
-static int log_ready;  // the constructor ran: log_fd is what it chose
-
-void ctl_log_to(int fd) {
-  log_fd = fd;
-  log_ready = 1;
-}
-
-void ctl_log(const char* fmt, ...) {
-  // Before the constructor (a profiler that opens its file first), stderr.
-  int fd = log_ready ? log_fd : 2;
-  if (fd < 0) return;
-  char line[512];
-  int n = snprintf(line, sizeof line, "memprofile-ctl[%d]: ", (int)getpid());
-  va_list ap;
-  va_start(ap, fmt);
-  int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-  va_end(ap);
-  size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m > sizeof line - (size_t)n - 2 ? sizeof line - (size_t)n - 2 : (size_t)m);
-  line[len++] = '\n';
-  ssize_t w = write(fd, line, len);
-  (void)w;
-}
-
-size_t json_string(char* out, size_t len, const char* s) {
-  static const char hex[] = "0123456789abcdef";
-  size_t at = 0;
-  if (len < 3) return 0;
-  out[at++] = '"';
-  for (; *s; ++s) {
-    unsigned char c = (unsigned char)*s;
-    char esc[7];
-    size_t n = 0;
-    if (c == '"' || c == '\\') {
-      esc[n++] = '\\';
-      esc[n++] = (char)c;
-    } else if (c < 0x20) {
-      memcpy(esc, "\\u00", 4);
-      esc[4] = hex[c >> 4];
-      esc[5] = hex[c & 15];
-      n = 6;
-    } else {
-      esc[n++] = (char)c;
-    }
-    if (at + n + 2 > len) break;  // room for the closing quote and NUL
-    memcpy(out + at, esc, n);
-    at += n;
-  }
-  out[at++] = '"';
-  out[at] = '\0';
-  return at;
-}
 
 // An fd moved above the numbers applications close and reuse.
 static int high_fd(int fd) {

@@ -8,8 +8,9 @@
 // core's, functions only (the tables' types are tables.h), its state static
 // in ctl.c, and every shim calls down into it, never up or sideways.
 //
-//   ctl.c       the core: the state, the log, the socket and the control
+//   ctl.c       the core: the state, the socket and the control
 //               thread, the requests, the snapshot's steps, stopping
+//   log.c       the log and JSON string text (no state)
 //   memrecord.c the record beside each snapshot (called by the core; libc only)
 //   backend.c   what start/stop/snapshot mean for jemalloc, bytehound,
 //               heaptrack, and none: a table per profiler (struct ctl_profiler)
