@@ -299,3 +299,35 @@ interpreter_of() {
   done
   return 1
 }
+
+# /app/service.py in the trixie root: a script that keeps 64 KiB a round
+# (its leak) beside a bounded cache; sets keep_line, the leak's line.
+memray_service_app() {
+cat > "${root}/app/service.py" <<'PY'
+import functools
+import sys
+
+cache = []
+
+
+def keep(n):
+    cache.append(bytearray(n))  # the leak: kept for good
+
+
+@functools.lru_cache(maxsize=16)
+def lookup(i):
+    return bytearray(4096)  # bounded: at most 16 kept
+
+
+def main(rounds):
+    for i in range(rounds):
+        keep(64 * 1024)
+        lookup(i)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
+PY
+  # shellcheck disable=SC2034  # read by the test that called it
+  keep_line="$(grep -n 'cache.append(bytearray(n))' "${root}/app/service.py" | cut -d: -f1)"
+}

@@ -14,32 +14,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/control_lib.sh"
 
 memray_root  # sets root: the trixie root with the launcher and the bootstrap in /opt/memprofile
-cat > "${root}/app/service.py" <<'PY'
-import functools
-import sys
-
-cache = []
-
-
-def keep(n):
-    cache.append(bytearray(n))  # the leak: kept for good
-
-
-@functools.lru_cache(maxsize=16)
-def lookup(i):
-    return bytearray(4096)  # bounded: at most 16 kept
-
-
-def main(rounds):
-    for i in range(rounds):
-        keep(64 * 1024)
-        lookup(i)
-
-
-if __name__ == "__main__":
-    main(int(sys.argv[1]))
-PY
-keep_line="$(grep -n 'cache.append(bytearray(n))' "${root}/app/service.py" | cut -d: -f1)"
+memray_service_app  # /app/service.py; sets keep_line
 
 # 1. A script, with native frames (the default) and without.
 for mode in native python-only; do
