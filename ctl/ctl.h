@@ -6,12 +6,19 @@
 //
 // A core with thin shims, as heaptrack's src/track/: this header is the
 // core's, functions only (the tables' types are tables.h), its state static
-// in ctl.c, and every shim calls down into it, never up or sideways.
+// in ctl.c, and every shim calls down into it, never up or sideways. The
+// core's leaves (socket.h, conns.h, thread.h, memrecord.h, proc_record.h)
+// are handed what they need and call only the log.
 //
-//   ctl.c       the core: the state, the socket and the control
-//               thread, the requests, the snapshot's steps, stopping
+//   ctl.c       the core: the state, the requests, the snapshot's steps,
+//               the control thread's loop, stopping
+//   socket.c    the fds it serves on: the control socket, the wake pipe,
+//               the stale sockets of the directory
+//   conns.c     the connections: the peer's uid first, a request line each
+//   thread.c    the control thread's start and stop (unshare and setns too)
 //   log.c       the log and JSON string text (no state)
 //   memrecord.c the record beside each snapshot (called by the core; libc only)
+//   proc_record.c the process's record beside its profiles (likewise)
 //   backend.c   what start/stop/snapshot mean for jemalloc, bytehound,
 //               heaptrack, and none: a table per profiler (struct ctl_profiler)
 //   budget.c    the profiles in the output directory: usage, rotation, the
@@ -29,6 +36,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "log.h"  // ctl_log, json_string: the shims log through the core's log
 #include "tables.h"
 
 // The core's state is its own (ctl.c, static): the control thread reads and
@@ -53,16 +61,6 @@ void ctl_set_final_stop(void);
 unsigned long ctl_rotated(void);
 unsigned long ctl_add_rotated(void);
 
-// One line on the stderr the process started with, "memprofile-ctl[PID]:
-// ...", written with one write(2) (to a copy of fd 2 taken at start: the
-// application may reuse fd 2 for its own files later).
-void ctl_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-// Where the log goes from now on (the constructor's copy of fd 2).
-void ctl_log_to(int fd);
-
-// JSON string text for s (quotes added; control characters escaped),
-// truncated to fit len. Returns the bytes written (no NUL counted).
-size_t json_string(char* out, size_t len, const char* s);
 
 // Stops recording for a reason of the core's or the budget's (status shows
 // it); said once in the log.
@@ -88,6 +86,11 @@ void ctl_fork_parent(void);
 void ctl_fork_child(void);
 // At exit, in the process served.
 void ctl_exit(void);
+// users.c made DIR/proc.PID for a user the process is about to become, who
+// cannot write the output directory: the process writes its files there
+// from now on (the profiler moves, where it must; files.c's guard follows).
+// 0, or -1 with the profiler's reason in err.
+int ctl_move_dir(const char* sub, char* err, size_t errlen);
 // spawn.c: the process is about to exec another program. A forked child
 // its profiler did not record takes its record back (it is no process of
 // the profiled program any more). Safe in a vfork child.
@@ -105,15 +108,9 @@ const struct ctl_disk* ctl_disk_budget(void);
 // creat and creat64 are the library's own, for the profilers' calls; the
 // library's own files are opened with openat, straight to the kernel).
 void files_guard(const char* dir);
-// The process's own subdirectory from now on (once; ctl_own_directory).
+// The process's own subdirectory from now on (once; users.c, through ctl_move_dir).
 void files_guard_move(const char* dir);
 
-// users.c: the process is about to become `euid`, who may not be able to
-// write the output directory (nginx's workers become its `user`): while it
-// still can, it makes its own subdirectory there, DIR/proc.PID, owned by
-// that user (group `egid`), and writes its files into it from then on.
-// Called from the setuid family's wrappers, before the change.
-void ctl_own_directory(uid_t euid, gid_t egid);
 // users.c: libc's setuid family, looked up once by the constructor.
 void users_init(void);
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "log.h"
 
 static int log_fd = -1;
 static int log_ready;  // the constructor ran: log_fd is what it chose

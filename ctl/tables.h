@@ -112,7 +112,7 @@ struct ctl_settings {
   uint64_t max_bytes;          // the profiles' disk budget (0: none)
   uint64_t min_free_bytes;     // the free-space floor of the output filesystem
   uint64_t snapshot_every_ms;  // --snapshot-every (0: none)
-  // Called once the process writes to its own subdirectory (users.c's
-  // ctl_own_directory): files.c's guard follows it there.
+  // Called once the process writes to its own subdirectory (users.c,
+  // through ctl_move_dir): files.c's guard follows it there.
   void (*dir_moved)(const char* dir);
 };

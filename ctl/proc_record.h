@@ -1,0 +1,30 @@
+// The process's record beside its profiles (proc_record.c): a leaf under
+// the core, libc only, handed what it writes.
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+// memprofile-proc.PID.json: who the process is in the tree, which
+// memprofile collect carries and memprofile report reads to name the
+// processes whose dumps it has.
+struct proc_record {
+  pid_t pid;
+  pid_t parent;         // the served process it was forked from (0: the exec'd target itself)
+  long long started;    // time(2) at its start
+  const char* backend;  // the profiler's name
+  int recorded;         // 0: a forked child its profiler does not record
+  int dormant;          // the tree was started dormant
+  const char* at_exit;  // "" or proc_record_exit_memory's fields
+};
+
+// Writes the record into `dir`: to a name of its own, created exclusively
+// and never through a link, then renamed into place. Nothing when it cannot.
+void proc_record_write(const char* dir, const struct proc_record* r);
+// Removes process `pid`'s record from the directory `dfd`; 0 when removed.
+int proc_record_unlink(int dfd, int pid);
+// 1 when `name` is a process record, with its pid.
+int proc_record_pid(const char* name, int* pid);
+// What the process holds as it exits, as the record's extra fields: the
+// kernel's anonymous resident memory (RssAnon) and `allocator_in_use`.
+void proc_record_exit_memory(char* out, size_t len, unsigned long long allocator_in_use);
