@@ -74,7 +74,9 @@ endif
 	$(STATIC_LOCKED) cmake --build $(STATIC_BUILD_DIR) -j $(JOBS) --target memprofile-static memprofile_ctl
 	install -D -m 0755 $(STATIC_BUILD_DIR)/tool/memprofile-static $(DIST)/memprofile/$(ARCH)/memprofile
 	install -D -m 0755 $(STATIC_BUILD_DIR)/ctl/libmemprofile_ctl.so $(DIST)/memprofile/$(ARCH)/libmemprofile_ctl.so
-	install -D -m 0644 ctl/python/sitecustomize.py $(DIST)/memprofile/$(ARCH)/python/sitecustomize.py
+	rm -rf $(DIST)/memprofile/$(ARCH)/python
+	cd ctl/python && for f in $$(find . -name '*.py' | LC_ALL=C sort); do \
+	  install -D -m 0644 "$$f" "$(abspath $(DIST))/memprofile/$(ARCH)/python/$$f"; done
 	$(if $(filter $(ARCH),$(HOST_ARCH)),strip,aarch64-linux-gnu-strip) --strip-debug $(DIST)/memprofile/$(ARCH)/memprofile \
 	  $(DIST)/memprofile/$(ARCH)/libmemprofile_ctl.so
 

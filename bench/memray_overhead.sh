@@ -29,7 +29,7 @@ tar -C "${root}" --numeric-owner -xpf "${tarball}"
 mkdir -p "${root}/opt/memprofile/python" "${root}/app"
 cp "${launcher}" "${root}/opt/memprofile/memprofile"
 cp "${ctl}/libmemprofile_ctl.so" "${root}/opt/memprofile/"
-cp "${ctl}/python/sitecustomize.py" "${root}/opt/memprofile/python/"
+cp -R "${ctl}/python/." "${root}/opt/memprofile/python/"
 cp "${here}/src/alloc_churn.py" "${root}/app/"
 
 # run CONFIG N: one timed run; its time in ${work}/CONFIG.N, its capture's

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Lays out what a profilable image adds, as a root tree the Dockerfiles copy
 # with one COPY: the static memprofile, the control library built beside it
-# (ctl/ctl.h) and memray's bootstrap beside it (python/sitecustomize.py, for
-# `exec --backend memray`), the preload library at its install path (from its
-# manifest), and the manifest itself.
+# (ctl/ctl.h) and memray's bootstrap beside it (python/: sitecustomize.py
+# and its package, for `exec --backend memray`), the preload library at its
+# install path (from its manifest), and the manifest itself.
 # usage: scripts/stage-artifacts.sh MEMPROFILE_STATIC PRELOAD_DIST_DIR OUT
 #   PRELOAD_DIST_DIR "-": no preload library (memray: scripts/memray-debian.sh
 #   adds what the image needs)
@@ -26,9 +26,16 @@ ctl="$(dirname "${launcher}")/libmemprofile_ctl.so"
 [[ -f "${ctl}" ]] || { echo "memprofile: ${ctl} missing: build it with the launcher (make static)" >&2; exit 1; }
 install -D -m 0755 "${launcher}" "${out}/usr/bin/memprofile"
 install -D -m 0755 "${ctl}" "${out}/usr/lib/memprofile/libmemprofile_ctl.so"
-bootstrap="$(dirname "${launcher}")/python/sitecustomize.py"
-[[ -f "${bootstrap}" ]] || { echo "memprofile: ${bootstrap} missing: it is staged with the launcher (make static)" >&2; exit 1; }
-install -D -m 0644 "${bootstrap}" "${out}/usr/lib/memprofile/python/sitecustomize.py"
+# The bootstrap: its entry and its package, the Python files alone (no
+# bytecode a run left beside them).
+bootstrap="$(dirname "${launcher}")/python"
+for file in sitecustomize.py _memprofile_memray/__init__.py; do
+  [[ -f "${bootstrap}/${file}" ]] ||
+    { echo "memprofile: ${bootstrap}/${file} missing: it is staged with the launcher (make static)" >&2; exit 1; }
+done
+while IFS= read -r -d '' file; do
+  install -D -m 0644 "${bootstrap}/${file}" "${out}/usr/lib/memprofile/python/${file}"
+done < <(cd "${bootstrap}" && find . -name '*.py' -print0 | LC_ALL=C sort -z)
 [[ "${dist}" != - ]] || exit 0
 install -D -m 0755 "${dist}/${library}" "${out}${install_path}"
 # Libraries the recipe bundles go beside it (the library's RUNPATH is $ORIGIN).

@@ -103,7 +103,7 @@ memray_root() {
   mkdir -p "${root}/opt/memprofile/python" "${root}/app"
   cp "${LAUNCHER}" "${root}/opt/memprofile/memprofile"
   cp "${CTL_LIBRARY}" "${root}/opt/memprofile/"
-  cp "$(dirname "${CTL_LIBRARY}")/python/sitecustomize.py" "${root}/opt/memprofile/python/"
+  cp -R "$(dirname "${CTL_LIBRARY}")/python/." "${root}/opt/memprofile/python/"
 }
 
 # leaky_wsgi_app: ${root}/app/leaky.py, a WSGI app whose workers keep 256

@@ -33,8 +33,10 @@ grep -qx "max_profile_mb = 64" "${root}/etc/memprofile/exec.conf" || fail "exec.
 "${MEMPROFILE}" check "${root}/usr/lib/memprofile/libmemprofile_ctl.so" --json > "${SCRATCH}/ctl.json" || true
 [[ "$(jq -r .arch "${SCRATCH}/ctl.json")" == "$([[ "${arch}" == arm64 ]] && echo aarch64 || echo x86_64)" ]] ||
   fail "the control library in the image is not for ${arch}: $(cat "${SCRATCH}/ctl.json")"
-cmp -s "${root}/usr/lib/memprofile/python/sitecustomize.py" "${E2E_ROOT}/ctl/python/sitecustomize.py" ||
-  fail "memray's bootstrap is not beside the control library in the image"
+for file in sitecustomize.py _memprofile_memray/__init__.py _memprofile_memray/control.py; do
+  cmp -s "${root}/usr/lib/memprofile/python/${file}" "${E2E_ROOT}/ctl/python/${file}" ||
+    fail "memray's bootstrap (${file}) is not beside the control library in the image"
+done
 "${MEMPROFILE}" preflight "${SCRATCH}/image/image.tar" > "${SCRATCH}/preflight" ||
   fail "the dormant image is not READY: $(cat "${SCRATCH}/preflight")"
 pass "${arch}: DORMANT=true is in the launcher config, the control library is in the image for ${arch} with memray's bootstrap beside it, READY"

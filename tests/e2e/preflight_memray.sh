@@ -147,8 +147,16 @@ launched=(--entrypoint '["memprofile", "exec", "--backend", "memray", "--output-
   --cmd '["gunicorn", "--workers", "2", "app:app"]')
 judge no-bootstrap 1 "${launched[@]}"
 has no-bootstrap MEMRAY_BOOTSTRAP_MISSING
+# The entry alone, as an image that copied only the one file would have it:
+# its package is named missing.
 mkdir -p "${root}/usr/lib/memprofile/python"
 cp "$(dirname "${CTL_LIBRARY}")/python/sitecustomize.py" "${root}/usr/lib/memprofile/python/"
+judge entry-only 1 "${launched[@]}"
+jq -e '[.findings[] | select(.code == "MEMRAY_BOOTSTRAP_MISSING") | .message] |
+    length == 1 and (.[0] | contains("/usr/lib/memprofile/python/_memprofile_memray/__init__.py") and
+    (contains("sitecustomize.py") | not))' "${SCRATCH}/entry-only.json" > /dev/null ||
+  fail "entry-only: $(jq -c '[.findings[] | "\(.code): \(.message)"]' "${SCRATCH}/entry-only.json")"
+cp -R "$(dirname "${CTL_LIBRARY}")/python/." "${root}/usr/lib/memprofile/python/"
 judge launched 0 "${launched[@]}"
 ready launched /usr/bin/python3.13
 jq -e '.launcher.backend == "memray" and ([.findings[].code] | index("MEMRAY_NO_LAUNCHER") | not)' \
@@ -161,7 +169,7 @@ judge own-tracker 1 --entrypoint '["memprofile", "exec", "--backend", "memray", 
 has own-tracker MEMRAY_APP_TRACKER
 judge jemalloc-launcher 1 --entrypoint '["memprofile", "exec", "--backend", "jemalloc", "--"]' --cmd '["python3", "/app/service.py"]'
 has jemalloc-launcher LAUNCHER_CONFIG
-pass "memprofile exec --backend memray: MEMRAY_BOOTSTRAP_MISSING without python/sitecustomize.py beside the control library, READY with it, OUTPUT_DIR_MISSING for an output directory the image lacks, LAUNCHER_CONFIG for a launcher that starts jemalloc, MEMRAY_APP_TRACKER for python -m memray run"
+pass "memprofile exec --backend memray: MEMRAY_BOOTSTRAP_MISSING without python/sitecustomize.py beside the control library, and naming the package alone when only the entry is there, READY with both, OUTPUT_DIR_MISSING for an output directory the image lacks, LAUNCHER_CONFIG for a launcher that starts jemalloc, MEMRAY_APP_TRACKER for python -m memray run"
 
 # The user's site-packages (pip install --user) comes before Debian's: the
 # root user's ~/.local (HOME from /etc/passwd) holding the arm64 copy is the

@@ -29,6 +29,12 @@ namespace memprofile {
 // through HeapProfilerDump where the program exports it.
 enum class Backend { Bytehound, Jemalloc, Heaptrack, None, Memray, Tcmalloc };
 
+// memray's bootstrap as it sits in python/ beside the control library
+// (ctl/python/): the entry Python's site imports, and its package of one
+// module a job, whose __init__.py names them. Both must be there: an entry
+// without its package tracks nothing.
+inline const std::vector<std::string> kMemrayBootstrapFiles = {"sitecustomize.py", "_memprofile_memray/__init__.py"};
+
 // One profiler backend as one row: everything the rest of memprofile reads
 // of it (exec, attached, preflight, collect, report's stacks, serve), so that
 // a new backend is a row here, a reader in profile/'s format table

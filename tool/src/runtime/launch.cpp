@@ -369,10 +369,14 @@ std::vector<Finding> check_memray(Launch& l, const HostTree& root, uint16_t* mac
                               cfg.min_free_mb, false, machine, &l.unwritable_by);
   if (!problems.empty()) return problems;
   l.bootstrap_dir = dirname_of(absolute(cfg.ctl_library, l.cwd)) + "/python";
-  struct stat st;
-  if (stat((l.bootstrap_dir + "/sitecustomize.py").c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-    problems.push_back(make_finding("MEMRAY_BOOTSTRAP_MISSING",
-                                    "memprofile's bootstrap " + l.bootstrap_dir + "/sitecustomize.py does not exist"));
+  std::string missing;  // one finding, naming each file that is not there
+  for (const std::string& file : kMemrayBootstrapFiles) {
+    struct stat st;
+    if (stat((l.bootstrap_dir + "/" + file).c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+      missing += (missing.empty() ? "" : ", ") + l.bootstrap_dir + "/" + file;
+  }
+  if (!missing.empty())
+    problems.push_back(make_finding("MEMRAY_BOOTSTRAP_MISSING", "memprofile's bootstrap " + missing + " does not exist"));
   else
     problems = bootstrap_problems(l.target, l.interpreter_options, l.env_script);
   return problems;

@@ -147,7 +147,8 @@ const std::vector<FindingSpec>& finding_catalog() {
        "start the interpreter under memprofile exec --backend memray (make image-memprofile BACKEND=memray puts it "
        "in the entrypoint)"},
       {"MEMRAY_BOOTSTRAP_MISSING", Severity::Error,
-       "install memprofile's python/sitecustomize.py beside libmemprofile_ctl.so (memprofile images have it) or set "
+       "install memprofile's python/ directory (sitecustomize.py and _memprofile_memray/) beside "
+       "libmemprofile_ctl.so (memprofile images have it) or set "
        "MEMPROFILE_CTL_LIBRARY to the library it sits beside"},
   };
   return catalog;
