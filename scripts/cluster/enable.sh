@@ -64,7 +64,24 @@ done
 [[ -n "${kind}" ]] || usage_error "name the workload: --deployment, --statefulset or --pipeline"
 [[ "${kind}" != pipeline || -n "${vertex}" ]] || usage_error "--pipeline needs --vertex"
 [[ "${kind}" == pipeline || -z "${vertex}" ]] || usage_error "--vertex goes with --pipeline"
-case "${backend}" in "" | bytehound | jemalloc | heaptrack) ;; *) usage_error "--backend must be bytehound, jemalloc or heaptrack" ;; esac
+# The preload backends, one a recipe (preload/NAME/recipe.sh; memray's is
+# an image of its own, as the Makefile's BACKENDS): a new backend is
+# accepted here without a word of this script changing.
+if [[ -n "${backend}" ]]; then
+  known=()
+  for recipe in "$(dirname "$0")"/../../preload/*/recipe.sh; do
+    recipe="$(basename "$(dirname "${recipe}")")"
+    [[ "${recipe}" == memray || "${recipe}" == "*" ]] || known+=("${recipe}")
+  done
+  ((${#known[@]})) || usage_error "--backend: no preload recipes beside this script (run it from memprofile's checkout)"
+  listed=" ${known[*]} "
+  if [[ "${listed}" != *" ${backend} "* ]]; then
+    phrase=""
+    for recipe in "${known[@]:0:${#known[@]}-1}"; do phrase+="${recipe}, "; done
+    phrase="${phrase%, }${phrase:+ or }${known[-1]}"
+    usage_error "--backend must be ${phrase}"
+  fi
+fi
 [[ "${output_dir}" == /* ]] || usage_error "--output-dir must be an absolute path"
 if [[ -n "${serve_port}" ]]; then
   if [[ ! "${serve_port}" =~ ^[0-9]{1,5}$ ]] || ((10#${serve_port} < 1 || 10#${serve_port} > 65535)); then

@@ -118,6 +118,8 @@ valid() { node "${BATS_TEST_DIRNAME}/validate.mjs" "${STUB_DIR}/replaced.json"; 
   assert_failure 2
   run "${SCRIPTS}/enable.sh" -n team --deployment leaky --backend valgrind
   assert_failure 2
+  # The backends are the preload recipes'.
+  assert_output --partial "--backend must be bytehound, heaptrack or jemalloc"
 }
 
 @test "enable --serve: the launcher serves on a named port with a Secret's token; the scrapers' annotations" {
