@@ -469,19 +469,20 @@ static void* serve_loop(void) {
   return NULL;
 }
 
+void ctl_lock(void) { pthread_mutex_lock(&busy); }
+void ctl_unlock(void) { pthread_mutex_unlock(&busy); }
+
 int ctl_move_dir(const char* sub, char* err, size_t errlen) {
-  pthread_mutex_lock(&busy);
   int rc = ctl.profiler->moved ? ctl.profiler->moved(sub, err, errlen) : 0;
   if (rc == 0) {
     snprintf(ctl.dir, sizeof ctl.dir, "%s", sub);
     if (ctl.dir_moved) ctl.dir_moved(sub);
   }
-  pthread_mutex_unlock(&busy);
   return rc;
 }
 
-void ctl_fork_prepare(void) { pthread_mutex_lock(&busy); }
-void ctl_fork_parent(void) { pthread_mutex_unlock(&busy); }
+void ctl_fork_prepare(void) { ctl_lock(); }
+void ctl_fork_parent(void) { ctl_unlock(); }
 
 // The process's record as it is now, with `at_exit` ("" before exit).
 static void write_record(pid_t pid, pid_t parent, long long started, int recorded, const char* at_exit) {
@@ -554,12 +555,15 @@ void ctl_exit(void) {
   // only where one was written at start).
   if (socket_named()) {
     socket_unlink();
+    // What the process holds as it exits, for report's "most of its memory
+    // is not in the profile": the kernel's anonymous resident memory, read
+    // first, then what its allocator says is in use.
     char at_exit[128];
+    unsigned long long rss_anon = proc_record_rss_anon(), in_use = 0;
     struct allocator_stats as;
-    unsigned long long in_use = 0;
     if (ctl.profiler->allocator_stats && ctl.profiler->allocator_stats(&as) == 0)
       in_use = as.name && strcmp(as.name, "jemalloc") == 0 ? as.allocated : as.in_use;
-    proc_record_exit_memory(at_exit, sizeof at_exit, in_use);
+    snprintf(at_exit, sizeof at_exit, ",\"exit_rss_anon\":%llu,\"exit_allocator_in_use\":%llu", rss_anon, in_use);
     write_record(ctl.pid, ctl.parent, (long long)ctl.start_time, 1, at_exit);
   }
   // The first process ends last in most trees: what its children left.

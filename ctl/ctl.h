@@ -86,10 +86,15 @@ void ctl_fork_parent(void);
 void ctl_fork_child(void);
 // At exit, in the process served.
 void ctl_exit(void);
+// The core's lock: no fork, no request and no check of the control
+// thread's while it is held (the fork handlers take it too). users.c holds
+// it while it makes the process's own directory and moves there.
+void ctl_lock(void);
+void ctl_unlock(void);
 // users.c made DIR/proc.PID for a user the process is about to become, who
 // cannot write the output directory: the process writes its files there
 // from now on (the profiler moves, where it must; files.c's guard follows).
-// 0, or -1 with the profiler's reason in err.
+// 0, or -1 with the profiler's reason in err. Called with ctl_lock held.
 int ctl_move_dir(const char* sub, char* err, size_t errlen);
 // spawn.c: the process is about to exec another program. A forked child
 // its profiler did not record takes its record back (it is no process of

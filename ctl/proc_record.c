@@ -32,12 +32,11 @@ static unsigned long long start_ticks(void) {
   return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
-void proc_record_exit_memory(char* out, size_t len, unsigned long long allocator_in_use) {
+unsigned long long proc_record_rss_anon(void) {
   char status[4096];
   read_small_file("/proc/self/status", status, sizeof status);
   const char* anon = strstr(status, "\nRssAnon:");
-  unsigned long long kb = anon ? strtoull(anon + 9, NULL, 10) : 0;
-  snprintf(out, len, ",\"exit_rss_anon\":%llu,\"exit_allocator_in_use\":%llu", kb * 1024, allocator_in_use);
+  return (anon ? strtoull(anon + 9, NULL, 10) : 0) * 1024;
 }
 
 void proc_record_write(const char* dir, const struct proc_record* r) {

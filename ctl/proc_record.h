@@ -15,7 +15,7 @@ struct proc_record {
   const char* backend;  // the profiler's name
   int recorded;         // 0: a forked child its profiler does not record
   int dormant;          // the tree was started dormant
-  const char* at_exit;  // "" or proc_record_exit_memory's fields
+  const char* at_exit;  // "" or the fields of what it holds as it exits
 };
 
 // Writes the record into `dir`: to a name of its own, created exclusively
@@ -25,6 +25,5 @@ void proc_record_write(const char* dir, const struct proc_record* r);
 int proc_record_unlink(int dfd, int pid);
 // 1 when `name` is a process record, with its pid.
 int proc_record_pid(const char* name, int* pid);
-// What the process holds as it exits, as the record's extra fields: the
-// kernel's anonymous resident memory (RssAnon) and `allocator_in_use`.
-void proc_record_exit_memory(char* out, size_t len, unsigned long long allocator_in_use);
+// The kernel's anonymous resident memory of this process (RssAnon), in bytes.
+unsigned long long proc_record_rss_anon(void);

@@ -51,12 +51,14 @@ static int can_write(const struct stat* st, uid_t euid, gid_t egid) {
 // that user (group `egid`), and moves there. Once, in the process served.
 static void own_directory(uid_t euid, gid_t egid) {
   static int moved;
-  char dir[CTL_DIR_MAX];
-  snprintf(dir, sizeof dir, "%s", ctl_dir());
-  if (moved || ctl_pid() != getpid() || !dir[0] || geteuid() != 0 || euid == 0) return;
+  if (moved || ctl_pid() != getpid() || !ctl_dir()[0] || geteuid() != 0 || euid == 0) return;
   struct stat st;
-  if (stat(dir, &st) != 0 || can_write(&st, euid, egid)) return;
-  char name[32], sub[CTL_DIR_MAX], err[256] = "";
+  if (stat(ctl_dir(), &st) != 0 || can_write(&st, euid, egid)) return;
+  // Held to the end: no fork copies the change half made, and a second
+  // thread's setuid finds the directory this one moved to.
+  ctl_lock();
+  char dir[CTL_DIR_MAX], name[32], sub[CTL_DIR_MAX], err[256] = "";
+  snprintf(dir, sizeof dir, "%s", ctl_dir());
   snprintf(name, sizeof name, "proc.%d", (int)getpid());
   int dfd = -1, sfd = -1;
   if (strlen(dir) + 1 + strlen(name) >= sizeof sub) {
@@ -85,6 +87,7 @@ static void own_directory(uid_t euid, gid_t egid) {
     ctl_log("uid %u cannot write %s, and no subdirectory of its own could be made (%s): its snapshots will fail; "
             "chmod 1777 %s, or give memprofile exec --output-dir a directory every user of the tree can write",
             (unsigned)euid, dir, err, dir);
+  ctl_unlock();
 }
 
 // The euid a call will give, where it gives one: (uid_t)-1 keeps it.
