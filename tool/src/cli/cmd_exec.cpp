@@ -11,7 +11,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/logger.h"
-#include "runtime/launch.h"
+#include "launch/launch.h"
 #include "serve/beside.h"
 
 namespace memprofile {

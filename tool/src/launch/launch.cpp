@@ -8,7 +8,7 @@
 // PROGRAM's environment only, never the image's, so `kubectl exec`/`kubectl
 // cp` processes are not injected. A failed check never takes the service
 // down unless --strict: the program runs unprofiled with one ERROR line.
-#include "runtime/launch.h"
+#include "launch/launch.h"
 
 #include <errno.h>
 #include <fcntl.h>
