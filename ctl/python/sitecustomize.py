@@ -50,7 +50,17 @@ def _start():
         _say("cannot import memray in %s (%s: %s): not tracked" % (sys.executable, type(e).__name__, e))
         return
     # The rest of the bootstrap, by job (_memprofile_memray/__init__.py),
-    # imported here, on the main thread, in an interpreter it tracks only.
+    # imported here, on the main thread, in an interpreter it tracks only;
+    # the package beside this file, whatever else the path holds (a second
+    # bootstrap of another version, an app's module of the same name).
+    import importlib.util
+
+    package = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_memprofile_memray")
+    spec = importlib.util.spec_from_file_location("_memprofile_memray", os.path.join(package, "__init__.py"),
+                                                  submodule_search_locations=[package])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["_memprofile_memray"] = module
+    spec.loader.exec_module(module)
     from _memprofile_memray.control import Control
     from _memprofile_memray.signals import block_for_fork, unblock_after_fork
 

@@ -115,6 +115,22 @@ for c in "memray.${workers[0]}.bin" "memray.${workers[0]}.2.bin"; do
 done
 pass "a second start writes memray.${workers[0]}.2.bin, which status names; two snapshots of the tree mark it (the 2 processes not recording say so, exit 1), and its report ends spans there: 4, 10, 10 requests' bytes at the handler; the report's table names each capture of the worker"
 
+# A capture removed (collected, then deleted) frees its name: the next start
+# takes it again, and its marks start afresh, not after the old capture's.
+w="${workers[0]}"
+rm "${out}/memray.${w}.2.bin"
+memray_ctl start "${w}" --only --output-dir /out-dormant > "${SCRATCH}/start3.txt" 2>&1 ||
+  fail "third start: $(cat "${SCRATCH}/start3.txt")"
+[[ -f "${out}/memray.${w}.2.bin" ]] || fail "third start: memray.${w}.2.bin not taken again: $(ls "${out}")"
+memray_ctl snapshot "${w}" --only --output-dir /out-dormant > "${SCRATCH}/snapshot3.txt" 2>&1 ||
+  fail "snapshot of the new capture: $(cat "${SCRATCH}/snapshot3.txt")"
+if ! grep -q "(mark 1 in /out-dormant/memray-marks\.${w}\.2\.bin;" "${SCRATCH}/snapshot3.txt" ||
+  [[ "$(wc -l < "${out}/memray-marks.${w}.2.bin")" != 1 ]]; then
+  fail "the new capture's marks go on from the old one's: $(cat "${SCRATCH}/snapshot3.txt" "${out}/memray-marks.${w}.2.bin")"
+fi
+memray_ctl stop "${w}" --only --output-dir /out-dormant > /dev/null 2>&1 || fail "third stop"
+pass "memray.${w}.2.bin removed: the next start takes the name again, and its first snapshot is mark 1 of a marks file begun anew"
+
 kill -TERM "${arbiter}"
 wait_until 60 bash -c "! kill -0 ${arbiter} 2>/dev/null" || fail "gunicorn did not stop on SIGTERM"
 wait_until 30 sockets_are "${out}" 0 || fail "sockets left after the service ended: $(ls "${out}")"

@@ -152,10 +152,19 @@ has no-bootstrap MEMRAY_BOOTSTRAP_MISSING
 mkdir -p "${root}/usr/lib/memprofile/python"
 cp "$(dirname "${CTL_LIBRARY}")/python/sitecustomize.py" "${root}/usr/lib/memprofile/python/"
 judge entry-only 1 "${launched[@]}"
-jq -e '[.findings[] | select(.code == "MEMRAY_BOOTSTRAP_MISSING") | .message] |
-    length == 1 and (.[0] | contains("/usr/lib/memprofile/python/_memprofile_memray/__init__.py") and
-    (contains("sitecustomize.py") | not))' "${SCRATCH}/entry-only.json" > /dev/null ||
-  fail "entry-only: $(jq -c '[.findings[] | "\(.code): \(.message)"]' "${SCRATCH}/entry-only.json")"
+# bootstrap_missing NAME TEXT: one MEMRAY_BOOTSTRAP_MISSING, naming TEXT and
+# no file that is there.
+bootstrap_missing() {
+  jq -e --arg t "$2" '[.findings[] | select(.code == "MEMRAY_BOOTSTRAP_MISSING") | .message] |
+      length == 1 and (.[0] | contains($t) and (contains("sitecustomize.py") | not))' "${SCRATCH}/$1.json" > /dev/null ||
+    fail "$1: $(jq -c '[.findings[] | "\(.code): \(.message)"]' "${SCRATCH}/$1.json")"
+}
+bootstrap_missing entry-only "/usr/lib/memprofile/python/_memprofile_memray/ (the package)"
+# A package short of one module: that module is named.
+cp -R "$(dirname "${CTL_LIBRARY}")/python/." "${root}/usr/lib/memprofile/python/"
+rm "${root}/usr/lib/memprofile/python/_memprofile_memray/control.py"
+judge module-missing 1 "${launched[@]}"
+bootstrap_missing module-missing "memprofile's bootstrap /usr/lib/memprofile/python/_memprofile_memray/control.py is not"
 cp -R "$(dirname "${CTL_LIBRARY}")/python/." "${root}/usr/lib/memprofile/python/"
 judge launched 0 "${launched[@]}"
 ready launched /usr/bin/python3.13
@@ -169,7 +178,7 @@ judge own-tracker 1 --entrypoint '["memprofile", "exec", "--backend", "memray", 
 has own-tracker MEMRAY_APP_TRACKER
 judge jemalloc-launcher 1 --entrypoint '["memprofile", "exec", "--backend", "jemalloc", "--"]' --cmd '["python3", "/app/service.py"]'
 has jemalloc-launcher LAUNCHER_CONFIG
-pass "memprofile exec --backend memray: MEMRAY_BOOTSTRAP_MISSING without python/sitecustomize.py beside the control library, and naming the package alone when only the entry is there, READY with both, OUTPUT_DIR_MISSING for an output directory the image lacks, LAUNCHER_CONFIG for a launcher that starts jemalloc, MEMRAY_APP_TRACKER for python -m memray run"
+pass "memprofile exec --backend memray: MEMRAY_BOOTSTRAP_MISSING without python/sitecustomize.py beside the control library, naming the package when only the entry is there and the one module missing from it, READY with all, OUTPUT_DIR_MISSING for an output directory the image lacks, LAUNCHER_CONFIG for a launcher that starts jemalloc, MEMRAY_APP_TRACKER for python -m memray run"
 
 # The user's site-packages (pip install --user) comes before Debian's: the
 # root user's ~/.local (HOME from /etc/passwd) holding the arm64 copy is the

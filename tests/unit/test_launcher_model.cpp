@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -347,4 +348,18 @@ TEST_CASE("exit codes keep their documented numbers") {
   CHECK(testing::run("PATH=" + quote(s.path()) + " " + launcher() + " exec -- nope").exit_code == 127);
   CHECK(testing::run(launcher() + " exec --output-dir " + quote(s.path()) + " -- " + quote(s / "not-executable")).exit_code ==
         126);
+}
+
+// What exec and preflight ask of the bootstrap is every file the build
+// installs beside the control library: a module added to ctl/python/ and
+// not to the list would leave an incomplete bootstrap READY.
+TEST_CASE("memray's bootstrap: the files exec and preflight require are ctl/python's") {
+  const std::string root = testing::source_dir() + "/ctl/python";
+  std::set<std::string> on_disk;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root))
+    if (e.is_regular_file() && e.path().extension() == ".py")
+      on_disk.insert(std::filesystem::relative(e.path(), root).string());
+  const std::set<std::string> required(kMemrayBootstrapFiles.begin(), kMemrayBootstrapFiles.end());
+  CHECK(on_disk.size() >= 2);
+  CHECK(required == on_disk);
 }

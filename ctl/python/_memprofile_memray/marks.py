@@ -16,7 +16,7 @@ class Marks:
     def __init__(self, tracker, room):
         # room: a call that says why nothing more may be written ("" when it may).
         self.tracker, self.room = tracker, room
-        self.capture, self.count = "", 0  # the capture the count is of
+        self.capture, self.count = -1, 0  # the capture the count is of (the tracker's number of it)
 
     def path(self):
         # memray-marks. and the rest of the capture's name: report reads
@@ -27,10 +27,10 @@ class Marks:
         return os.path.join(os.path.dirname(capture), "memray-marks." + name[len("memray."):])
 
     def taken(self):
-        # How many the current capture has (a new capture, or a forked
-        # child's own, starts at none).
-        if self.capture != self.tracker.capture:
-            self.capture, self.count = self.tracker.capture, 0
+        # How many the current capture has: a new capture, or a forked
+        # child's own, starts at none, even under a name an earlier one had.
+        if self.capture != self.tracker.captures:
+            self.capture, self.count = self.tracker.captures, 0
         return self.count
 
     def mark(self, kind):

@@ -18,6 +18,7 @@ class Tracker:
         self.pid = os.getpid()
         self.tracker, self.capture, self.stem = None, "", ""
         self.capture_started = 0.0
+        self.captures = 0  # captures this process began (and a forked child's own): marks.py counts per capture
         self.recording, self.stopped_reason = False, ""
 
     def _free_name(self):
@@ -90,6 +91,7 @@ class Tracker:
             return "cannot start the tracker into %s (%s)" % (path, failed[0])
         self.tracker, self.capture, self.stem = tracker, path, path
         self.capture_started = time.time()
+        self.captures += 1
         self.recording, self.stopped_reason = True, ""
         self._tell_children()
         return ""
@@ -121,3 +123,4 @@ class Tracker:
         if self.recording and self.stem:
             self.capture = "%s.%d" % (self.stem, self.pid)
             self.capture_started = time.time()
+            self.captures += 1

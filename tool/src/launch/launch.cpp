@@ -369,12 +369,10 @@ std::vector<Finding> check_memray(Launch& l, const HostTree& root, uint16_t* mac
                               cfg.min_free_mb, false, machine, &l.unwritable_by);
   if (!problems.empty()) return problems;
   l.bootstrap_dir = dirname_of(absolute(cfg.ctl_library, l.cwd)) + "/python";
-  std::string missing;  // one finding, naming each file that is not there
-  for (const std::string& file : kMemrayBootstrapFiles) {
+  const std::string missing = missing_bootstrap(l.bootstrap_dir, [](const std::string& path) {
     struct stat st;
-    if (stat((l.bootstrap_dir + "/" + file).c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-      missing += (missing.empty() ? "" : ", ") + l.bootstrap_dir + "/" + file;
-  }
+    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  });
   if (!missing.empty())
     problems.push_back(make_finding("MEMRAY_BOOTSTRAP_MISSING", "memprofile's bootstrap " + missing + " does not exist"));
   else

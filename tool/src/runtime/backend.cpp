@@ -296,4 +296,26 @@ long output_file_pid(const std::string& name) {
   return -1;
 }
 
+std::string missing_bootstrap(const std::string& dir, const std::function<bool(const std::string& path)>& present) {
+  std::vector<std::string> missing;
+  size_t package_files = 0, package_missing = 0;
+  const std::string package = "_memprofile_memray/";
+  for (const std::string& file : kMemrayBootstrapFiles) {
+    const bool in_package = file.rfind(package, 0) == 0;
+    package_files += in_package;
+    if (present(dir + "/" + file)) continue;
+    package_missing += in_package;
+    missing.push_back(dir + "/" + file);
+  }
+  if (package_missing && package_missing == package_files) {
+    missing.erase(std::remove_if(missing.begin(), missing.end(),
+                                 [&](const std::string& p) { return p.rfind(dir + "/" + package, 0) == 0; }),
+                  missing.end());
+    missing.push_back(dir + "/" + package + " (the package)");
+  }
+  std::string words;
+  for (const auto& m : missing) words += (words.empty() ? "" : ", ") + m;
+  return words;
+}
+
 }  // namespace memprofile

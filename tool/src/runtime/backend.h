@@ -31,9 +31,17 @@ enum class Backend { Bytehound, Jemalloc, Heaptrack, None, Memray, Tcmalloc };
 
 // memray's bootstrap as it sits in python/ beside the control library
 // (ctl/python/): the entry Python's site imports, and its package of one
-// module a job, whose __init__.py names them. Both must be there: an entry
-// without its package tracks nothing.
-inline const std::vector<std::string> kMemrayBootstrapFiles = {"sitecustomize.py", "_memprofile_memray/__init__.py"};
+// module a job. Each must be there: a bootstrap without one of them tracks
+// nothing. (tests/unit/test_launcher.cpp holds this list against
+// ctl/python/.)
+inline const std::vector<std::string> kMemrayBootstrapFiles = {
+    "sitecustomize.py",           "_memprofile_memray/__init__.py", "_memprofile_memray/budget.py",
+    "_memprofile_memray/control.py", "_memprofile_memray/marks.py",  "_memprofile_memray/names.py",
+    "_memprofile_memray/signals.py", "_memprofile_memray/sockets.py", "_memprofile_memray/tracker.py"};
+// The bootstrap's files in `dir` that `present` does not find, in words
+// ("" when none): each by its path, or the package's directory when none of
+// its files is there.
+std::string missing_bootstrap(const std::string& dir, const std::function<bool(const std::string& path)>& present);
 
 // One profiler backend as one row: everything the rest of memprofile reads
 // of it (exec, attached, preflight, collect, report's stacks, serve), so that

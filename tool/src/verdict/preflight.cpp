@@ -593,12 +593,11 @@ void judge_memray(Context& ctx) {
   if (ctx.launcher->plan.backend != Backend::Memray)
     ctx.add(make_finding("LAUNCHER_CONFIG", std::string("the entrypoint's memprofile exec starts ") +
                                                 to_string(ctx.launcher->plan.backend) + ", not memray (--backend memray)"));
-  std::string missing;  // one finding, naming each file that is not there
-  for (const std::string& file : kMemrayBootstrapFiles) {
-    const std::string bootstrap = dirname_of(ctx.launcher->plan.cfg.ctl_library) + "/python/" + file;
-    auto b = try_resolve(ctx.tree, bootstrap);
-    if (!b || b->node.kind != FsNode::Kind::Regular) missing += (missing.empty() ? "" : ", ") + bootstrap;
-  }
+  const std::string missing =
+      missing_bootstrap(dirname_of(ctx.launcher->plan.cfg.ctl_library) + "/python", [&](const std::string& path) {
+        auto b = try_resolve(ctx.tree, path);
+        return b && b->node.kind == FsNode::Kind::Regular;
+      });
   if (!missing.empty())
     ctx.add(make_finding("MEMRAY_BOOTSTRAP_MISSING", "memprofile's bootstrap " + missing + " is not in the image"));
 }
