@@ -4,10 +4,30 @@
 
 #include "profile/profiles.h"
 #include "profile/report.h"
+#include "runtime/backend.h"
 
 namespace memprofile {
 
 namespace {
+
+// How the header names a backend's files: its row's words
+// (runtime/backend.h), or plain ones for a file of no backend memprofile
+// knows.
+struct HeaderWords {
+  std::string noun;
+  BackendRow::HeaderPid pid = BackendRow::HeaderPid::Known;
+  std::string kept, cut;
+};
+
+HeaderWords header_words(const std::string& backend) {
+  for (const BackendRow& row : backend_rows())
+    if (backend == row.name) return {row.report.noun, row.report.pid, row.report.kept, row.report.cut};
+  return {backend + " profile", BackendRow::HeaderPid::Known, "", " (the file is cut short)"};
+}
+
+bool says_pid(const HeaderWords& w, long pid) {
+  return w.pid == BackendRow::HeaderPid::Always || (w.pid == BackendRow::HeaderPid::Known && pid);
+}
 
 std::string short_file(const std::string& f) {
   // The last two components say enough in a table; --json has the path.
@@ -211,37 +231,28 @@ void print_view(std::ostream& out, const Folded& f, const ReportRequest& o, cons
     out << "memprofile report: " << f.view->label << " (pids " << pids << "), " << dumps << " "
               << snaps.back().backend << " snapshots, summed per site over the last " << f.count() << "\n";
   } else if (whole_run(snaps.back())) {
+    // One file of the whole run (heaptrack, bytehound, memray): its
+    // backend's row says how it is named.
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.1f", static_cast<double>(snaps.back().time_ms) / 1000);
-    bool bytehound = snaps.back().backend == "bytehound", memray = snaps.back().backend == "memray";
-    out << "memprofile report: " << (bytehound ? "bytehound profile " : memray ? "memray capture " : "heaptrack trace ")
-        << basename_of(snaps.back().file)
-        << (bytehound || memray ? " (pid " + std::to_string(snaps.back().pid) + ")" : "") << ", " << snaps.size() << " snapshot" << (snaps.size() == 1 ? "" : "s")
+    const HeaderWords w = header_words(snaps.back().backend);
+    out << "memprofile report: " << w.noun << " " << basename_of(snaps.back().file)
+        << (says_pid(w, snaps.back().pid) ? " (pid " + std::to_string(snaps.back().pid) + ")" : "") << ", "
+        << snaps.size() << " snapshot" << (snaps.size() == 1 ? "" : "s")
         << (snaps.front().file != snaps.back().file ? " (the first is --base " + basename_of(snaps.front().file) + "'s last)" : "")
-        << marks_said(snaps) << " over " << secs << " s, every allocation recorded"
-        << (bytehound ? " that bytehound kept (with MEMORY_PROFILER_CULL_TEMPORARY_ALLOCATIONS, as memprofile exec "
-                        "sets it, not those freed within 10 s)"
-                      : "")
-        << (snaps.back().trigger == "cut" ? (bytehound || memray ? " (the file is cut short: still written, or the process "
-                                                                   "was killed)"
-                                                                 : " (the trace is cut short)")
-                                          : "")
-        << "\n";
-  } else if (snaps.back().backend == "tcmalloc") {
-    // gperftools' heap profiler: its pid is in the name memprofile exec
-    // gives it (HEAPPROFILE by hand names none).
+        << marks_said(snaps) << " over " << secs << " s, every allocation recorded" << w.kept
+        << (snaps.back().trigger == "cut" ? w.cut : "") << "\n";
+  } else {
+    // Dumps (jemalloc's, gperftools'): how many, of which pid, from which
+    // file to which, and how they sample.
     const HeapSnapshot& last = snaps.back();
-    out << "memprofile report: " << snaps.size() << " gperftools heap profile" << (snaps.size() == 1 ? "" : "s")
-        << (last.pid ? " of pid " + std::to_string(last.pid) : "") << " (" << basename_of(snaps.front().file)
-        << (snaps.size() > 1 ? " … " + basename_of(last.file) : "") << "), "
+    const HeaderWords w = header_words(last.backend);
+    out << "memprofile report: " << snaps.size() << " " << w.noun << (snaps.size() == 1 ? "" : "s")
+        << (says_pid(w, last.pid) ? " of pid " + std::to_string(last.pid) : "") << " ("
+        << basename_of(snaps.front().file) << (snaps.size() > 1 ? " … " + basename_of(last.file) : "") << "), "
         << (last.sample_period ? "sampled every " + human_bytes(static_cast<double>(last.sample_period))
                                : std::string("every allocation recorded"))
         << "\n";
-  } else {
-    out << "memprofile report: " << snaps.size() << " jemalloc heap dump" << (snaps.size() == 1 ? "" : "s")
-              << " of pid " << snaps.back().pid << " (" << basename_of(snaps.front().file)
-              << (snaps.size() > 1 ? " … " + basename_of(snaps.back().file) : "") << "), sampled every "
-              << human_bytes(static_cast<double>(snaps.back().sample_period)) << "\n";
   }
   const char* moment = whole_run(snaps.back()) ? "snapshot" : "dump";
   out << "in use at the last " << moment << ": " << human_bytes(table.totals.back());

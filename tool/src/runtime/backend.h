@@ -89,6 +89,17 @@ struct BackendRow {
   const char* forked_unrecorded;
   // Why it cannot start dormant ("" when it can).
   const char* dormant_refused;
+  // How report's header names its files: the noun ("heaptrack trace"),
+  // whether the pid is said beside a file's name (never, when it is known,
+  // always), what is said of what the profiler kept ("" for nothing beyond
+  // the noun), and of a file cut short.
+  enum class HeaderPid { Never, Known, Always };
+  struct ReportWords {
+    const char* noun;
+    HeaderPid pid;
+    const char* kept;
+    const char* cut;
+  } report;
 };
 // Every backend, in the order --backend lists them.
 const std::vector<BackendRow>& backend_rows();
