@@ -216,24 +216,26 @@ std::string read_token(const std::string& path) {
   return token;
 }
 
+// An answer made once for all who ask meanwhile: while it is made, the
+// requests that come wait for it; one made less than its age ago is
+// answered again. Guarded by the service's mutex.
+struct SharedAnswer {
+  bool running = false;
+  std::vector<Respond> waiting;
+  std::optional<HttpResponse> last;  // the last 200
+  Clock::time_point at;
+};
+
 struct Service::Impl {
   ServeOptions o;
   std::string token;  // "" when none is asked
   std::mutex mu;
-  // The heap: one snapshot at a time; the scrapes that come while it is
-  // taken wait for it; one taken less than min_interval ago is answered
-  // again.
-  bool heap_running = false;
-  std::vector<Respond> heap_waiting;
-  std::optional<HttpResponse> heap_last;
-  Clock::time_point heap_at;
+  // The heap: one snapshot at a time, answered again for min_interval.
+  SharedAnswer heap_answer;
   Clock::time_point snapshot_started;  // the last snapshot's, for the interval
   bool growth_running = false;
   // /metrics: the same, with its own age.
-  bool metrics_running = false;
-  std::vector<Respond> metrics_waiting;
-  std::optional<HttpResponse> metrics_last;
-  Clock::time_point metrics_at;
+  SharedAnswer metrics_answer;
   std::atomic<bool> stopping{false};
   // Last, so they stop (and join) before the state above goes.
   Worker snapshots, status, growth;
@@ -246,8 +248,8 @@ struct Service::Impl {
     growth.stop();
     status.stop();
     std::lock_guard<std::mutex> l(mu);
-    heap_waiting.clear();
-    metrics_waiting.clear();
+    heap_answer.waiting.clear();
+    metrics_answer.waiting.clear();
   }
 
   // A snapshot of the tree, on the snapshots worker, no sooner than
@@ -268,40 +270,51 @@ struct Service::Impl {
   }
 
   void heap(Respond respond) {
+    share(heap_answer, o.min_interval, true, snapshots, std::move(respond),
+          [this] { return profile_response(take_snapshot()); });
+  }
+
+  // `a`'s answer for `respond`: the last one while younger than `max_age`
+  // (with its age in a header when `say_age`), else the one `make` gives
+  // on worker `w` (made once for every request that waits meanwhile, at
+  // most max_waiting of them: beyond, 429). An error is 503, never kept.
+  void share(SharedAnswer& a, double max_age, bool say_age, Worker& w, Respond respond,
+             std::function<HttpResponse()> make) {
     std::unique_lock<std::mutex> l(mu);
-    if (heap_last && Clock::now() - heap_at < std::chrono::duration<double>(o.min_interval)) {
-      HttpResponse r = *heap_last;
-      r.headers.push_back({"X-Memprofile-Snapshot-Age",
-                           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - heap_at).count())});
+    if (a.last && Clock::now() - a.at < std::chrono::duration<double>(max_age)) {
+      HttpResponse r = *a.last;
+      if (say_age)
+        r.headers.push_back({"X-Memprofile-Snapshot-Age",
+                             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - a.at).count())});
       l.unlock();
       return respond(std::move(r));
     }
-    if (heap_waiting.size() >= o.max_waiting) {
+    if (a.waiting.size() >= o.max_waiting) {
       l.unlock();
       return respond(busy());
     }
-    heap_waiting.push_back(std::move(respond));
-    if (heap_running) return;
-    heap_running = true;
+    a.waiting.push_back(std::move(respond));
+    if (a.running) return;
+    a.running = true;
     l.unlock();
-    post_or_refuse(snapshots, heap_waiting, heap_running, [this] {
+    post_or_refuse(w, a.waiting, a.running, [this, &a, make = std::move(make)] {
       HttpResponse r;
       try {
-        r = profile_response(take_snapshot());
+        r = make();
       } catch (const std::exception& e) {
         r = text(503, std::string("memprofile serve: ") + e.what());
       }
       std::vector<Respond> waiting;
       {
         std::lock_guard<std::mutex> g(mu);
-        heap_running = false;
-        waiting.swap(heap_waiting);
+        a.running = false;
+        waiting.swap(a.waiting);
         if (r.status == 200) {
-          heap_last = r;
-          heap_at = Clock::now();
+          a.last = r;
+          a.at = Clock::now();
         }
       }
-      for (auto& w : waiting) w(r);
+      for (auto& answer : waiting) answer(r);
     });
   }
 
@@ -371,39 +384,11 @@ struct Service::Impl {
   }
 
   void metrics(Respond respond) {
-    std::unique_lock<std::mutex> l(mu);
-    if (metrics_last && Clock::now() - metrics_at < std::chrono::duration<double>(o.metrics_max_age)) {
-      HttpResponse r = *metrics_last;
-      l.unlock();
-      return respond(std::move(r));
-    }
-    if (metrics_waiting.size() >= o.max_waiting) {
-      l.unlock();
-      return respond(busy());
-    }
-    metrics_waiting.push_back(std::move(respond));
-    if (metrics_running) return;
-    metrics_running = true;
-    l.unlock();
-    post_or_refuse(status, metrics_waiting, metrics_running, [this] {
+    share(metrics_answer, o.metrics_max_age, false, status, std::move(respond), [this] {
       HttpResponse r;
-      try {
-        r.body = tree_metrics(o.target);
-        r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-      } catch (const std::exception& e) {
-        r = text(503, std::string("memprofile serve: ") + e.what());
-      }
-      std::vector<Respond> waiting;
-      {
-        std::lock_guard<std::mutex> g(mu);
-        metrics_running = false;
-        waiting.swap(metrics_waiting);
-        if (r.status == 200) {
-          metrics_last = r;
-          metrics_at = Clock::now();
-        }
-      }
-      for (auto& w : waiting) w(r);
+      r.body = tree_metrics(o.target);
+      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      return r;
     });
   }
 
