@@ -17,15 +17,17 @@ struct HeaderWords {
   std::string noun;
   BackendRow::HeaderPid pid = BackendRow::HeaderPid::Known;
   std::string kept, cut;
+  bool sampled = false;
 };
 
 HeaderWords header_words(const std::string& backend) {
   for (const BackendRow& row : backend_rows())
-    if (backend == row.name) return {row.report.noun, row.report.pid, row.report.kept, row.report.cut};
-  return {backend + " profile", BackendRow::HeaderPid::Known, "", " (the file is cut short)"};
+    if (backend == row.name)
+      return {row.report.noun, row.report.pid, row.report.kept, row.report.cut, row.report.sampled};
+  return {backend + " profile", BackendRow::HeaderPid::Known, "", " (the file is cut short)", false};
 }
 
-bool says_pid(const HeaderWords& w, long pid) {
+bool says_pid(const HeaderWords& w, uint64_t pid) {
   return w.pid == BackendRow::HeaderPid::Always || (w.pid == BackendRow::HeaderPid::Known && pid);
 }
 
@@ -250,8 +252,8 @@ void print_view(std::ostream& out, const Folded& f, const ReportRequest& o, cons
     out << "memprofile report: " << snaps.size() << " " << w.noun << (snaps.size() == 1 ? "" : "s")
         << (says_pid(w, last.pid) ? " of pid " + std::to_string(last.pid) : "") << " ("
         << basename_of(snaps.front().file) << (snaps.size() > 1 ? " … " + basename_of(last.file) : "") << "), "
-        << (last.sample_period ? "sampled every " + human_bytes(static_cast<double>(last.sample_period))
-                               : std::string("every allocation recorded"))
+        << (last.sample_period || w.sampled ? "sampled every " + human_bytes(static_cast<double>(last.sample_period))
+                                            : std::string("every allocation recorded"))
         << "\n";
   }
   const char* moment = whole_run(snaps.back()) ? "snapshot" : "dump";

@@ -148,32 +148,32 @@ const std::vector<BackendRow> kRows = {
      {"bytehound profile", BackendRow::HeaderPid::Always,
       " that bytehound kept (with MEMORY_PROFILER_CULL_TEMPORARY_ALLOCATIONS, as memprofile exec sets it, not those "
       "freed within 10 s)",
-      " (the file is cut short: still written, or the process was killed)"}},
+      " (the file is cut short: still written, or the process was killed)", false}},
     {Backend::Jemalloc, "jemalloc", "/usr/lib/memprofile/libjemalloc.so.2", "jemalloc", {"libjemalloc"}, 1,
      {"libjemalloc"}, "MALLOC_CONF", true, jemalloc_file, jemalloc_pid, jemalloc_env, jemalloc_unsafe, false, false, true, "",
-     "", {"jemalloc heap dump", BackendRow::HeaderPid::Always, "", ""}},
+     "", {"jemalloc heap dump", BackendRow::HeaderPid::Always, "", "", true}},
     {Backend::Heaptrack, "heaptrack", "/usr/lib/memprofile/libheaptrack_preload.so", "heaptrack",
      {"libheaptrack_preload"}, 2, {"libheaptrack"}, "DUMP_HEAPTRACK_OUTPUT", true, heaptrack_file, heaptrack_pid,
      heaptrack_env, heaptrack_unsafe, false, true, false,
      "heaptrack does not record a child forked without exec (its fork handler turns tracking off there)",
      "heaptrack cannot start dormant: it records from the first allocation, and a trace started later misses "
      "the frees of what was allocated before (use jemalloc or bytehound for dormant mode)",
-     {"heaptrack trace", BackendRow::HeaderPid::Never, "", " (the trace is cut short)"}},
+     {"heaptrack trace", BackendRow::HeaderPid::Never, "", " (the trace is cut short)", false}},
     // No preload: the bootstrap imports memray; its extension, once imported, is in the maps.
     {Backend::Memray, "memray", "", nullptr, {"/_memray."}, 4, {}, "MEMPROFILE_MEMRAY_DIR", false, memray_file,
      memray_capture_pid, memray_env, nullptr, true, false, true, "", "",
      {"memray capture", BackendRow::HeaderPid::Always, "",
-      " (the file is cut short: still written, or the process was killed)"}},
+      " (the file is cut short: still written, or the process was killed)", false}},
     // The profiler is the program's own (attach.cpp knows it by exec's settings).
     {Backend::Tcmalloc, "tcmalloc", "", nullptr, {}, 0, {}, "MEMPROFILE_CTL_DIR", false, tcmalloc_file, tcmalloc_pid,
      tcmalloc_env, nullptr, false, false, true, "",
      "gperftools' heap profiler records from the program's start (HEAPPROFILE) and cannot be switched on later",
-     {"gperftools heap profile", BackendRow::HeaderPid::Known, "", ""}},
+     {"gperftools heap profile", BackendRow::HeaderPid::Known, "", "", false}},
     // The control library alone: its frames are memprofile's own.
     {Backend::None, "none", "", nullptr, {"libmemprofile_ctl"}, 0, {"libmemprofile"}, "MEMPROFILE_CTL_DIR", false, none_file,
      none_pid, no_env, nullptr, false, false, true, "",
      "--backend none loads no profiler: there is nothing to keep dormant",
-     {"memory record", BackendRow::HeaderPid::Always, "", ""}},
+     {"memory record", BackendRow::HeaderPid::Always, "", "", false}},
 };
 
 }  // namespace

@@ -92,13 +92,15 @@ struct BackendRow {
   // How report's header names its files: the noun ("heaptrack trace"),
   // whether the pid is said beside a file's name (never, when it is known,
   // always), what is said of what the profiler kept ("" for nothing beyond
-  // the noun), and of a file cut short.
+  // the noun), and of a file cut short; dumps: whether their sampling is
+  // always said, as a period (else "every allocation recorded" without one).
   enum class HeaderPid { Never, Known, Always };
   struct ReportWords {
     const char* noun;
     HeaderPid pid;
     const char* kept;
     const char* cut;
+    bool sampled;
   } report;
 };
 // Every backend, in the order --backend lists them.

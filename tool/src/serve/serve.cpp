@@ -185,6 +185,16 @@ bool waits_on_us(long parent) {
   return waits_in_kernel(parent);
 }
 
+// An answer made once for all who ask meanwhile: while it is made, the
+// requests that come wait for it; one made less than its age ago is
+// answered again. Guarded by the service's mutex.
+struct SharedAnswer {
+  bool running = false;
+  std::vector<Respond> waiting;
+  std::optional<HttpResponse> last;  // the last 200
+  Clock::time_point at;
+};
+
 // waits_on_us, seen `n` times in a row: a shell waiting on one command after
 // another is seen between two of them now and then, not n ticks running.
 class WaitsOnUs {
@@ -215,16 +225,6 @@ std::string read_token(const std::string& path) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) throw FileError(path, "the token holds a control character");
   return token;
 }
-
-// An answer made once for all who ask meanwhile: while it is made, the
-// requests that come wait for it; one made less than its age ago is
-// answered again. Guarded by the service's mutex.
-struct SharedAnswer {
-  bool running = false;
-  std::vector<Respond> waiting;
-  std::optional<HttpResponse> last;  // the last 200
-  Clock::time_point at;
-};
 
 struct Service::Impl {
   ServeOptions o;
