@@ -17,8 +17,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 launcher="$(realpath "${1:-build/tool/memprofile-static}")"
 reps="${2:-5}"
 ctl="$(dirname "$(dirname "${launcher}")")/ctl"
-[[ -f "${ctl}/libmemprofile_ctl.so" && -f "${ctl}/python/sitecustomize.py" ]] ||
-  { echo "bench: ${ctl}/libmemprofile_ctl.so or python/sitecustomize.py missing (make build)" >&2; exit 2; }
+[[ -f "${ctl}/libmemprofile_ctl.so" && -f "${ctl}/python/sitecustomize.py" && -f "${ctl}/python/_memprofile_memray/control.py" ]] ||
+  { echo "bench: ${ctl}/libmemprofile_ctl.so or the bootstrap in python/ missing (make build)" >&2; exit 2; }
 [[ "${EUID}" == 0 ]] || { echo "bench: the trixie root runs in a chroot: run as root" >&2; exit 2; }
 tarball="$("${here}/../scripts/make-rootfs.sh" amd64 --suite trixie --include gunicorn,python3-memray)"
 work="$(mktemp -d)"
