@@ -9,6 +9,12 @@ usage: hostile_peer.py DIR MODE [ARG] [LOG]
   silent           serves its own name and never answers
   orphan           serves its own name, then ends, leaving a child that keeps
                    the listening socket and answers as the ended process
+  forge-heap V     serves its own name and answers with a small dump of its
+                   own, and beside it, under its record's name, a directory of
+                   forged dumps named as process V's (987654321 bytes at a
+                   mapping /forged/by/pid/ME), 5000 of them
+  big-dump N       serves its own name and answers with a dump of its own of
+                   N distinct stacks (a crafted file, about 50 bytes a stack)
 Every request is logged to LOG when LOG is given, one line each:
 "connected PID" (any connection), "request TEXT PID", and "closed PID" when
 the client closes a connection that asked. It ends by itself after 300 s.
@@ -36,11 +42,37 @@ def log(line):
         os.close(fd)
 
 
+def write_dump(path, stacks, nbytes, mapping):
+    with open(path, "w") as f:
+        f.write("heap_v2/524288\n  t*: %d: %d [0: 0]\n" % (stacks, stacks * nbytes))
+        for i in range(stacks):
+            f.write("@ 0x%x\n  t*: 1: %d [0: 0]\n" % (0x400000 + 16 * i, nbytes))
+        f.write("MAPPED_LIBRARIES:\n00400000-7fffffff r-xp 00000000 08:01 4242 %s\n" % mapping)
+    return path
+
+
+def own_dump(stacks):
+    return write_dump(os.path.join(out, "jeprof.%d.0.m0.heap" % me), stacks, 4096, "/usr/bin/python3")
+
+
+own_snapshot = ""
+if mode == "forge-heap":
+    own_snapshot = own_dump(1)
+    forged = own_snapshot + ".mem.json"
+    os.mkdir(forged)
+    for seq in range(5000):
+        write_dump(os.path.join(forged, "jeprof.%s.%d.m%d.heap" % (arg, seq, seq)), 1, 987654321, "/forged/by/pid/%d" % me)
+elif mode == "big-dump":
+    own_snapshot = own_dump(int(arg))
+
+
 def reply():
     program = "/usr/sbin/forged-by-nobody" if mode in ("squat", "liar-program") else os.readlink("/proc/self/exe")
     snapshots = []
     if mode == "liar-snapshot":
         snapshots = [{"path": os.path.join(out, "memprofile-mem.%s.1.mem.json" % arg), "bytes": 1, "seq": 1}]
+    elif own_snapshot:
+        snapshots = [{"path": own_snapshot, "bytes": os.path.getsize(own_snapshot), "seq": 0}]
     answer = {"ok": True, "pid": name_pid, "parent": 1, "program": program, "backend": "jemalloc",
               "recording": True, "output_dir": out, "snapshot": snapshots[0]["path"] if snapshots else "",
               "snapshots": snapshots, "own_files": len(snapshots)}

@@ -1,10 +1,14 @@
 #include "support.h"
 
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <thread>
+#include <chrono>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -182,6 +186,75 @@ EnvGuard::EnvGuard(const char* name, const char* value) : name_(name) {
 EnvGuard::~EnvGuard() {
   if (had_) setenv(name_.c_str(), old_.c_str(), 1);
   else unsetenv(name_.c_str());
+}
+
+namespace {
+
+constexpr double kHangSeconds = 900;
+
+}  // namespace
+
+Bounded run_bounded(const std::vector<std::string>& args, double limit_s, const std::string& input) {
+  Scratch s;
+  std::string err_path = s / "stderr", rss_path = s / "rss";
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    setpgid(0, 0);
+    rlimit cpu{static_cast<rlim_t>(limit_s), static_cast<rlim_t>(limit_s) + 5};
+    setrlimit(RLIMIT_CPU, &cpu);
+    std::vector<std::string> argv = {"/usr/bin/time", "-f", "%M", "-o", rss_path, memprofile_bin()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> c;
+    for (auto& a : argv) c.push_back(a.data());
+    c.push_back(nullptr);
+    FILE* in = freopen(input.c_str(), "r", stdin);
+    FILE* out = freopen("/dev/null", "w", stdout);
+    FILE* err = freopen(err_path.c_str(), "w", stderr);
+    if (!in || !out || !err) _exit(127);
+    execv(c[0], c.data());
+    _exit(127);
+  }
+  Bounded b;
+  b.limit_s = limit_s;
+  int status = 0;
+  rusage use{};
+  for (;;) {
+    pid_t got = wait4(pid, &status, WNOHANG, &use);
+    if (got == pid) break;
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (elapsed > kHangSeconds) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      b.err = read_file(err_path);
+      return b;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // GNU time's own and memprofile's (reaped by time): the child's tree.
+  b.cpu_seconds = static_cast<double>(use.ru_utime.tv_sec + use.ru_stime.tv_sec) +
+                  static_cast<double>(use.ru_utime.tv_usec + use.ru_stime.tv_usec) / 1e6;
+  b.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  b.err = read_file(err_path);
+  // GNU time says "Command exited with non-zero status N" before the number.
+  auto rss = lines(read_file(rss_path));
+  b.max_rss_kb = rss.empty() ? -1 : std::stol(rss.back());
+  return b;
+}
+
+void require_bounded(const Bounded& b, long rss_kb) {
+  INFO("exit " << b.exit_code << ", " << b.cpu_seconds << " s of CPU (bound " << b.limit_s << " s), "
+                << b.max_rss_kb << " KiB; stderr: " << b.err);
+  REQUIRE(b.exit_code != -1);  // not hung
+  CHECK(b.exit_code < 128);    // no crash (SIGXCPU past the CPU bound is one)
+  CHECK(b.cpu_seconds <= b.limit_s);
+  CHECK(b.max_rss_kb > 0);
+#ifndef __SANITIZE_ADDRESS__  // ASan's shadow memory and quarantine are not memprofile's
+  CHECK(b.max_rss_kb <= rss_kb);
+#else
+  (void)rss_kb;
+#endif
 }
 
 }  // namespace testing

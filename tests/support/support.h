@@ -56,6 +56,23 @@ struct RunResult {
   int exit_code = -1;
   std::string out, err;
 };
+
+// memprofile run under bounds (tests/unit/test_bounds.cpp says why these):
+// at most `limit_s` seconds of CPU time (RLIMIT_CPU), its peak RSS from
+// GNU time's wait4 on it (a process forked from the tests would count
+// their pages: Linux keeps the pre-exec high-water mark in ru_maxrss), and
+// a child blocked for good killed after 900 s of wall time.
+struct Bounded {
+  int exit_code = -1;  // -1: killed as hung
+  long max_rss_kb = 0;
+  double cpu_seconds = 0, limit_s = 0;
+  std::string err;
+};
+Bounded run_bounded(const std::vector<std::string>& args, double limit_s, const std::string& input = "/dev/null");
+// Not hung, not crashed, within its CPU bound, and (outside sanitizer
+// builds, whose shadow memory and quarantine are not memprofile's) at most
+// `rss_kb` KiB at its peak.
+void require_bounded(const Bounded& b, long rss_kb);
 // Runs a shell command line, capturing stdout and stderr.
 RunResult run(const std::string& command_line);
 // Runs memprofile with the given arguments (each shell-quoted).

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/json_text.h"
+#include "base/memory_ceiling.h"
 #include "base/sink.h"
 #include "cli/commands.h"
 #include "profile/report.h"
@@ -49,8 +50,16 @@ void setup_report(CLI::App& app, ExitCode& exit_code) {
   cmd->add_flag("--merge", o->merge, "sum the processes of one program (prefork workers) into one view per program");
   cmd->add_option("--pprof", o->pprof, "also write the last snapshot as a gzipped pprof profile (go tool pprof, "
                                        "Pyroscope, Parca)");
+  auto max_memory = std::make_shared<uint64_t>(kReportMemoryCeiling >> 20);
+  cmd->add_option("--max-memory", *max_memory,
+                  "MiB of memory report may hold as it reads and symbolises (past it: one line naming the file, exit 2)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{32}, uint64_t{1} << 20));
   o->network = &network_sources();
-  cmd->callback([o, &exit_code] { exit_code = run_report(*o); });
+  cmd->callback([o, max_memory, &exit_code] {
+    set_memory_ceiling(*max_memory << 20, "--max-memory");
+    exit_code = run_report(*o);
+  });
 }
 
 }  // namespace memprofile

@@ -30,6 +30,11 @@ void setup_serve(CLI::App& app, ExitCode& exit_code) {
   cmd->add_option("--max-seconds", o->max_seconds, "the largest ?seconds=N a growth profile may ask")
       ->capture_default_str()
       ->check(CLI::Range(1u, 3600u));
+  cmd->add_option("--max-memory", o->max_memory_mib,
+                  "MiB of memory serve may hold as it reads a snapshot; a member whose files would pass it is left out, "
+                  "said")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{32}, uint64_t{1} << 20));
   cmd->callback([o, &exit_code] {
     run_serve(*o);
     exit_code = ExitCode::Ok;

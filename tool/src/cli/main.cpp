@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/memory_ceiling.h"
 #include "base/terminal.h"
 #include "cli/commands.h"
 #include "cli/logger.h"
@@ -37,6 +38,10 @@ int main(int argc, char** argv) {
   setup_serve(app, exit_code);
 
   start_text_log();
+  // Reading profiles is bounded by what the process holds, in every
+  // command that reads them (status reads the newest dump); report and
+  // serve set their own (--max-memory).
+  set_memory_ceiling(kReportMemoryCeiling, "report --max-memory");
   app.parse_complete_callback([&] { set_log_verbose(verbose); });
 
   try {

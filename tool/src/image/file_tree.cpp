@@ -169,14 +169,26 @@ int HostTree::open_file(const std::string& path) const {
   std::string rel = relative(path);
   struct open_how how;
   std::memset(&how, 0, sizeof how);
-  how.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW;
+  // Without blocking: the tree may be a live process's root (serve's
+  // /proc/PID/root), where a FIFO or a device can take a file's place
+  // between the lstat that resolved it and this open. Only a regular file
+  // is handed out.
+  how.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
   // The path is canonical already: any symlink met now appeared after we
   // resolved it, so refuse rather than follow.
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
   long fd = syscall(SYS_openat2, root_fd_, rel.c_str(), &how, sizeof how);
   if (fd < 0 && (errno == ENOSYS || errno == EPERM)) {  // old kernel or seccomp
-    fd = openat(root_fd_, rel.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    fd = openat(root_fd_, rel.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   }
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(static_cast<int>(fd));
+    errno = EINVAL;
+    return -1;
+  }
+  fcntl(static_cast<int>(fd), F_SETFL, fcntl(static_cast<int>(fd), F_GETFL) & ~O_NONBLOCK);
   return static_cast<int>(fd);
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/memory_ceiling.h"
 #include "profile/heaptrack_trace.h"  // kMaxTraceFrames, kMaxBlockSize: the same bounds as a trace
 
 namespace memprofile {
@@ -172,7 +173,11 @@ class DatReader {
   std::vector<HeapSnapshot> read() {
     try {
       header();
-      while (stream_.more()) event();
+      MemoryCheck memory(name_);
+      while (stream_.more()) {
+        memory();
+        event();
+      }
     } catch (const Cut&) {
       cut_ = true;
     }

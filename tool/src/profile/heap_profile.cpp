@@ -6,17 +6,21 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/memory_ceiling.h"
 
 namespace memprofile {
 
 namespace {
 
-// One line at a time over the text, counting lines for messages.
+// One line at a time over the text, counting lines for messages, and
+// looking at the process's memory every few thousand (a line can become a
+// stack, a frame, a mapping: base/memory_ceiling.h).
 class Lines {
  public:
-  explicit Lines(const std::string& text) : text_(text) {}
+  Lines(const std::string& text, const std::string& name) : text_(text), memory_(name) {}
   bool next(std::string& line) {
     if (pos_ >= text_.size()) return false;
+    memory_();
     size_t end = text_.find('\n', pos_);
     if (end == std::string::npos) end = text_.size();
     line.assign(text_, pos_, end - pos_);
@@ -29,6 +33,7 @@ class Lines {
 
  private:
   const std::string& text_;
+  MemoryCheck memory_;
   size_t pos_ = 0, number_ = 0;
 };
 
@@ -164,7 +169,7 @@ HeapSnapshot parse_jemalloc_heap(const std::string& text, const std::string& nam
   snap.file = name;
   snap.backend = "jemalloc";
   parse_jemalloc_name(name, snap.pid, snap.sequence, snap.trigger);
-  Lines lines(text);
+  Lines lines(text, name);
   std::string line;
   auto bad = [&](const std::string& what) {
     return FileError(name, "line " + std::to_string(lines.number()) + ": " + what);
@@ -272,7 +277,7 @@ HeapSnapshot parse_gperftools_heap(const std::string& text, const std::string& n
   snap.file = name;
   snap.backend = "tcmalloc";
   parse_gperftools_name(name, snap.pid, snap.sequence);
-  Lines lines(text);
+  Lines lines(text, name);
   std::string line;
   auto bad = [&](const std::string& what) {
     return FileError(name, "line " + std::to_string(lines.number()) + ": " + what);

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "base/error.h"
+#include "base/memory_ceiling.h"
 #include "base/stream.h"
 #include "base/unique_fd.h"
 
@@ -134,7 +135,9 @@ class TraceReader {
   std::vector<HeapSnapshot> read() {
     read_version();
     std::string line;
+    MemoryCheck memory(path_);
     while (lines_.next(line, complete_)) {
+      memory();
       if (!complete_) break;  // a cut last line: the process died, or the copy was taken while it wrote
       if (!line.empty()) record(line);
     }

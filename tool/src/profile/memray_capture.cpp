@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "base/error.h"
+#include "base/memory_ceiling.h"
 #include "profile/heaptrack_trace.h"
 #include "profile/span_ledger.h"
 
@@ -155,7 +156,9 @@ class CaptureReader {
     header();
     use_marks();
     try {
+      MemoryCheck memory(name_);
       while (record()) {
+        memory();
       }
     } catch (const Cut&) {
       cut_ = true;

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "base/error.h"
+#include "base/memory_ceiling.h"
 #include "base/stream.h"
 #include "profile.pb.h"
 #include "profile/sites.h"
@@ -85,8 +86,15 @@ class PprofBuilder {
       program_key_ = str_.id("program");
       backend_key_ = str_.id("backend");
     }
-    for (size_t si = 0; si < snaps_.size(); ++si)
-      for (const auto& sample : snaps_[si].snap->stacks) add_sample(si, sample);
+    // The profile grows with every sample: the process's memory is looked
+    // at as it does (base/memory_ceiling.h).
+    for (size_t si = 0; si < snaps_.size(); ++si) {
+      MemoryCheck memory(snaps_[si].snap->file);
+      for (const auto& sample : snaps_[si].snap->stacks) {
+        memory();
+        add_sample(si, sample);
+      }
+    }
     return p_;
   }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "base/checked_open.h"
 #include "base/error.h"
 #include "base/unique_fd.h"
 #include "base/units.h"
@@ -21,18 +22,23 @@ namespace {
 // Larger dumps are left to report: status answers in seconds.
 constexpr uint64_t kStatusDumpLimit = 64ull << 20;
 
-std::string read_dump(const std::string& path) {
-  // Non-blocking: a FIFO or a device under the name must not hold status.
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  struct stat st;
-  if (!fd || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
-    throw FileError(path, "cannot read it as a regular file");
-  fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
-  if (static_cast<uint64_t>(st.st_size) > kStatusDumpLimit)
-    throw FileError(path, mib(static_cast<uint64_t>(st.st_size)) + ": larger than status reads; memprofile report reads it");
-  std::string text(static_cast<size_t>(st.st_size), '\0');
+// The dump as a regular file of the process's uid or root, opened without
+// blocking or following a link (base/checked_open.h): a FIFO, a device or
+// another user's file under the name must not hold or fool status.
+std::string read_dump(const std::string& path, long pid) {
+  struct stat proc;
+  OpenRules rules;
+  rules.uid = stat(("/proc/" + std::to_string(pid)).c_str(), &proc) == 0 ? static_cast<long>(proc.st_uid) : 0;
+  rules.max_size = kStatusDumpLimit;
+  CheckedFile f = open_checked(AT_FDCWD, path, rules);
+  if (!f.fd) {
+    if (f.why.find(" bytes, over the ") != std::string::npos)
+      throw FileError(path, mib(f.size) + ": larger than status reads; memprofile report reads it");
+    throw FileError(path, "cannot read it as the process's own file: " + f.why);
+  }
+  std::string text(static_cast<size_t>(f.size), '\0');
   size_t got = 0;
-  for (ssize_t n; got < text.size() && (n = ::read(fd.get(), &text[got], text.size() - got)) > 0;) got += static_cast<size_t>(n);
+  for (ssize_t n; got < text.size() && (n = ::read(f.fd.get(), &text[got], text.size() - got)) > 0;) got += static_cast<size_t>(n);
   text.resize(got);
   return text;
 }
@@ -69,7 +75,7 @@ ProfileInUse profile_in_use(const json& reply, const std::string& dir) {
     std::string path = by_age[i]->value("path", std::string());
     std::string file = dir + "/" + path.substr(path.rfind('/') + 1);
     try {
-      p.bytes = parse_heap_dump(read_dump(file), file).total_bytes;
+      p.bytes = parse_heap_dump(read_dump(file, reply.value("pid", 0L)), file).total_bytes;
       p.snapshot = file;
       p.known = true;
       p.why.clear();

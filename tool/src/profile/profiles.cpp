@@ -14,6 +14,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "base/memory_ceiling.h"
 #include "base/stream.h"
 #include "base/unique_fd.h"
 #include "archive/collected.h"
@@ -58,7 +59,9 @@ std::string read_dump_text(Reader& bytes, const std::string& name) {
   std::string text;
   std::vector<char> buf(1 << 16);
   bool checked = false;
+  MemoryCheck memory(name, 16);  // every MiB read
   for (size_t r; (r = bytes.read(buf.data(), buf.size())) > 0;) {
+    memory();
     text.append(buf.data(), r);
     if (!checked && text.size() >= 16) {
       checked = true;
@@ -596,19 +599,15 @@ void assign_process_keys(Loaded& loaded) {
                              "by the input it was read from");
 }
 
-// The profiles the arguments name, as processes, each oldest first, its
-// exit snapshot dropped (drop_exit_snapshot); notes per pid.
-std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, const std::string& base_dump,
-                                          std::map<uint64_t, std::vector<std::string>>& process_notes,
-                                          std::map<std::string, MemoryRecord>& memory,
-                                          std::map<uint64_t, ProcessInfo>& records) {
+// The files the arguments name, read (each by its kind, kFormats): the
+// dumps cut short and the files named twice are said, not read.
+void read_named(const std::vector<std::string>& args, Loaded& loaded, std::vector<std::string>& cut,
+                std::vector<std::string>& repeated) {
   std::vector<std::string> files;
   std::map<std::string, std::string> input_of;
   for (const auto& p : args) gather(p, files, input_of);
   if (files.size() > kMaxProfiles) throw Error("more than " + std::to_string(kMaxProfiles) + " profiles");
-  Loaded loaded;
-  std::vector<std::string> cut;  // dumps cut short, left out
-  std::vector<std::string> repeated = drop_repeated(files);
+  repeated = drop_repeated(files);
   for (const auto& f : files) {
     if (is_tar(f)) {
       load_archive(f, loaded);
@@ -636,6 +635,68 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
       cut.push_back(what);
     }
   }
+}
+
+// Why what one opened file added to `loaded` is not the process its name
+// says, or not of the profiler it runs under ("" when it agrees); what it
+// added is taken back then. Records carry their pid (named_as checks it).
+std::string disagrees(Loaded& loaded, size_t dumps, size_t traces, const OpenedProfile& f) {
+  std::string why;
+  for (size_t i = dumps; i < loaded.dumps.size() && why.empty(); ++i) {
+    const HeapSnapshot& d = loaded.dumps[i];
+    if (d.pid != f.pid) why = "its name says pid " + std::to_string(d.pid) + ", not " + std::to_string(f.pid);
+    else if (!f.backend.empty() && d.backend != f.backend) why = "it holds a " + d.backend + " profile, and the process runs under " + f.backend;
+  }
+  for (size_t i = traces; i < loaded.traces.size() && why.empty(); ++i) {
+    if (loaded.trace_pids[i] != f.pid)
+      why = "it holds pid " + std::to_string(loaded.trace_pids[i]) + "'s profile, not pid " + std::to_string(f.pid) + "'s";
+    else if (!f.backend.empty() && !loaded.traces[i].empty() && loaded.traces[i].front().backend != f.backend)
+      why = "it holds a " + loaded.traces[i].front().backend + " profile, and the process runs under " + f.backend;
+  }
+  if (!why.empty()) {
+    loaded.dumps.resize(dumps);
+    loaded.traces.resize(traces);
+    loaded.trace_names.resize(traces);
+    loaded.trace_pids.resize(traces);
+  }
+  return why;
+}
+
+// Files opened and checked by the caller, read from their descriptors.
+void read_opened(const std::vector<OpenedProfile>& files, Loaded& loaded, std::vector<std::string>& left_out) {
+  if (files.size() > kMaxProfiles) throw Error("more than " + std::to_string(kMaxProfiles) + " profiles");
+  for (const auto& f : files) {
+    loaded.input = f.path.find('/') == std::string::npos ? "." : f.path.substr(0, f.path.rfind('/'));
+    const size_t dumps = loaded.dumps.size(), traces = loaded.traces.size(), notes = loaded.notes.size();
+    // What fstat gave when it was opened, at most: a file that grows (a
+    // trace still written) is read as it stood.
+    FdReader in(f.fd, f.path, 0, f.size);
+    std::string why;
+    try {
+      load_one(f.path, f.path, in, loaded);
+      why = disagrees(loaded, dumps, traces, f);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    // A record whose content names another pid is dropped by named_as,
+    // with a note: here that is the line that leaves it out.
+    if (why.empty() && loaded.notes.size() > notes && loaded.notes.back().rfind("left out: ", 0) == 0) {
+      why = loaded.notes.back().substr(std::strlen("left out: "));
+      loaded.notes.pop_back();
+    }
+    if (!why.empty()) left_out.push_back("pid " + std::to_string(f.pid) + ": " + f.path + " left out: " + why);
+  }
+}
+
+// What was read, as processes, each oldest first, its exit snapshot
+// dropped (drop_exit_snapshot); notes per pid. `what`: the inputs, for the
+// message when nothing was.
+std::vector<ProcessSeries> assemble(Loaded& loaded, const std::vector<std::string>& cut,
+                                    const std::vector<std::string>& repeated, const std::string& base_dump,
+                                    const std::string& what,
+                                    std::map<uint64_t, std::vector<std::string>>& process_notes,
+                                    std::map<std::string, MemoryRecord>& memory,
+                                    std::map<uint64_t, ProcessInfo>& records) {
   if (!cut.empty() && loaded.dumps.empty() && loaded.traces.empty()) throw Error(cut.front());
   assign_process_keys(loaded);
   memory = std::move(loaded.memory);
@@ -687,7 +748,7 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
     return processes;
   }
   if (loaded.dumps.empty() && !base && !memory.empty()) return processes;  // memory records alone
-  if (loaded.dumps.empty()) throw Error("no profile in " + args[0] + why_no_profile(loaded.records));
+  if (loaded.dumps.empty()) throw Error("no profile in " + what + why_no_profile(loaded.records));
   processes = group_by_process(std::move(loaded.dumps), loaded.records);
   for (auto& p : processes) drop_exit_snapshot(p.snaps, process_notes[p.info.pid]);
   if (base)
@@ -698,6 +759,7 @@ std::vector<ProcessSeries> load_processes(const std::vector<std::string>& args, 
   note_heap_outside_profile(processes, process_notes[0]);
   return processes;
 }
+
 
 }  // namespace
 
@@ -710,7 +772,19 @@ bool is_loadable_name(const std::string& n) { return format_of(n) != nullptr; }
 
 LoadedProfiles load_profiles(const std::vector<std::string>& args, const std::string& base) {
   LoadedProfiles out;
-  out.processes = load_processes(args, base, out.notes, out.memory, out.records);
+  Loaded loaded;
+  std::vector<std::string> cut, repeated;
+  read_named(args, loaded, cut, repeated);
+  out.processes = assemble(loaded, cut, repeated, base, args.empty() ? "" : args[0], out.notes, out.memory, out.records);
+  return out;
+}
+
+LoadedProfiles load_opened_profiles(const std::vector<OpenedProfile>& files, std::vector<std::string>& left_out) {
+  LoadedProfiles out;
+  Loaded loaded;
+  read_opened(files, loaded, left_out);
+  if (loaded.dumps.empty() && loaded.traces.empty()) return out;  // each file's why is in left_out
+  out.processes = assemble(loaded, {}, {}, "", "the files read", out.notes, out.memory, out.records);
   return out;
 }
 

@@ -27,6 +27,25 @@ struct LoadedProfiles {
 // `processes` is empty and `memory` holds them.
 LoadedProfiles load_profiles(const std::vector<std::string>& args, const std::string& base);
 
+// A file its caller opened and checked itself (serve opens its members'
+// files so: base/checked_open.h), read from the descriptor and never again
+// by name, `size` bytes at most (a trace still written is read as it stood
+// then). `pid` is the process its name says; `backend` the profiler that
+// process runs under ("": any).
+struct OpenedProfile {
+  std::string path;  // for messages and its kind (by its base name)
+  int fd = -1;
+  uint64_t size = 0;
+  uint64_t pid = 0;
+  std::string backend;
+};
+
+// Reads them as load_profiles reads files. A profile counts for its pid
+// only when what it holds agrees with its name: one that does not parse,
+// says another pid, or holds another profiler's profile is left out, with
+// a line in `left_out`, and never attributed to anyone.
+LoadedProfiles load_opened_profiles(const std::vector<OpenedProfile>& files, std::vector<std::string>& left_out);
+
 // Whether a file name in an output directory is one load_profiles reads: a
 // dump, a trace, a capture or its marks, a memory or process record (not a
 // profiler's log).

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 
+#include "base/memory_ceiling.h"
 #include "runtime/backend.h"
 
 namespace memprofile {
@@ -275,7 +276,9 @@ SiteTable fold_sites(const std::vector<HeapSnapshot>& snapshots, Symbolizer& sym
     table.snapshots.push_back(snap.file);
     table.totals.push_back(snap.total_bytes);
     std::vector<const Mapping*> sorted = sorted_maps(snap);
+    MemoryCheck memory(snap.file);
     for (const auto& sample : snap.stacks) {
+      memory();
       std::vector<Frame> frames = stack_frames(snap, sorted, sample, symbolizer, outside);
       size_t first = site_frame(frames);
       const Frame& at = frames[named_site_frame(frames, first)];

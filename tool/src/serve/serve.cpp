@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <fstream>
 #include <functional>
@@ -28,61 +29,106 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Seconds past --timeout that shutdown waits for a job still running.
+constexpr double kShutdownMargin = 2;
+
+Clock::duration seconds_d(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+// A number of seconds as a person writes it: 10, 2.5.
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 // One thread that runs jobs in turn, with every signal blocked: SIGTERM
 // and SIGINT reach the server's thread, which stops. stop() runs what is
-// queued (each job sees the service stopping and ends at once), then joins.
+// queued (each job sees the service stopping and ends at once) and joins;
+// a job that does not end in time (stuck in the kernel: a read of a
+// process in D state) is left to itself, its thread detached, so that
+// serve still ends. The queue lives as long as the thread does.
 class Worker {
  public:
-  Worker() {
+  Worker() : s_(std::make_shared<State>()) {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    thread_ = std::thread([this] { loop(); });
+    thread_ = std::thread([s = s_] { loop(*s); });
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
   }
-  ~Worker() { stop(); }
-  void stop() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      done_ = true;
+  ~Worker() {
+    // The last owner of the service may be a job of this very worker, ending
+    // late: it cannot join itself.
+    if (thread_.joinable() && thread_.get_id() == std::this_thread::get_id()) {
+      {
+        std::lock_guard<std::mutex> l(s_->mu);
+        s_->done = true;
+      }
+      thread_.detach();
+      return;
     }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    stop(Clock::time_point::max());
+  }
+  // Ends the worker by `deadline`: true when its thread ended, false when
+  // it was left running (detached).
+  bool stop(Clock::time_point deadline) {
+    std::unique_lock<std::mutex> l(s_->mu);
+    s_->done = true;
+    s_->cv.notify_all();
+    if (!thread_.joinable()) return s_->finished;
+    const bool ended = deadline == Clock::time_point::max()
+                           ? (s_->cv.wait(l, [this] { return s_->finished; }), true)
+                           : s_->cv.wait_until(l, deadline, [this] { return s_->finished; });
+    l.unlock();
+    if (ended)
+      thread_.join();
+    else
+      thread_.detach();
+    return ended;
   }
   // False once stopping: the job is not run.
   bool post(std::function<void()> job) {
     {
-      std::lock_guard<std::mutex> l(mu_);
-      if (done_) return false;
-      jobs_.push_back(std::move(job));
+      std::lock_guard<std::mutex> l(s_->mu);
+      if (s_->done) return false;
+      s_->jobs.push_back(std::move(job));
     }
-    cv_.notify_all();
+    s_->cv.notify_all();
     return true;
   }
   // Waits `d` unless the worker is being stopped: false then.
   bool sleep_for(Clock::duration d) {
-    std::unique_lock<std::mutex> l(mu_);
-    return !cv_.wait_for(l, d, [this] { return done_; });
+    std::unique_lock<std::mutex> l(s_->mu);
+    return !s_->cv.wait_for(l, d, [this] { return s_->done; });
   }
 
  private:
-  void loop() {
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::function<void()>> jobs;
+    bool done = false, finished = false;
+  };
+  static void loop(State& s) {
     for (;;) {
       std::function<void()> job;
       {
-        std::unique_lock<std::mutex> l(mu_);
-        cv_.wait(l, [this] { return done_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
+        std::unique_lock<std::mutex> l(s.mu);
+        s.cv.wait(l, [&s] { return s.done || !s.jobs.empty(); });
+        if (s.jobs.empty()) {
+          s.finished = true;
+          s.cv.notify_all();
+          return;
+        }
+        job = std::move(s.jobs.front());
+        s.jobs.pop_front();
       }
       job();
     }
   }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool done_ = false;
+  std::shared_ptr<State> s_;
   std::thread thread_;
 };
 
@@ -163,6 +209,18 @@ bool same_token(const std::string& a, const std::string& b) {
   return d == 0;
 }
 
+// The credentials of an "Authorization: Bearer TOKEN" header, or "" for any
+// other: the scheme in any case (RFC 7235 2.1: "a case-insensitive token"),
+// then one or more spaces.
+std::string bearer_credentials(const std::string& header) {
+  static const std::string scheme = "bearer";
+  if (header.size() <= scheme.size() || header[scheme.size()] != ' ') return "";
+  for (size_t i = 0; i < scheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(header[i])) != scheme[i]) return "";
+  size_t at = header.find_first_not_of(' ', scheme.size());
+  return at == std::string::npos ? "" : header.substr(at);
+}
+
 // Whether `parent` (the program exec --serve serves) waits for a child
 // (its main thread in the kernel's do_wait) and this process is the only
 // child it has left: it is exiting, and waits on us. Also true when it has
@@ -226,13 +284,17 @@ std::string read_token(const std::string& path) {
   return token;
 }
 
-struct Service::Impl {
+// Held by the service and by every job it posts: a job left running at
+// shutdown (Worker::stop) keeps what it uses.
+struct Service::Impl : std::enable_shared_from_this<Service::Impl> {
   ServeOptions o;
   std::string token;  // "" when none is asked
   std::mutex mu;
   // The heap: one snapshot at a time, answered again for min_interval.
   SharedAnswer heap_answer;
   Clock::time_point snapshot_started;  // the last snapshot's, for the interval
+  std::shared_ptr<const TreeHeap> last_heap;  // the last snapshot, while no newer one is being read
+  Clock::time_point last_heap_at;            // when it began
   bool growth_running = false;
   // /metrics: the same, with its own age.
   SharedAnswer metrics_answer;
@@ -241,37 +303,50 @@ struct Service::Impl {
   Worker snapshots, status, growth;
 
   // Before the server goes: every job ends (answering 503) and every
-  // pending answer is dropped while the server can still take it.
-  void shutdown() {
+  // pending answer is dropped while the server can still take it. A job
+  // that has not ended by --timeout and a margin is left running: the
+  // workers that did not end, by name.
+  std::vector<std::string> shutdown() {
     stopping = true;
-    snapshots.stop();  // first: a growth waits on it
-    growth.stop();
-    status.stop();
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(o.target.timeout + kShutdownMargin));
+    std::vector<std::string> left;
+    if (!snapshots.stop(deadline)) left.push_back("a snapshot");  // first: a growth waits on it
+    if (!growth.stop(deadline)) left.push_back("a growth");
+    if (!status.stop(deadline)) left.push_back("a status");
     std::lock_guard<std::mutex> l(mu);
     heap_answer.waiting.clear();
     metrics_answer.waiting.clear();
+    return left;
   }
 
   // A snapshot of the tree, on the snapshots worker, no sooner than
-  // min_interval after the last one began.
-  TreeHeap take_snapshot() {
+  // min_interval after the last one began. The last one is kept, with when
+  // it began: a growth starts from it while it is younger than the interval.
+  std::shared_ptr<const TreeHeap> take_snapshot() {
     Clock::time_point next;
     {
       std::lock_guard<std::mutex> l(mu);
-      next = snapshot_started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.min_interval));
+      next = snapshot_started + seconds_d(o.min_interval);
     }
     if (stopping || (Clock::now() < next && !snapshots.sleep_for(next - Clock::now())))
       throw Error("serve is stopping");
+    const Clock::time_point started = Clock::now();
     {
       std::lock_guard<std::mutex> l(mu);
-      snapshot_started = Clock::now();
+      snapshot_started = started;
+      last_heap.reset();  // its memory is given back before the next is read
     }
-    return snapshot_tree(o.target);
+    auto heap = std::make_shared<const TreeHeap>(snapshot_tree(o.target));
+    std::lock_guard<std::mutex> l(mu);
+    last_heap = heap;
+    last_heap_at = started;
+    return heap;
   }
 
   void heap(Respond respond) {
     share(heap_answer, o.min_interval, true, snapshots, std::move(respond),
-          [this] { return profile_response(take_snapshot()); });
+          [this] { return profile_response(*take_snapshot()); });
   }
 
   // `a`'s answer for `respond`: the last one while younger than `max_age`
@@ -297,7 +372,7 @@ struct Service::Impl {
     if (a.running) return;
     a.running = true;
     l.unlock();
-    post_or_refuse(w, a.waiting, a.running, [this, &a, make = std::move(make)] {
+    post_or_refuse(w, a.waiting, a.running, [this, self = shared_from_this(), &a, make = std::move(make)] {
       HttpResponse r;
       try {
         r = make();
@@ -331,22 +406,22 @@ struct Service::Impl {
   }
 
   // Two snapshots N seconds apart on the growth worker (the snapshots
-  // themselves on the snapshots worker, in turn with the rest): one at a time.
+  // themselves on the snapshots worker, in turn with the rest): one at a
+  // time. The first is the last one taken while it is younger than the
+  // minimum interval, so that a scraper asking every interval (Grafana
+  // Alloy's delta profiles: seconds = its interval - 1) is answered within
+  // it. N below the minimum interval is answered over the minimum interval,
+  // and the profile and a header say so.
   void grown(long seconds, Respond respond) {
     {
       std::lock_guard<std::mutex> l(mu);
       if (growth_running) return respond(busy());
       growth_running = true;
     }
-    auto job = [this, seconds, respond] {
+    auto job = [this, self = shared_from_this(), seconds, respond] {
       HttpResponse r;
       try {
-        TreeHeap before = on_snapshots();
-        if (!growth.sleep_for(std::chrono::seconds(seconds))) {
-          r = text(503, "memprofile serve: stopping");
-        } else {
-          r = profile_response(growth_between(before, on_snapshots()));
-        }
+        r = growth_over(seconds);
       } catch (const std::exception& e) {
         r = text(503, std::string("memprofile serve: ") + e.what());
       }
@@ -359,12 +434,40 @@ struct Service::Impl {
     if (!growth.post(std::move(job))) respond(text(503, "memprofile serve: stopping"));
   }
 
+  HttpResponse growth_over(long seconds) {
+    std::shared_ptr<const TreeHeap> before;
+    Clock::time_point from;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      if (last_heap && Clock::now() - last_heap_at < seconds_d(o.min_interval)) {
+        before = last_heap;
+        from = last_heap_at;
+      }
+    }
+    if (!before) {
+      before = on_snapshots();
+      std::lock_guard<std::mutex> l(mu);
+      from = last_heap_at;
+    }
+    const bool raised = seconds < o.min_interval;
+    const double span = raised ? o.min_interval : static_cast<double>(seconds);
+    const Clock::time_point until = from + seconds_d(span);
+    if (Clock::now() < until && !growth.sleep_for(until - Clock::now())) return text(503, "memprofile serve: stopping");
+    TreeHeap grown = growth_between(*before, on_snapshots());
+    if (raised)
+      grown.notes.push_back("seconds=" + std::to_string(seconds) + " was asked; the growth is over at least the minimum "
+                            "interval between snapshots, " + number(o.min_interval) + " s (serve --min-interval)");
+    HttpResponse r = profile_response(grown);
+    if (raised) r.headers.push_back({"X-Memprofile-Seconds-Raised", std::to_string(seconds) + " to " + number(o.min_interval)});
+    return r;
+  }
+
   // take_snapshot on the snapshots worker, waited for.
-  TreeHeap on_snapshots() {
+  std::shared_ptr<const TreeHeap> on_snapshots() {
     std::mutex m;
     std::condition_variable cv;
     bool done = false;
-    TreeHeap out;
+    std::shared_ptr<const TreeHeap> out;
     std::exception_ptr error;
     bool posted = snapshots.post([&] {
       try {
@@ -399,20 +502,20 @@ struct Service::Impl {
   }
 };
 
-Service::Service(const ServeOptions& options) : impl_(std::make_unique<Impl>()) {
+Service::Service(const ServeOptions& options) : impl_(std::make_shared<Impl>()) {
   impl_->o = options;
   if (!options.token_file.empty()) impl_->token = read_token(options.token_file);
 }
 
 Service::~Service() = default;
 
-void Service::shutdown() {
-  impl_->shutdown();
+std::vector<std::string> Service::shutdown() {
+  return impl_->shutdown();
 }
 
 void Service::handle(const HttpRequest& req, Respond respond) {
   Impl& s = *impl_;
-  if (!s.token.empty() && !same_token(req.authorization, "Bearer " + s.token)) {
+  if (!s.token.empty() && !same_token(bearer_credentials(req.authorization), s.token)) {
     HttpResponse r = text(401, "memprofile serve: a bearer token is needed (Authorization: Bearer TOKEN)");
     r.headers.push_back({"WWW-Authenticate", "Bearer"});
     return respond(std::move(r));
@@ -436,9 +539,6 @@ void Service::handle(const HttpRequest& req, Respond respond) {
   if (seconds < 0)
     return respond(text(400, "memprofile serve: seconds must be a whole number from 1 to " +
                                  std::to_string(s.o.max_seconds) + " (serve --max-seconds)"));
-  if (seconds > 0 && seconds < s.o.min_interval)
-    return respond(text(400, "memprofile serve: seconds must be at least the minimum interval between snapshots, " +
-                                 std::to_string(static_cast<long>(s.o.min_interval + 0.999)) + " (serve --min-interval)"));
   if (seconds > 0) return s.grown(seconds, std::move(respond));
   s.heap(std::move(respond));
 }
@@ -455,6 +555,7 @@ void check_serve_options(const ServeOptions& o) {
 
 void run_serve(const ServeOptions& o) {
   check_serve_options(o);
+  set_memory_ceiling(o.max_memory_mib << 20, "serve --max-memory");
   ListenAddress at = parse_listen(o.listen);
   Service service(o);
   HttpServer server(at, o.limits, [&service](const HttpRequest& req, Respond respond) {
@@ -470,7 +571,17 @@ void run_serve(const ServeOptions& o) {
             << " (/debug/pprof/heap, /debug/pprof/allocs, /metrics)" << std::endl;
   server.run();
   // The jobs end while the server that takes their answers is still there.
-  service.shutdown();
+  std::vector<std::string> left = service.shutdown();
+  if (left.empty()) return;
+  // A job stuck past its deadline cannot be waited for, and must not keep
+  // the port or the process: said, and the process ends now, without the
+  // destructors that would wait on it.
+  std::string what;
+  for (const auto& l : left) what += (what.empty() ? "" : ", ") + l;
+  std::cerr << "memprofile serve: " << what << " did not end within " << o.target.timeout + kShutdownMargin
+            << " s of stopping (stuck in the kernel?): leaving it" << std::endl;
+  std::cout.flush();
+  std::_Exit(0);
 }
 
 }  // namespace memprofile

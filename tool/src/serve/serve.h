@@ -11,7 +11,9 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "base/memory_ceiling.h"
 #include "runtime/tree_control.h"
 #include "serve/http_server.h"
 
@@ -25,6 +27,7 @@ struct ServeOptions {
   unsigned max_seconds = 300;   // ?seconds=N past it: 400
   size_t max_waiting = 32;      // scrapes sharing one snapshot; past it 429
   double metrics_max_age = 1;   // seconds a /metrics answer is shared
+  uint64_t max_memory_mib = kServeMemoryCeiling >> 20;  // the process's memory ceiling (base/memory_ceiling.h)
   HttpLimits limits;
   // exec --serve: serve is a child of the program it serves. It ends when
   // the program waits for a child and it is the only one left: a program
@@ -45,12 +48,14 @@ class Service {
   Service& operator=(const Service&) = delete;
   void handle(const HttpRequest& req, Respond respond);
   // Ends every job (their scrapes get 503) and drops the answers pending:
-  // called before the server that would write them goes.
-  void shutdown();
+  // called before the server that would write them goes. A job that has
+  // not ended within the target's timeout and a margin is left running
+  // (detached): the workers left so, by name ("a snapshot"), else none.
+  std::vector<std::string> shutdown();
 
  private:
   struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;
 };
 
 // Checks the options before anything starts: the address, a token where it

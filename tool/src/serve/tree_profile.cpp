@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,8 +13,11 @@
 #include <map>
 #include <optional>
 
+#include "base/checked_open.h"
 #include "base/error.h"
+#include "base/unique_fd.h"
 #include "image/file_tree.h"
+#include "profile/heap_profile.h"
 #include "profile/pprof.h"
 #include "profile/symbolizer.h"
 #include "runtime/backend.h"
@@ -54,42 +58,135 @@ bool continuous(const nlohmann::json& reply) {
   }
 }
 
+// What serve reads of one member: at most this many files (its dump, its
+// memory record, its marks, its process record; a continuous backend's
+// trace), each no larger than report reads.
+constexpr size_t kMaxMemberFiles = 8;
+
+// The uid of process `pid` (the owner of /proc/PID: its effective uid);
+// -1 when it cannot be seen, and then only root's files are its.
+long uid_of(long pid) {
+  struct stat st;
+  return stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0 ? static_cast<long>(st.st_uid) : -1;
+}
+
+// The member files serve reads, each opened once and judged on its
+// descriptor (base/checked_open.h): a regular file, owned by the
+// member's uid or root, within the size report reads, whose name carries
+// the member's pid. What fails is left out with a line, never read.
+struct MemberFiles {
+  std::vector<CheckedFile> open;  // owns the fds `files` point at
+  std::vector<OpenedProfile> files;
+  std::vector<std::string> left_out;
+};
+
+// Opens `name` in `dir_fd` for member `m` (shown as `shown`), or says why not.
+void open_member_file(int dir_fd, const std::string& name, const std::string& shown, const Member& m, long uid,
+                      MemberFiles& out) {
+  OpenRules rules;
+  // -1 (its uid not seen): only root's files are taken as its.
+  rules.uid = uid < 0 ? 0 : uid;
+  rules.max_size = kMaxProfileFile;
+  CheckedFile f = open_checked(dir_fd, name, rules);
+  if (!f.fd) {
+    if (f.error == ENOENT) return;  // rotated away meanwhile
+    out.left_out.push_back("pid " + std::to_string(m.pid) + ": " + shown + " left out: " + f.why);
+    return;
+  }
+  OpenedProfile p;
+  p.path = shown;
+  p.fd = f.fd.get();
+  p.size = f.size;
+  p.pid = static_cast<uint64_t>(m.pid);
+  p.backend = m.reply.value("backend", std::string());
+  out.open.push_back(std::move(f));
+  out.files.push_back(std::move(p));
+}
+
 // The files to read for the members that gave a snapshot, not the whole
 // directory (a day of dumps): the dump each answer names, with its memory
 // record, its marks (memray) and the process's record; for a member whose
-// answer names none (a continuous trace), every file that carries its pid.
-std::vector<std::string> member_files(const std::string& dir, const std::vector<const Member*>& ms) {
-  std::map<long, std::set<std::string>> named;  // by pid: the names its answer gave; empty: all of its files
-  std::vector<std::string> files;
+// answer names none (a continuous trace), the files that carry its pid.
+// Only names that carry the member's own pid are opened: one member's
+// answer cannot make serve read another's files.
+MemberFiles member_files(const std::string& dir, const std::vector<const Member*>& ms) {
+  MemberFiles out;
+  UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir_fd) throw FileError(dir, std::string("cannot open it: ") + std::strerror(errno));
+  std::map<long, const Member*> continuous_members;  // by pid: read every file that carries its pid
   for (const Member* m : ms) {
-    std::set<std::string>& want = named[m->pid];
+    const long uid = uid_of(m->pid);
     const std::string path = m->reply.value("snapshot", std::string());
-    std::string snap = basename_only(path);
-    // A process that became a user who cannot write the directory writes
-    // in proc.PID/ (its own): that dump, by its name there.
-    const std::string sub = "proc." + std::to_string(m->pid);
-    if (path.size() > snap.size() + sub.size() &&
-        path.compare(path.size() - snap.size() - sub.size() - 1, sub.size() + 1, "/" + sub) == 0 && is_loadable_name(snap)) {
-      files.push_back(dir + "/" + sub + "/" + snap);
+    const std::string snap = basename_only(path);
+    if (continuous(m->reply) || snap.empty()) {
+      continuous_members[m->pid] = m;
       continue;
     }
-    if (snap.empty() || continuous(m->reply)) continue;
-    want.insert(snap);
-    want.insert(snap + ".mem.json");
-    want.insert("memprofile-proc." + std::to_string(m->pid) + ".json");
-    if (auto marks = basename_only(m->reply.value("marks", std::string())); !marks.empty()) want.insert(marks);
+    std::vector<std::string> names = {snap, snap + ".mem.json", "memprofile-proc." + std::to_string(m->pid) + ".json"};
+    if (auto marks = basename_only(m->reply.value("marks", std::string())); !marks.empty()) names.push_back(marks);
+    // A process that became a user who cannot write the directory writes
+    // in proc.PID/ (its own): its files are read there.
+    const std::string sub = "proc." + std::to_string(m->pid);
+    int in = dir_fd.get();
+    std::string shown_dir = dir;
+    UniqueFd sub_fd;
+    if (path.size() > snap.size() + sub.size() &&
+        path.compare(path.size() - snap.size() - sub.size() - 1, sub.size() + 1, "/" + sub) == 0) {
+      OpenRules rules;
+      rules.uid = uid < 0 ? 0 : uid;
+      CheckedFile d = open_checked_dir(dir_fd.get(), sub, rules);
+      if (!d.fd) {
+        out.left_out.push_back("pid " + std::to_string(m->pid) + ": " + dir + "/" + sub + " left out: " + d.why);
+        continue;
+      }
+      sub_fd = std::move(d.fd);
+      in = sub_fd.get();
+      shown_dir = dir + "/" + sub;
+    }
+    for (const auto& n : names) {
+      if (output_file_pid(n) != m->pid || !is_loadable_name(n)) {
+        if (n == snap)
+          out.left_out.push_back("pid " + std::to_string(m->pid) + ": its answer names " + n +
+                                 ", which is not a file of its own");
+        continue;
+      }
+      open_member_file(in, n, shown_dir + "/" + n, *m, uid, out);
+    }
   }
-  DIR* d = opendir(dir.c_str());
-  if (!d) throw FileError(dir, std::string("cannot list it: ") + std::strerror(errno));
-  for (struct dirent* e; (e = readdir(d));) {
-    const std::string name = e->d_name;
-    auto it = named.find(output_file_pid(name));
-    if (it == named.end() || !is_loadable_name(name)) continue;
-    if (it->second.empty() || it->second.count(name)) files.push_back(dir + "/" + name);
+  if (!continuous_members.empty()) {
+    // One pass over the directory, bounded by what it holds; each
+    // member's files at most kMaxMemberFiles.
+    std::map<long, std::vector<std::string>> names;
+    UniqueFd list_fd(::openat(dir_fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    DIR* d = list_fd ? fdopendir(list_fd.release()) : nullptr;
+    if (!d) throw FileError(dir, std::string("cannot list it: ") + std::strerror(errno));
+    for (struct dirent* e; (e = readdir(d));) {
+      const std::string name = e->d_name;
+      auto it = continuous_members.find(output_file_pid(name));
+      if (it == continuous_members.end() || !is_loadable_name(name)) continue;
+      names[it->first].push_back(name);
+    }
+    closedir(d);
+    for (auto& [pid, list] : names) {
+      const Member& m = *continuous_members[pid];
+      std::sort(list.begin(), list.end());
+      if (list.size() > kMaxMemberFiles) {
+        out.left_out.push_back("pid " + std::to_string(pid) + ": " + std::to_string(list.size() - kMaxMemberFiles) +
+                               " more of its files in " + dir + " left out: serve reads at most " +
+                               std::to_string(kMaxMemberFiles) + " of a process");
+        list.resize(kMaxMemberFiles);
+      }
+      const long uid = uid_of(pid);
+      for (const auto& n : list) open_member_file(dir_fd.get(), n, dir + "/" + n, m, uid, out);
+    }
   }
-  closedir(d);
-  std::sort(files.begin(), files.end());
-  return files;
+  std::vector<size_t> order(out.files.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return out.files[a].path < out.files[b].path; });
+  std::vector<OpenedProfile> sorted;
+  for (size_t i : order) sorted.push_back(out.files[i]);
+  out.files = std::move(sorted);
+  return out;
 }
 
 std::string member_label(const Member& m) {
@@ -117,9 +214,12 @@ TreeHeap snapshot_tree(const ControlRequest& target) {
       gave.push_back(&m);
     }
   }
-  std::vector<std::string> files = gave.empty() ? std::vector<std::string>() : member_files(t.dir, gave);
   heap.loaded = std::make_unique<LoadedProfiles>();
-  if (!files.empty()) *heap.loaded = load_profiles(files, "");
+  if (!gave.empty()) {
+    MemberFiles files = member_files(t.dir, gave);
+    heap.left_out.insert(heap.left_out.end(), files.left_out.begin(), files.left_out.end());
+    if (!files.files.empty()) *heap.loaded = load_opened_profiles(files.files, heap.left_out);
+  }
   auto table = read_process_table();
   for (const Member* mp : gave) {
     const Member& m = *mp;
@@ -145,12 +245,18 @@ TreeHeap snapshot_tree(const ControlRequest& target) {
   return heap;
 }
 
-TreeHeap growth_between(const TreeHeap& before, TreeHeap after) {
+TreeHeap growth_between(const TreeHeap& before, const std::shared_ptr<const TreeHeap>& later) {
+  TreeHeap after;
+  after.from = later;
+  after.left_out = later->left_out;
+  after.notes = later->notes;
+  after.root = later->root;
+  after.time_nanos = later->time_nanos;
   std::map<uint64_t, const MemberHeap*> earlier;
   for (const auto& m : before.members) earlier[m.pid] = &m;
   std::set<uint64_t> placed;
   std::vector<MemberHeap> grown;
-  for (const auto& m : after.members) {
+  for (const auto& m : later->members) {
     placed.insert(m.pid);
     auto it = earlier.find(m.pid);
     if (it == earlier.end() || it->second->start_ticks != m.start_ticks) {

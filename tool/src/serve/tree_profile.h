@@ -30,6 +30,7 @@ struct MemberHeap {
 struct TreeHeap {
   std::unique_ptr<LoadedProfiles> loaded;
   std::vector<std::unique_ptr<HeapSnapshot>> made;  // growth's snapshots
+  std::shared_ptr<const TreeHeap> from;  // a growth's second snapshot, whose files `made` stands on
   std::vector<MemberHeap> members;
   std::vector<std::string> left_out;
   std::vector<std::string> notes;  // about members that are in it (a file as it stands)
@@ -43,8 +44,9 @@ TreeHeap snapshot_tree(const ControlRequest& target);
 
 // The growth from `before` to `after`, member by member (by pid and start):
 // each stack's bytes and objects in use now less before, where it grew. A
-// member in one of them only is left out, with a line.
-TreeHeap growth_between(const TreeHeap& before, TreeHeap after);
+// member in one of them only is left out, with a line. Neither is changed
+// (serve keeps the last snapshot for the next growth).
+TreeHeap growth_between(const TreeHeap& before, const std::shared_ptr<const TreeHeap>& after);
 
 // The gzipped profile. Throws Error when no member gave a snapshot (the
 // message says why, from left_out).
