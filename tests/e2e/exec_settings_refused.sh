@@ -4,7 +4,10 @@
 # MALLOC_CONF, turn dormant recording on and send dumps outside the
 # directory. exec refuses it with LAUNCHER_CONFIG and runs the app
 # unprofiled (its own exit code), and preflight says the same of an image
-# whose environment sets it.
+# whose environment sets it. A directory with a tab or a newline is refused
+# the same way, for every backend, naming the character: a tab would turn
+# the control library off and let MALLOC_CONF reach the programs the
+# service runs.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/control_lib.sh
@@ -32,3 +35,29 @@ rc=0
   fail "preflight: $(cat "${SCRATCH}/preflight")"
 ((rc != 0)) || fail "preflight said READY: $(cat "${SCRATCH}/preflight")"
 pass "preflight: the same value in the image's environment is LAUNCHER_CONFIG"
+
+# A tab and a newline, under jemalloc and under the control library alone:
+# refused in one line naming the character; the service and the programs it
+# runs never see the profiler's settings.
+for name in tab newline; do
+  case "${name}" in
+    tab) char=$'\t' shown="a tab (U+0009)" ;;
+    newline) char=$'\n' shown="a newline (U+000A)" ;;
+  esac
+  dir="${SCRATCH}/w/with${char}${name}"
+  mkdir -p "${dir}"
+  for backend in jemalloc none; do
+    rc=0
+    preload=()
+    [[ "${backend}" == none ]] || preload=(--preload "${JEMALLOC}")
+    # shellcheck disable=SC2016 # expanded by the program's shell
+    MEMPROFILE_OUTPUT_DIR="${dir}" "${LAUNCHER}" exec --backend "${backend}" "${preload[@]}" --min-free-mb 1 -- \
+      /bin/sh -c 'echo "MALLOC_CONF=${MALLOC_CONF:-unset} LD_PRELOAD=${LD_PRELOAD:-unset}"' > "${SCRATCH}/${name}.log" 2>&1 || rc=$?
+    ((rc == 0)) || fail "${name}, ${backend}: the app's exit code changed: ${rc}: $(cat "${SCRATCH}/${name}.log")"
+    grep -q "running unprofiled: .*LAUNCHER_CONFIG: .*holds ${shown} at byte" "${SCRATCH}/${name}.log" ||
+      fail "${name}, ${backend}: not refused naming the character: $(cat "${SCRATCH}/${name}.log")"
+    grep -q "^MALLOC_CONF=unset LD_PRELOAD=unset$" "${SCRATCH}/${name}.log" ||
+      fail "${name}, ${backend}: the profiler's settings reached the program: $(grep -a "MALLOC_CONF\|LD_PRELOAD" "${SCRATCH}/${name}.log")"
+  done
+done
+pass "exec: an output directory with a tab or a newline is refused for jemalloc and the control library alone, naming the character; no setting reaches the program"

@@ -1,5 +1,7 @@
 #include "runtime/backend.h"
 
+#include <cstdio>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -216,9 +218,37 @@ bool writes_one_file(Backend b) { return backend_row(b).one_file; }
 
 bool takes_snapshots(Backend b) { return backend_row(b).snapshots; }
 
+namespace {
+
+// A control character's name, for the one line that refuses it.
+std::string control_name(unsigned char c) {
+  static const char* const names[] = {"NUL", "SOH", "STX", "ETX", "EOT", "ENQ", "ACK", "BEL", "a backspace", "a tab",
+                                      "a newline", "a vertical tab", "a form feed", "a carriage return"};
+  char code[16];
+  std::snprintf(code, sizeof code, "U+%04X", c);
+  if (c < sizeof names / sizeof *names) return std::string(names[c]) + " (" + code + ")";
+  return c == 0x7f ? std::string("DEL (U+007F)") : std::string("a control character (") + code + ")";
+}
+
+}  // namespace
+
 std::string settings_unsafe(Backend b, const std::string& output_dir, const std::string& preload,
                             const std::string& ctl_library) {
   const BackendRow& row = backend_row(b);
+  // Every backend's settings and the control library's are text a line
+  // and a field at a time (MALLOC_CONF, the launcher's environment, the
+  // records' JSON): a control character in the directory would end one
+  // early, or split it, whatever the backend.
+  for (size_t i = 0; i < output_dir.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(output_dir[i]);
+    if (c < 0x20 || c == 0x7f) {
+      std::string shown;
+      for (unsigned char d : output_dir) shown += d < 0x20 || d == 0x7f ? '?' : static_cast<char>(d);
+      return "the output directory " + shown + " holds " + control_name(c) + " at byte " + std::to_string(i + 1) +
+             ", which the profilers' settings and the control library read as the end of a value: name a directory "
+             "without control characters";
+    }
+  }
   if (row.unsafe_dir)
     if (std::string why = row.unsafe_dir(output_dir); !why.empty()) return why;
   auto has = [](const std::string& v, const char* chars) { return v.find_first_of(chars) != std::string::npos; };
