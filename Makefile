@@ -9,10 +9,11 @@ FUZZ_BUILD_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 25
 JOBS ?= $(shell nproc)
 # The e2e tier's image tests are three lanes (buildah, the Python images'
-# store, the Docker engine), and its other tests and the sanitizer run's
-# wait on mirrors, qemu and servers as much as on the cores: ctest runs one
-# test more than the cores for those.
-E2E_JOBS ?= $(shell echo $$(( $$(nproc) + 1 )))
+# store, the Docker engine), each a test at a time, and its other tests and
+# the sanitizer run's wait on mirrors, qemu and servers as much as on the
+# cores: ctest runs two tests a core, so that the lanes never hold every
+# slot and the short tests run beside them.
+E2E_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
 CMAKE_FLAGS ?=
 # Skip the dependency installer (e.g. on a machine without apt, or offline).
 SKIP_DEPS ?= false
@@ -283,27 +284,32 @@ test: deps ## Run the whole test suite (unit, integration, e2e, sanitizers, fuzz
 	scripts/run-stages.sh build=build lint=lint unit=test-fast fuzz=test-fuzz "ASan ctest=test-asan" \
 	  integration=test-integration e2e=test-e2e
 
+# JUNIT_DIR (scripts/run-stages.sh sets it): each ctest stage writes its
+# JUnit file there, for the slowest tests at the end of `make test`.
+JUNIT_DIR ?=
+junit = $(if $(JUNIT_DIR),--output-junit $(JUNIT_DIR)/$(1).xml)
+
 .PHONY: test-fast
 test-fast: deps ## Run the unit tier alone: synthetic inputs, no fixtures (well under a minute after the build).
 	cmake -S . -B $(BUILD_DIR) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target memprofile memprofile_unit_tests
-	cd $(BUILD_DIR) && ctest -j $(JOBS) --output-on-failure -L '^unit$$'
+	cd $(BUILD_DIR) && ctest -j $(JOBS) --output-on-failure -L '^unit$$' $(call junit,unit)
 
 .PHONY: test-integration
 test-integration: build ## Run the integration tier: real toolchain output, real roots and images (builds its fixtures first).
-	cd $(BUILD_DIR) && ctest -j $(JOBS) --output-on-failure -L '^integration$$'
+	cd $(BUILD_DIR) && ctest -j $(JOBS) --output-on-failure -L '^integration$$' $(call junit,integration)
 
 .PHONY: test-e2e
 test-e2e: build ## Run the e2e tier (tests/e2e, tests/cluster, lint): real image builds, preload recipes, the cluster helpers.
-	cd $(BUILD_DIR) && ctest -j $(E2E_JOBS) --output-on-failure -LE '^(unit|integration)$$'
+	cd $(BUILD_DIR) && ctest -j $(E2E_JOBS) --output-on-failure -LE '^(unit|integration)$$' $(call junit,e2e)
 
 .PHONY: test-asan
-test-asan: deps ## Build with ASan+UBSan and run the tests under it (image builds, recipes, lint and the control library's own tests run once, in test-e2e).
+test-asan: deps ## Build with ASan+UBSan and run the unit and integration tiers and the e2e scripts labelled sanitize under it (tests/CMakeLists.txt says which and why).
 	cmake -S . -B $(ASAN_BUILD_DIR) -DMEMPROFILE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
 	  -DMEMPROFILE_ARM64_DIR=$(abspath build-static-arm64) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
 	cd $(ASAN_BUILD_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest -j $(E2E_JOBS) --output-on-failure -LE '^(images|recipes|plain)$$'
+	  ctest -j $(E2E_JOBS) --output-on-failure -L '^(unit|integration|sanitize)$$' $(call junit,asan)
 
 FUZZ_LONG_SECONDS ?= 600
 FUZZ_RUN = TAR_SEEDS=$(FUZZ_BUILD_DIR)/tar-seeds CONFIG_SEEDS=$(FUZZ_BUILD_DIR)/config-seeds fuzz/run.sh $(FUZZ_BUILD_DIR)

@@ -76,8 +76,9 @@ bytehound_crates=(
   librust-winapi-dev librust-winapi-i686-pc-windows-gnu-dev librust-winapi-x86-64-pc-windows-gnu-dev
 )
 packages=(
-  # build
-  build-essential cmake pkg-config clang patch
+  # build (ccache: a second build of the same sources, in another build
+  # directory or clone, compiles from the cache: CMakeLists.txt)
+  build-essential cmake pkg-config clang patch ccache
   libelf-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
   libzstd-dev zlib1g-dev libisal-dev libssl-dev
   # report: memray captures are LZ4 frames

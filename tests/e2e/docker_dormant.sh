@@ -16,6 +16,11 @@ image=localhost/leaky:dormant
 drop_at_exit "${image}"
 mk image-memprofile APP_IMAGE=localhost/leaky:amd64 BACKEND=jemalloc DORMANT=true MEMPROFILE_IMAGE_TAG=dormant \
   > "${SCRATCH}/build.log" 2>&1 || { cat "${SCRATCH}/build.log" >&2; fail "make image-memprofile DORMANT=true (docker)"; }
+root="$(image_root "${image}" "${SCRATCH}/root")"
+grep -qx "dormant = 1" "${root}/etc/memprofile/exec.conf" || fail "exec.conf: $(cat "${root}/etc/memprofile/exec.conf")"
+"${MEMPROFILE}" check "${root}/usr/lib/memprofile/libmemprofile_ctl.so" --json > "${SCRATCH}/ctl.json" || true
+[[ "$(jq -r .arch "${SCRATCH}/ctl.json")" == x86_64 ]] ||
+  fail "the control library in the image is not for amd64: $(cat "${SCRATCH}/ctl.json")"
 
 out="${SCRATCH}/out"
 mkdir -p "${out}"

@@ -4,7 +4,10 @@
 # (CONTAINER_ENGINE=docker), one container per cause of growth (its own
 # cgroup and pid namespace), status and snapshot by `docker exec` as
 # kubectl exec would run them, report on the records (lib.sh
-# memory_causes: the causes and tolerances).
+# memory_causes: the causes and tolerances). Then the control library
+# alone in the same image, chosen from the pod spec (MEMPROFILE_BACKEND=none):
+# its start line, two snapshots, status, and report on its records without
+# an image.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/docker_lib.sh
@@ -38,3 +41,25 @@ causes_ctl() {
 memory_causes docker --image "${SCRATCH}/image/image.tar"
 ((CAUSES_CGROUP_CHECKED == 5)) || fail "the container's cgroup was compared for ${CAUSES_CGROUP_CHECKED} of 5 causes"
 pass "docker: heap, fragmentation, mmap, thread stacks and tmpfs each in its own bucket, within tolerance; status by docker exec agrees with /proc (RSS, 2 MiB) and the container's cgroup files (8 MiB)"
+
+# The control library alone in the same image (MEMPROFILE_BACKEND=none):
+# every profilable image carries it.
+dir="${SCRATCH}/none"
+mkdir -p "${dir}"
+chmod 1777 "${dir}"
+CTR="$(docker run -d -e MEMPROFILE_BACKEND=none -v "${dir}:/var/memprofile" "${image}" mmap /var/memprofile/go /var/memprofile/ready)"
+at_exit "docker rm --force ${CTR} >/dev/null 2>&1"
+wait_until 60 test -S "${dir}/memprofile-ctl.1.sock" || fail "none: no control socket: $(docker logs "${CTR}" 2>&1)"
+none_line() { [[ "$(docker logs "${CTR}" 2>&1)" == *"watching the memory of /usr/local/bin/app with the control library alone"* ]]; }
+wait_until 60 none_line || fail "none: start line: $(docker logs "${CTR}" 2>&1)"
+docker exec "${CTR}" /usr/bin/memprofile snapshot > /dev/null || fail "none: the first snapshot"
+touch "${dir}/go"
+wait_until 120 test -e "${dir}/ready" || fail "none: the memory did not grow"
+docker exec "${CTR}" /usr/bin/memprofile snapshot > /dev/null || fail "none: the second snapshot"
+docker exec "${CTR}" /usr/bin/memprofile status > "${dir}.status" 2> /dev/null || fail "none: status"
+grep -q "^pid 1: no heap profiler (--backend none): its memory only$" "${dir}.status" || fail "none: status: $(cat "${dir}.status")"
+docker rm --force "${CTR}" > /dev/null 2>&1
+"${MEMPROFILE}" report "${dir}" > "${dir}.report" || fail "none: report"
+grep -q "^  where it grew: the heap is flat (.*); RSS grew by .* outside the allocator" "${dir}.report" ||
+  fail "none: report: $(cat "${dir}.report")"
+pass "MEMPROFILE_BACKEND=none in the same image under docker: the control library alone, its records, report without an image"

@@ -19,6 +19,7 @@ mk image-memprofile APP_IMAGE=localhost/leaky:amd64 MEMPROFILE_IMAGE_TAG=bytehou
 grep -q "LOADER_TRACED" "${SCRATCH}/build.log" || fail "the build's own verify step did not trace the loader"
 "${MEMPROFILE}" preflight "${SCRATCH}/image/image.tar" > "${SCRATCH}/preflight" || fail "the image is not READY: $(cat "${SCRATCH}/preflight")"
 grep -q "^READY: a preload profiler will attach to /usr/local/bin/leaky" "${SCRATCH}/preflight" || fail "READY for the wrong program"
+grep -q "preload: /usr/share/libbytehound.so (bytehound)" "${SCRATCH}/preflight" || fail "not judged with bytehound: $(cat "${SCRATCH}/preflight")"
 config="$(buildah inspect --type image "${image}" | jq -c .OCIv1.config)"
 [[ "$(jq -r '.Labels["io.memprofile.backend"]' <<<"${config}")" == bytehound &&
    "$(jq -r '.Labels["io.memprofile.backend.version"]' <<<"${config}")" == 0.11.0 ]] || fail "backend labels: ${config}"

@@ -50,23 +50,6 @@ base_images() {
   buildah rm "${ctr}" >/dev/null
 }
 
-# base_lists: localhost/memprofile-base:SUITE-{slim,builder} as manifest
-# lists of both arches, for multi-platform builds (FROM resolves per platform).
-base_lists() {
-  local variant arch
-  base_images amd64
-  base_images arm64
-  for variant in slim builder; do
-    buildah manifest rm "localhost/memprofile-base:${SUITE}-${variant}" >/dev/null 2>&1 || true
-    buildah manifest create "localhost/memprofile-base:${SUITE}-${variant}" >/dev/null
-    for arch in amd64 arm64; do
-      buildah manifest add "localhost/memprofile-base:${SUITE}-${variant}" \
-        "containers-storage:localhost/memprofile-base:${SUITE}-${variant}-${arch}" >/dev/null
-    done
-  done
-}
-
-
 # example_app ARCH: the example leaking service as an ordinary app image,
 # localhost/leaky:ARCH, built by examples/leaky/Dockerfile; rebuilt only when
 # the example's sources or the bases it is built from change (a label holds
@@ -165,7 +148,8 @@ heaptrack_names() {
 # with the same volume plays `kubectl exec`: memprofile start, two snapshots
 # with growth between them, stop. The service runs on to its own exit code,
 # and report, reading symbols from the image archive, ranks the growth
-# between the two snapshots to leaky_function.
+# between the two snapshots to leaky_function. Sets DORMANT_SNAPSHOT to the
+# second snapshot's file.
 dormant_round() {
   local image="$1" arch="$2" out="${SCRATCH}/out-$2" ctr pid sock first second i
   mkdir -p "${out}"
@@ -207,6 +191,7 @@ dormant_round() {
   [[ "$(in_pod stop 2>/dev/null)" == *"recording off"* ]] || fail "stop"
   [[ "${first}" == /var/memprofile/jeprof."${pid}".*.m*.heap && "${second}" == /var/memprofile/jeprof."${pid}".*.m*.heap ]] ||
     fail "snapshot paths: ${first} ${second}"
+  DORMANT_SNAPSHOT="${out}/${second##*/}"
   # The service is still the same process, and ends with its own exit code.
   kill -0 "${service}" 2>/dev/null || fail "the service did not survive the control commands"
   kill -TERM "${pid}"

@@ -13,6 +13,11 @@
 #     recording; snapshot marks all 3 captures (report ends a span of
 #     each there); after SIGTERM, report names the
 #     handler's line in each worker, and --merge sums them;
+#   - a distroless-style image (base-files and python3.13-minimal alone,
+#     unpacked from Debian's packages and recorded in its dpkg status) gets
+#     what memray needs of the standard library with it: the build's verify
+#     step imports memray there, and the container's capture names the line
+#     that keeps the buffers (the arm64 path is images_memray_source_arm64.sh);
 #   - an app image that runs no Python is refused before anything is built,
 #     in one line.
 # shellcheck source=tests/e2e/lib.sh
@@ -52,6 +57,42 @@ pass "the build installed Debian's python3-memray ${label} into the trixie app i
 
 gunicorn_memray_round "${app}-memprofile" "${SCRATCH}/image/image.tar"
 pass "in the container: ${ROUND}"
+
+# A distroless-style image: base-files and python3.13-minimal alone.
+minimal="localhost/memprofile-test:trixie-python-minimal-amd64"
+debian_packages_image scratch "${minimal}" amd64 trixie base-files python3.13-minimal
+mkdir -p "${SCRATCH}/minimal-app"
+cat > "${SCRATCH}/minimal-app/service.py" <<'PY'
+kept = []
+
+
+def keep():
+    for _ in range(40):
+        kept.append(bytearray(256 << 10))  # 10 MiB in all, kept to the end
+
+
+keep()
+print("kept", sum(len(b) for b in kept))
+PY
+keep_line="$(grep -n 'kept.append' "${SCRATCH}/minimal-app/service.py" | cut -d: -f1)"
+small=localhost/python-minimal-app:amd64
+app_image "${minimal}" "${small}" "${SCRATCH}/minimal-app" '["/usr/bin/python3.13", "/app/service.py"]' '[]'
+mk image-memprofile APP_IMAGE="${small}" BACKEND=memray ENGINE_BUILD_FLAGS=--no-cache > "${SCRATCH}/minimal.log" 2>&1 ||
+  { cat "${SCRATCH}/minimal.log" >&2; fail "make image-memprofile BACKEND=memray (a minimal image)"; }
+grep -q "MEMRAY_IMPORTED: the image's /usr/bin/python3.13 imports /usr/lib/python3/dist-packages/memray/_memray.cpython-313-x86_64-linux-gnu.so" \
+  "${SCRATCH}/minimal.log" || fail "the verify step did not import memray in the minimal image: $(verify_step "${SCRATCH}/minimal.log")"
+"${MEMPROFILE}" preflight "${SCRATCH}/image/image.tar" > "${SCRATCH}/minimal.preflight" ||
+  fail "the minimal memray image is not READY: $(cat "${SCRATCH}/minimal.preflight")"
+run_entrypoint "${small}-memprofile" "${SCRATCH}/minimal-out" > "${SCRATCH}/minimal-run.log" 2>&1 ||
+  { cat "${SCRATCH}/minimal-run.log" >&2; fail "run of the minimal image"; }
+grep -q "profiling /usr/bin/python3[.0-9]* with memray" "${SCRATCH}/minimal-run.log" || fail "no start line: $(cat "${SCRATCH}/minimal-run.log")"
+capture="$(find "${SCRATCH}/minimal-out" -name 'memray.*.bin' -print -quit)"
+[[ -s "${capture}" ]] || fail "no capture: $(ls "${SCRATCH}/minimal-out")"
+"${MEMPROFILE}" report --image "${SCRATCH}/image/image.tar" --json "${capture}" > "${SCRATCH}/minimal.json" ||
+  fail "report: $(cat "${SCRATCH}/minimal.json")"
+site="$(jq -r '.in_use[0] | "\(.site.function) (\(.site.file):\(.site.line)) \(.bytes_in_use)"' "${SCRATCH}/minimal.json")"
+[[ "${site}" == "keep (/app/service.py:${keep_line}) "* ]] || fail "the minimal image's top site: ${site}"
+pass "a distroless-style image (base-files, python3.13-minimal): memray staged with what it needs, imported in the build, READY; its capture names keep (service.py:${keep_line})"
 
 # An app image that runs no Python: refused in one line, nothing built.
 plain=localhost/not-python:amd64

@@ -2,7 +2,9 @@
 # make image-memprofile with CONTAINER_ENGINE=podman (podman build, podman
 # save to an OCI archive): READY, and DOCKER_PUSH=true pushes the very
 # archive preflight judged (skopeo copy --all --preserve-digests) to Debian's
-# docker-registry on loopback, which then serves the judged digest.
+# docker-registry on loopback, which then serves the judged digest. (The
+# default backend's image: images_bytehound.sh; the engine makes no
+# difference to what the preload library is.)
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/images_lib.sh
@@ -27,22 +29,3 @@ served="$(skopeo inspect --tls-verify=false "docker://${ref}" | jq -r .Digest)"
 [[ "${judged}" == sha256:* && "${served}" == "${judged}" ]] || fail "the registry serves ${served}, preflight judged ${judged}"
 grep -q "^== pushed ${ref}@${judged} (the judged digest)" "${SCRATCH}/build.log" || fail "the push did not report the judged digest"
 pass "podman: built, READY, and the registry serves the judged digest ${judged}"
-
-# The default backend, bytehound (its library built offline on the host),
-# through the same gate: built by podman, verified in the build, READY, the
-# judged digest pushed.
-need_bytehound_bundle 77
-seed_dist bytehound amd64
-ref="${REGISTRY}/team/leaky:bytehound"
-drop_at_exit "${ref}"
-make -C "${E2E_ROOT}" --no-print-directory SKIP_DEPS=true CONTAINER_ENGINE=podman PULL_POLICY=never DIST="${DIST}" \
-  IMAGE_WORK_DIR="${SCRATCH}/image-bh" image-memprofile APP_IMAGE=localhost/leaky:amd64 MEMPROFILE_IMAGE_TAG=bytehound \
-  DOCKER_PUSH=true IMAGE_NAMESPACE="${REGISTRY}/team" TLS_VERIFY=false > "${SCRATCH}/build-bh.log" 2>&1 ||
-  { cat "${SCRATCH}/build-bh.log" >&2; fail "make image-memprofile CONTAINER_ENGINE=podman DOCKER_PUSH=true (bytehound)"; }
-grep -q "LOADER_TRACED" "${SCRATCH}/build-bh.log" || fail "the bytehound build's verify step did not trace the loader"
-"${MEMPROFILE}" preflight "${SCRATCH}/image-bh/image.tar" > "${SCRATCH}/preflight-bh" || fail "the bytehound image is not READY"
-grep -q "preload: /usr/share/libbytehound.so (bytehound)" "${SCRATCH}/preflight-bh" || fail "not judged with bytehound: $(cat "${SCRATCH}/preflight-bh")"
-judged="$(cat "${SCRATCH}/image-bh/judged.digest")"
-served="$(skopeo inspect --tls-verify=false "docker://${ref}" | jq -r .Digest)"
-[[ "${judged}" == sha256:* && "${served}" == "${judged}" ]] || fail "bytehound: the registry serves ${served}, preflight judged ${judged}"
-pass "podman, the default backend (bytehound): built, verified, READY, and the registry serves the judged digest ${judged}"

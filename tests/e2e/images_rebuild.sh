@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Way 2: a Rust app rebuilt as a dynamic glibc program (crt-static off) with
 # Debian's cargo in a local builder image, packaged on a slim base with the
-# launcher and jemalloc; READY, and its profile names the leaking function.
+# launcher and jemalloc; READY, and run as a container would, its profile
+# names the leak as Rust source does: report --image gives the demangled
+# path, without the symbol's hash, at the file and line.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/images_lib.sh
@@ -32,4 +34,13 @@ run_entrypoint "${image}" "${SCRATCH}/out" 1 > "${SCRATCH}/run.log" 2>&1 || { ca
 heap="$(find "${SCRATCH}/out" -name 'jeprof.*.heap' -print -quit)"
 [[ -s "${heap}" ]] || fail "no profile: $(cat "${SCRATCH}/run.log")"
 jeprof_names leaky_function "${root}" /usr/local/bin/leaky-rs "${heap}" || fail "the profile does not name leaky_function"
-pass "the rebuilt image records a profile naming leaky_function"
+"${MEMPROFILE}" report --json --image "${SCRATCH}/image/image.tar" "${SCRATCH}/out" > "${SCRATCH}/report.json" ||
+  fail "report: $(cat "${SCRATCH}/report.json")"
+line="$(grep -n 'kept.push(vec!\[0xab; size\]);' "${E2E_ROOT}/examples/leaky-rs/src/main.rs" | cut -d: -f1)"
+jq -e --argjson line "${line}" '.in_use[0].site | .function == "leaky_rs::leaky_function"
+    and (.file | endswith("src/main.rs")) and .line == $line' "${SCRATCH}/report.json" > /dev/null ||
+  fail "report: $(jq -c '{top: .in_use[0].site, warnings}' "${SCRATCH}/report.json"), expected leaky_rs::leaky_function at src/main.rs:${line}"
+"${MEMPROFILE}" report --image "${SCRATCH}/image/image.tar" "${SCRATCH}/out" > "${SCRATCH}/report.txt"
+grep -q "leaky_rs::leaky_function (.*src/main.rs:${line})" "${SCRATCH}/report.txt" || fail "the text report: $(head -12 "${SCRATCH}/report.txt")"
+! grep -Eq '_ZN|::h[0-9a-f]{16}' "${SCRATCH}/report.txt" || fail "a mangled or hashed Rust name is left: $(grep -E '_ZN|::h[0-9a-f]{16}' "${SCRATCH}/report.txt" | head -3)"
+pass "the rebuilt image records a profile naming leaky_function; report --image names leaky_rs::leaky_function (src/main.rs:${line}), demangled"

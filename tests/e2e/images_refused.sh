@@ -71,3 +71,5 @@ expect_fail "${SCRATCH}/g5" "BACKEND must be one of" "unknown backend" -- mk ima
 expect_fail "${SCRATCH}/g6" "CONTAINER_ENGINE must be docker, podman or buildah" "unknown engine" -- \
   mk image-memprofile APP_IMAGE=x CONTAINER_ENGINE=rkt
 expect_fail "${SCRATCH}/g7" "name the image" "preflight without an image" -- mk preflight
+expect_fail "${SCRATCH}/g8" "heaptrack cannot start dormant" "DORMANT=true with heaptrack" -- \
+  mk image-memprofile APP_IMAGE=x BACKEND=heaptrack DORMANT=true

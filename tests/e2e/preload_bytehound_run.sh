@@ -120,10 +120,12 @@ jq -e --arg early "${early}" '.growth[0].site.function == "leaky_function" and .
   fail "the header does not name the base"
 pass "report --base EARLIER.dat LATER.dat: leaky_function gained 6 MiB (2 MiB kept, then 8)"
 
-# Dormant, then driven: start and stop are bytehound's SIGUSR1 toggle, sent
-# to the control thread alone, so the service's own sleeps are never cut
-# short (EINTR); a snapshot says in one line that bytehound writes one file;
-# what was kept while recording is in the .dat, and report reads it.
+# Dormant, then driven: the launcher says it started dormant; attached says
+# recording off, then on; start and stop are bytehound's SIGUSR1 toggle,
+# sent to the control thread alone, so the service's own sleeps are never
+# cut short (EINTR); a snapshot says in one line that bytehound writes one
+# file; status says off after stop; what was kept while recording is in the
+# .dat (part of what the service kept, never all of it), and report reads it.
 gcc -O1 -g -o "${SCRATCH}/ticker" "${E2E_ROOT}/tests/fixtures/src/ticker.c"
 dormant="${SCRATCH}/dormant"
 mkdir -p "${dormant}"
@@ -138,14 +140,23 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 pid="$(jq -r .pid "${record}")"
+log_says "${SCRATCH}/dormant.log" "loaded dormant (recording off until memprofile start): ${SCRATCH}/ticker with bytehound" ||
+  fail "not dormant: $(cat "${SCRATCH}/dormant.log")"
+"${MEMPROFILE}" attached "${pid}" --window 0 --json > "${SCRATCH}/attached0.json" 2> /dev/null || true
+jq -e '.mapped and .backend == "bytehound" and .recording == false' "${SCRATCH}/attached0.json" > /dev/null ||
+  fail "attached while dormant: $(cat "${SCRATCH}/attached0.json")"
 "${MEMPROFILE}" status "${pid}" | grep "^pid ${pid}: bytehound, recording off" > /dev/null || fail "dormant status: $("${MEMPROFILE}" status "${pid}")"
 "${MEMPROFILE}" start "${pid}" > /dev/null || fail "start"
+"${MEMPROFILE}" attached "${pid}" --window 0 --json > "${SCRATCH}/attached1.json" 2> /dev/null || true
+jq -e '.mapped and .recording == true' "${SCRATCH}/attached1.json" > /dev/null || fail "attached after start: $(cat "${SCRATCH}/attached1.json")"
 "${MEMPROFILE}" status "${pid}" | grep "^pid ${pid}: bytehound, recording on" > /dev/null || fail "status after start"
 rc=0
 "${MEMPROFILE}" snapshot "${pid}" > /dev/null 2> "${SCRATCH}/snap.err" || rc=$?
-[[ "${rc}" == 1 && "$(cat "${SCRATCH}/snap.err")" == *"bytehound writes one continuous file, not snapshots"* ]] ||
+[[ "${rc}" == 1 && "$(grep -c '^memprofile: ' "${SCRATCH}/snap.err")" == 1 &&
+   "$(cat "${SCRATCH}/snap.err")" == *"bytehound writes one continuous file, not snapshots"* ]] ||
   fail "snapshot: exit ${rc}: $(cat "${SCRATCH}/snap.err")"
 "${MEMPROFILE}" stop "${pid}" > /dev/null || fail "stop"
+"${MEMPROFILE}" status "${pid}" | grep "^pid ${pid}: bytehound, recording off" > /dev/null || fail "status after stop: $("${MEMPROFILE}" status "${pid}")"
 "${MEMPROFILE}" start "${pid}" > /dev/null || fail "start again"
 sleep 1  # a second recorded after the second start (at least: more is as good)
 touch "${SCRATCH}/ticker.stop"
@@ -154,4 +165,10 @@ grep -q "ticker: interrupted 0 times" "${SCRATCH}/dormant.log" || fail "start/st
 "${MEMPROFILE}" report --json --rootfs / "${dormant}" > "${SCRATCH}/dormant.json" || fail "report of the dormant run"
 jq -e '.in_use[0].site.function == "ticker_keep"' "${SCRATCH}/dormant.json" > /dev/null ||
   fail "the dormant run's report: $(jq -c '{top: .in_use[0].site, warnings}' "${SCRATCH}/dormant.json")"
-pass "dormant bytehound: status, start, a snapshot refused in one line, stop, start again; the service's sleeps never cut short; report names ticker_keep"
+# Recording was off before the first start and between stop and the second
+# start: the .dat holds part of what ticker_keep kept (64 KiB a block), never all.
+blocks="$(sed -n 's/^ticker: .* kept \([0-9]*\) blocks$/\1/p' "${SCRATCH}/dormant.log")"
+held="$(jq '.in_use[0].bytes_in_use' "${SCRATCH}/dormant.json")"
+[[ -n "${blocks}" ]] && ((held > 0 && held < blocks * 65536)) ||
+  fail "the .dat holds ${held} bytes of ticker_keep's ${blocks} blocks of 64 KiB: not the recording windows alone"
+pass "dormant bytehound: the start line, attached, status, start, a snapshot refused in one line, stop, start again; the service's sleeps never cut short; the .dat holds ${held} bytes of the $((blocks * 64)) KiB kept (the recording windows); report names ticker_keep"
