@@ -24,26 +24,55 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "symtab.h"
 
 typedef int (*mallctl_fn)(const char*, void*, size_t*, void*, size_t);
 
 static mallctl_fn mallctl_ptr;
+// Where an unexported mallctl was found ("" when exported, or not found).
+static char mallctl_where[600];
 
 // The jemalloc to drive: the preloaded one's mallctl, or, where the program
 // carries its own jemalloc (memprofile exec found it, and preloads none),
 // that jemalloc's mallctl as the program exports it: MEMPROFILE_CTL_MALLCTL,
 // "je_mallctl", or "" when it exports none.
 static const char* own_mallctl(void) { return getenv("MEMPROFILE_CTL_MALLCTL"); }
+// Its name where the program does not export it (MEMPROFILE_CTL_MALLCTL is
+// then ""): "mallctl", "_rjem_mallctl", looked for in its symbol table.
+static const char* own_mallctl_symbol(void) { return getenv("MEMPROFILE_CTL_MALLCTL_SYMBOL"); }
+
+// A mallctl found by name is jemalloc's only if it says so: "version" is a
+// harmless read, a string of jemalloc's ("5.3.0-0-g54eaed1d...").
+static int answers_as_jemalloc(mallctl_fn f) {
+  const char* version = NULL;
+  size_t len = sizeof version;
+  if (f("version", &version, &len, NULL, 0) != 0 || !version) return 0;
+  return version[0] >= '0' && version[0] <= '9' && strnlen(version, 128) < 128 && strchr(version, '.') != NULL;
+}
 
 static mallctl_fn look_up_mallctl(void) {
   const char* own = own_mallctl();
-  if (own) return *own ? (mallctl_fn)dlsym(RTLD_DEFAULT, own) : NULL;
+  if (own && *own) return (mallctl_fn)dlsym(RTLD_DEFAULT, own);
+  if (own) {
+    const char* symbol = own_mallctl_symbol();
+    if (!symbol || !*symbol) return NULL;
+    mallctl_fn f = (mallctl_fn)ctl_find_own_function(symbol, mallctl_where, sizeof mallctl_where);
+    if (f && answers_as_jemalloc(f)) return f;
+    mallctl_where[0] = '\0';
+    return NULL;
+  }
   return (mallctl_fn)dlsym(RTLD_DEFAULT, "mallctl");
 }
 
 static mallctl_fn find_mallctl(char* err, size_t errlen) {
   const char* own = own_mallctl();
-  if (!mallctl_ptr && own)
+  const char* symbol = own_mallctl_symbol();
+  if (!mallctl_ptr && own && !*own && symbol && *symbol)
+    snprintf(err, errlen,
+             "the program's own jemalloc does not export its %s, and neither its symbol table nor a debug file (by "
+             "build-id or debuglink) names it: snapshot, start and stop cannot reach it (it still dumps every 1 GiB "
+             "allocated and at exit)", symbol);
+  else if (!mallctl_ptr && own)
     snprintf(err, errlen,
              "the program's own jemalloc does not export its mallctl%s%s: snapshot, start and stop cannot reach it "
              "(it still dumps every 1 GiB allocated and at exit)", *own ? " " : "", own);
@@ -51,6 +80,7 @@ static mallctl_fn find_mallctl(char* err, size_t errlen) {
     snprintf(err, errlen, "jemalloc's mallctl is not in this process: was libjemalloc preloaded?");
   return mallctl_ptr;
 }
+
 
 static int jemalloc_recording(void) {
   if (!mallctl_ptr) return -1;

@@ -173,6 +173,35 @@ TEST_CASE("allocator, runtime and libc frames are skipped when a stack is folded
   CHECK(is_profiler_frame(frame("", "", "/opt/memprofile/lib/libheaptrack_preload.so")));
 }
 
+TEST_CASE("allocator frames by rule: any crate's GlobalAlloc or Allocator, the shims, the allocators' own", "[profile]") {
+  auto fn = [](std::string name) {
+    Frame f;
+    f.function = std::move(name);
+    f.file = "src/lib.rs";
+    f.module = "/app";
+    return is_allocator_frame(f);
+  };
+  // The trait's methods, whatever the crate (not a list of crates).
+  CHECK(fn("<tikv_jemallocator::Jemalloc as core::alloc::global::GlobalAlloc>::alloc"));
+  CHECK(fn("<tikv_jemallocator::Jemalloc as core::alloc::global::GlobalAlloc>::realloc"));
+  CHECK(fn("<mimalloc::MiMalloc as core::alloc::global::GlobalAlloc>::alloc_zeroed"));
+  CHECK(fn("<some_new_crate::Arena as core::alloc::global::GlobalAlloc>::dealloc"));
+  CHECK(fn("<my_app::Counting as std::alloc::GlobalAlloc>::alloc"));
+  CHECK(fn("<bumpalo::Bump as core::alloc::Allocator>::allocate"));
+  CHECK(fn("<&my_app::Pool as alloc::alloc::Allocator>::grow"));
+  // Rust's shims and the allocators' own functions.
+  for (const char* name : {"__rust_alloc", "__rust_alloc_zeroed", "__rust_dealloc", "__rust_realloc", "__rg_alloc",
+                           "__rdl_alloc", "je_malloc", "_rjem_mallocx", "_rjem_je_prof_backtrace", "imalloc_body",
+                           "prof_alloc_prep", "mi_malloc_aligned", "_mi_heap_malloc_zero", "tc_malloc", "tc_new"})
+    CHECK(fn(name));
+  // The user's own code, even where it names the trait or a method alone.
+  CHECK_FALSE(fn("planted_growth"));
+  CHECK_FALSE(fn("my_app::alloc_cache"));
+  CHECK_FALSE(fn("<my_app::Cache as my_app::Fill>::alloc"));
+  CHECK_FALSE(fn("<my_app::Pool as core::alloc::global::GlobalAlloc>::stats"));
+  CHECK_FALSE(fn("my_app::GlobalAlloc::new"));
+}
+
 namespace {
 // A raw heaptrack trace in a scratch file.
 std::string write_trace(const testing::Scratch& dir, const std::string& name, const std::string& text) {

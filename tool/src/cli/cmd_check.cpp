@@ -203,6 +203,7 @@ ExitCode run_check(const CheckOptions& opts) {
   co.use_root = !opts.root.empty();
   co.ld_library_path = opts.ld_library_path;
   if (!opts.preload.empty()) co.preload = tree_path(opts.preload, opts.root, cwd);
+  co.judge_default_backend = opts.preload.empty();
   Checker checker(tree, co);
   BatchScan scan(tree, checker, opts);
   bool arg_error = false;

@@ -75,10 +75,16 @@ void note_symbol(const std::string& name, const GElf_Sym& sym, bool static_table
   int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
   bool defined = sym.st_shndx != SHN_UNDEF;
   if (defined && type != STT_FUNC && type != STT_GNU_IFUNC) return;
+  // An embedded jemalloc's mallctl, local or not (built --without-export,
+  // as tikv-jemalloc-sys builds it): what the control library calls.
+  if (static_table && defined && (name == "mallctl" || name == "je_mallctl" || name == "_rjem_mallctl"))
+    h.mallctl_symtab = name;
   // A local function (jemalloc's static do_rallocx) is no entry point.
   if (bind != STB_GLOBAL && bind != STB_WEAK) return;
   if (!defined && static_table) return;
   if (defined && static_table && name == "malloc") h.malloc_in_symtab = true;
+  if (!static_table && !defined && name == "fork") h.calls_fork = true;
+  if (!static_table && defined && name == "memprofile_heaptrack_fork_safe") h.heaptrack_fork_safe = true;
   // C++'s operator new and new[] (_Znwm, _Znam, their aligned and nothrow
   // forms): a library defining them ahead of libstdc++ takes every `new`.
   if (!static_table && (starts_with(name, "_Znw") || starts_with(name, "_Zna")))

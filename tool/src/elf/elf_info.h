@@ -59,6 +59,13 @@ struct HeapFacts {
   // entry points only that build exports (_Py_MergeZeroLocalRefcount).
   bool cpython_free_threaded = false;
   std::string mallctl_export;  // a jemalloc mallctl in the dynamic symbols ("je_mallctl"): callable by name
+  std::string mallctl_symtab;  // one in .symtab alone ("_rjem_mallctl"): the control library finds it there
+  // The processes the heap lives in: the program calls fork() itself (its
+  // children run its code, and its preload's fork handlers); a heaptrack
+  // built with memprofile's fork fix exports memprofile_heaptrack_fork_safe
+  // (preload/heaptrack/fork-lock.patch).
+  bool calls_fork = false;
+  bool heaptrack_fork_safe = false;
 };
 constexpr size_t kMaxHeapNames = 64;
 

@@ -407,12 +407,17 @@ void see_heap(Launch& l, const HostTree& root) {
                                       "run it without --dormant"));
   if (l.plan.backend != Backend::Jemalloc) return;
   l.own_jemalloc = own_jemalloc(*elf);
-  if (l.own_jemalloc && l.own_jemalloc->mallctl.empty() && l.plan.cfg.dormant)
+  // Dormant needs start to reach it: exported, or in the symbol table (a
+  // stripped program's debug file is found, or not, only in the process).
+  if (l.own_jemalloc && l.own_jemalloc->mallctl.empty() && !l.own_jemalloc->in_symtab && l.plan.cfg.dormant)
     l.problems.push_back(make_finding("LAUNCHER_CONFIG",
-                                      l.target + " carries its own jemalloc, which does not export its mallctl: "
-                                                 "memprofile start could never reach it, so it cannot start dormant",
+                                      l.target + " carries its own jemalloc, and is stripped and does not export its " +
+                                          l.own_jemalloc->symbol +
+                                          ": memprofile start could reach it only through a debug file, so it cannot "
+                                          "start dormant",
                                       "run it without --dormant (it records from the start and dumps every 1 GiB "
-                                      "allocated and at exit), or export the mallctl (link with -rdynamic)"));
+                                      "allocated and at exit), keep its symbol table, or export the mallctl (link with "
+                                      "-rdynamic)"));
 }
 
 // Whether the profiler will attach and record, and whether the control
@@ -560,6 +565,10 @@ void add_control_env(Launch& l, const std::string& lib, uint64_t max_bytes, uint
   if (l.own_jemalloc) {
     l.env.push_back("MEMPROFILE_CTL_MALLCTL=" + l.own_jemalloc->mallctl);
     l.added.push_back("MEMPROFILE_CTL_MALLCTL");
+    if (!l.own_jemalloc->symbol.empty()) {
+      l.env.push_back("MEMPROFILE_CTL_MALLCTL_SYMBOL=" + l.own_jemalloc->symbol);
+      l.added.push_back("MEMPROFILE_CTL_MALLCTL_SYMBOL");
+    }
   }
 }
 
@@ -590,9 +599,7 @@ std::string recorder_words(const Launch& l, const std::string& lib) {
                                         : "it exports no HeapProfilerDump, so snapshot cannot reach it: it dumps every "
                                           "1 GiB allocated, every 100 MiB of growth and at exit");
   if (!l.own_jemalloc) return lib;
-  return "its own jemalloc, linked into it, through " + l.own_jemalloc->conf_env + "; " +
-         (l.own_jemalloc->mallctl.empty() ? "it exports no mallctl, so snapshot, start and stop cannot reach it"
-                                          : "snapshot, start and stop through " + l.own_jemalloc->mallctl);
+  return "its own jemalloc, linked into it, through " + l.own_jemalloc->conf_env + "; " + l.own_jemalloc->reach();
 }
 
 // The start line: what is profiled, with what, where, within which budget,

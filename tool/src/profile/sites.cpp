@@ -105,6 +105,26 @@ bool rust_std_source(const std::string& file) {
   return false;
 }
 
+// A method of an implementation of Rust's allocator traits, whoever wrote
+// it: "<tikv_jemallocator::Jemalloc as core::alloc::global::GlobalAlloc>::alloc",
+// "<mimalloc::MiMalloc as ...GlobalAlloc>::dealloc", an Allocator's
+// allocate or grow. By the trait, never by a list of crates.
+bool implements_allocator_trait(const std::string& fn) {
+  if (!starts_with(fn, "<")) return false;
+  size_t close = fn.rfind(">::");
+  if (close == std::string::npos || fn.find(" as ") == std::string::npos) return false;
+  const std::string trait = fn.substr(0, close), method = fn.substr(close + 3);
+  auto ends = [&](const char* tail) {
+    size_t n = std::strlen(tail);
+    return trait.size() >= n && trait.compare(trait.size() - n, n, tail) == 0;
+  };
+  if (!ends("::GlobalAlloc") && !ends(" GlobalAlloc") && !ends("::Allocator") && !ends(" Allocator")) return false;
+  for (const char* m : {"alloc", "alloc_zeroed", "realloc", "dealloc", "allocate", "allocate_zeroed", "deallocate",
+                        "grow", "grow_zeroed", "shrink"})
+    if (method == m) return true;
+  return false;
+}
+
 }  // namespace
 
 bool is_allocator_frame(const Frame& f) {
@@ -129,11 +149,16 @@ bool is_allocator_frame(const Frame& f) {
   for (const char* name : {"malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
                            "memalign", "valloc", "pvalloc", "mallocx", "rallocx"})
     if (fn == name) return true;
-  for (const char* p : {"je_", "prof_backtrace", "prof_alloc", "imalloc", "_rjem_", "tikv_jemallocator", "operator new",
+  // The allocators' own entry points and internals, linked in (jemalloc's
+  // je_/_rjem_ and imalloc/prof_, mimalloc's mi_/_mi_, gperftools' tc_),
+  // Rust's allocator shims (__rust_alloc*, __rust_dealloc, __rust_realloc,
+  // __rdl_/__rg_), C++'s operator new and the standard libraries' templates.
+  for (const char* p : {"je_", "prof_", "imalloc", "_rjem_", "mi_", "_mi_", "tc_", "tikv_jemallocator", "operator new",
                         "std::", "__gnu_cxx::", "__cxx", "alloc::", "core::", "<alloc::", "<core::", "__rust_alloc",
-                        "__rust_realloc", "__rdl_", "__rg_", "hashbrown::"})
+                        "__rust_dealloc", "__rust_realloc", "__rdl_", "__rg_", "hashbrown::"})
     if (starts_with(fn, p)) return true;
-  return false;
+  // An implementation of GlobalAlloc or Allocator, in any crate.
+  return implements_allocator_trait(fn);
 }
 
 std::vector<const Mapping*> sorted_maps(const HeapSnapshot& snap) {

@@ -29,7 +29,7 @@ struct AttachedProfile {
 struct Attachment {
   int pid = 1;
   std::string exe, linkage;
-  Backend backend = Backend::Bytehound;
+  Backend backend = kDefaultBackend;
   std::string backend_from, output_dir, output_dir_from;
   std::string library;                   // the mapped library's path, "" when not mapped
   std::vector<AttachedProfile> profiles;  // the process's own

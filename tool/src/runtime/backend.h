@@ -28,6 +28,8 @@ namespace memprofile {
 // process's dumps tcmalloc.PID.SEQ.heap (files.c) and dumps on snapshot
 // through HeapProfilerDump where the program exports it.
 enum class Backend { Bytehound, Jemalloc, Heaptrack, None, Memray, Tcmalloc };
+// What exec, attached and check take when no backend is named.
+constexpr Backend kDefaultBackend = Backend::Bytehound;
 
 // memray's bootstrap as it sits in python/ beside the control library
 // (ctl/python/): the entry Python's site imports, and its package of one

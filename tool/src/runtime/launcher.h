@@ -57,7 +57,7 @@ size_t exec_subcommand_index(const std::vector<std::string>& argv);
 // the MEMPROFILE_* variables (`env`), under the flags.
 struct LaunchPlan {
   LauncherConfig cfg;
-  Backend backend = Backend::Bytehound;  // the default when cfg.backend is bad
+  Backend backend = kDefaultBackend;     // the default when cfg.backend is bad
   std::string preload;                   // cfg.preload, else the backend's default
   std::vector<std::string> argv;         // the command it runs ("" argv when none)
   bool strict = false;                   // --strict, strict in the config, or MEMPROFILE_STRICT=1

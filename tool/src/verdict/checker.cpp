@@ -8,6 +8,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "runtime/backend.h"
 #include "verdict/heap_coverage.h"
 
 namespace memprofile {
@@ -88,7 +89,24 @@ FileVerdict Checker::check(const std::string& canonical, std::shared_ptr<const E
   // A bare name is found only by searching as the loader would, which needs
   // the program's root; without one there is nothing to judge it by.
   if (opts_.preload && (!preload_by_name_ || in_root)) check_preload(r, preload_by_name_ ? by_name : preload_);
+  if (!opts_.preload && opts_.judge_default_backend) judge_for_default_backend(r);
   return r;
+}
+
+// The facts of the default backend's preload library, as heap coverage
+// reads them: it defines malloc and free and none of an allocator's own
+// entry points (bytehound's libbytehound.so), for the program's machine.
+void Checker::judge_for_default_backend(FileVerdict& r) const {
+  const ElfInfo& e = *r.elf;
+  if (!e.is_program() || e.linkage != Linkage::Dynamic) return;
+  ElfInfo preload;
+  preload.elf_class = e.elf_class;
+  preload.machine = e.machine;
+  preload.linkage = Linkage::SharedLibrary;
+  preload.defines_malloc = preload.defines_free = true;
+  r.coverage_backend = to_string(kDefaultBackend);
+  for (auto& f : heap_coverage(r, preload, "the " + r.coverage_backend + " preload library"))
+    r.findings.push_back(std::move(f));
 }
 
 void Checker::check_alone(FileVerdict& r) const {
@@ -237,6 +255,18 @@ void Checker::check_preload(FileVerdict& r, const ResolvedPreload& pre) const {
                                            : !p.defines_malloc                  ? "malloc"
                                                                                 : "free") +
                                           ": it cannot interpose the allocator"));
+  // heaptrack without memprofile's fork fix (1.4.0 and 1.5.0 as released,
+  // Debian's among them) can leave its lock held in a child the program
+  // forks: the child then waits for ever in exit() or dlopen(), and a
+  // server that forks a process per connection (PostgreSQL) stops answering
+  // and cannot shut down. A program that never forks is safe with it.
+  const std::string base = pre.path.substr(pre.path.rfind('/') + 1);
+  if (base.find("heaptrack") != std::string::npos && p.defines_malloc && !p.heap.heaptrack_fork_safe &&
+      e.heap.calls_fork)
+    r.findings.push_back(make_finding(
+        "PRELOAD_FORK_HANG", "preload library " + name + " is a heaptrack without memprofile's fork fix, and " +
+                                 tree_.display(r.path) + " forks: a child forked while heaptrack's lock is held " +
+                                 "(its timer thread takes it every 10 ms) waits for ever in exit() or dlopen()"));
   // Attached is not seeing: where the program's heap goes besides the
   // malloc this preload interposes. Only for a profiler that can load here.
   if (p.defines_malloc && p.machine == e.machine && p.linkage == Linkage::SharedLibrary && e.is_program())

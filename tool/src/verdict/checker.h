@@ -24,6 +24,9 @@ struct FileVerdict {
   bool root_checked = false;              // judged against what the root provides
   std::optional<LoadResult> load;         // with a root: the simulated start
   std::string root_glibc;                 // highest GLIBC_x.y the root's libc defines
+  // Without a preload named: the backend whose preload the heap coverage
+  // was judged for ("bytehound"), "" when a preload was named or none was.
+  std::string coverage_backend;
   std::vector<Finding> findings;
 
   bool profilable() const;
@@ -36,6 +39,11 @@ struct CheckerOptions {
   // program (its RUNPATH, LD_LIBRARY_PATH, ld.so.cache, default dirs).
   std::optional<std::string> preload;
   std::string ld_library_path;
+  // With no preload: judge whether a profile will see the heap as the
+  // default backend's preload would (`check`'s first command has no flags:
+  // an allocator linked in, an allocator's own entry points, a managed heap
+  // hold for every preload profiler, and are said).
+  bool judge_default_backend = false;
 };
 
 // How programs of a root start there: the preload library as LD_PRELOAD
@@ -65,6 +73,7 @@ class Checker {
   // With a root; a preload named bare is found by this load, into *found.
   void check_in_root(FileVerdict& r, ResolvedPreload* found) const;
   void check_preload(FileVerdict& r, const ResolvedPreload& p) const;
+  void judge_for_default_backend(FileVerdict& r) const;
 
   const FileTree& tree_;
   CheckerOptions opts_;

@@ -57,6 +57,9 @@ const std::vector<FindingSpec>& finding_catalog() {
        "build the preload library against a glibc no newer than the image's (see preload/README.md)", 24},
       {"PRELOAD_NO_MALLOC", Severity::Error,
        "preload a heap profiler that defines malloc and free (bytehound, jemalloc with --enable-prof, heaptrack)", 25},
+      {"PRELOAD_FORK_HANG", Severity::Error,
+       "use memprofile's heaptrack, built with the fork fix (make preload BACKEND=heaptrack; in an image "
+       "/usr/lib/memprofile/libheaptrack_preload.so), or another backend (jemalloc records forked children)", 26},
       // preflight: what the image's config makes of the program
       {"NO_ENTRYPOINT", Severity::Error, "give the image an ENTRYPOINT or CMD, or name the program with --target", 1},
       {"ENTRYPOINT_MISSING", Severity::Error,
@@ -81,7 +84,7 @@ const std::vector<FindingSpec>& finding_catalog() {
        "copy the memprofile static binary built for the image's architecture (make static ARCH=...)", 2},
       {"USER_UNKNOWN", Severity::Error, "add the user to the image's /etc/passwd or use a numeric USER uid:gid", 18},
       {"SETUID_AS_USER", Severity::Error,
-       "run as the file's owner or drop the setuid bit/capabilities from the profiled program", 26},
+       "run as the file's owner or drop the setuid bit/capabilities from the profiled program", 27},
       {"PLATFORM_MISMATCH", Severity::Warning, "fix the image config's architecture or rebuild for the platform it claims"},
       {"SCRIPT_ENV_DROPS_PRELOAD", Severity::Error,
        "take env's -i, -u LD_PRELOAD or LD_PRELOAD=... out of the script's #! line, or give the interpreter as the "
@@ -91,15 +94,15 @@ const std::vector<FindingSpec>& finding_catalog() {
       {"LD_PRELOAD_IN_IMAGE_ENV", Severity::Warning,
        "remove LD_PRELOAD from the image ENV and inject it for the app only (memprofile exec as ENTRYPOINT)"},
       {"BYTEHOUND_CHILD_UNTRACKED", Severity::Error,
-       "set MEMORY_PROFILER_TRACK_CHILD_PROCESSES=1 for the dispatcher, or start the target through memprofile exec", 27},
+       "set MEMORY_PROFILER_TRACK_CHILD_PROCESSES=1 for the dispatcher, or start the target through memprofile exec", 28},
       {"OUTPUT_DIR_MISSING", Severity::Error,
-       "create the profile directory in the image (owned by the image's USER) or mount a volume (emptyDir) there", 28},
+       "create the profile directory in the image (owned by the image's USER) or mount a volume (emptyDir) there", 29},
       {"OUTPUT_DIR_NOT_WRITABLE", Severity::Error,
        "make the profile directory writable by the image's USER (chown/chmod in the Dockerfile) or mount a writable "
-       "volume there", 29},
+       "volume there", 30},
       // exec: what only the running launcher can see
       {"OUTPUT_DIR_FULL", Severity::Error,
-       "give the profile its own volume (not the application's data volume) with room to grow", 30},
+       "give the profile its own volume (not the application's data volume) with room to grow", 31},
       {"ENV_TOO_LARGE", Severity::Error, "make the environment or the arguments smaller"},
       // Heap coverage (verdict/heap_coverage.cpp): attached is not seeing.
       {"OUTPUT_DIR_PER_PROCESS", Severity::Info,

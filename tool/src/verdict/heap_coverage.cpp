@@ -1,6 +1,8 @@
 #include "verdict/heap_coverage.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <set>
 
 namespace memprofile {
@@ -114,7 +116,25 @@ Finding managed_finding(const std::string& runtime, const std::string& path) {
 std::optional<OwnJemalloc> own_jemalloc(const ElfInfo& program) {
   const HeapFacts& h = program.heap;
   if (h.jemalloc_conf_env.empty() || !h.jemalloc_prof) return std::nullopt;
-  return OwnJemalloc{h.jemalloc_conf_env, h.mallctl_export};
+  OwnJemalloc own{h.jemalloc_conf_env, h.mallctl_export, "", false};
+  if (own.mallctl.empty()) {
+    // The variable's prefix is its API's: _RJEM_MALLOC_CONF, _rjem_mallctl.
+    std::string prefix = own.conf_env.substr(0, own.conf_env.size() - std::strlen("MALLOC_CONF"));
+    for (char& c : prefix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    own.symbol = h.mallctl_symtab.empty() ? prefix + "mallctl" : h.mallctl_symtab;
+    own.in_symtab = !h.mallctl_symtab.empty();
+  }
+  return own;
+}
+
+std::string OwnJemalloc::reach() const {
+  if (!mallctl.empty()) return "snapshot, start and stop reach it through " + mallctl;
+  if (in_symtab)
+    return "its " + symbol + " is not exported: the control library finds it in the program's symbol table, and "
+           "snapshot, start and stop reach it there";
+  return "the program is stripped and does not export its " + symbol + ": snapshot, start and stop reach it only "
+         "where its debug file is installed (found by build-id or debuglink); without one it dumps every 1 GiB "
+         "allocated and at exit";
 }
 
 std::optional<OwnTcmalloc> own_tcmalloc(const ElfInfo& program) {
@@ -162,10 +182,7 @@ std::vector<Finding> heap_coverage(const FileVerdict& r, const ElfInfo& preload,
 
   // 1. The program carries its own allocator.
   if (auto own = own_jemalloc(e); own && preload_is_jemalloc) {
-    std::string reach = own->mallctl.empty()
-                            ? "; its mallctl is not exported, so snapshot, start and stop cannot reach it: it dumps "
-                              "every 1 GiB allocated and at exit"
-                            : "; snapshot, start and stop reach it through " + own->mallctl;
+    std::string reach = "; " + own->reach();
     out.push_back(make_finding("HEAP_OWN_JEMALLOC", r.path + " carries its own jemalloc" +
                                                         (prefix.empty() ? "" : " (prefix " + prefix + ")") +
                                                         " with profiling built in: memprofile exec drives it through " +

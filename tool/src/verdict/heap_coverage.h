@@ -21,6 +21,14 @@ namespace memprofile {
 struct OwnJemalloc {
   std::string conf_env;  // the variable it reads: "MALLOC_CONF", "_RJEM_MALLOC_CONF"
   std::string mallctl;   // its mallctl as the dynamic symbols export it, "" when they do not
+  // Its mallctl's name where it is not exported ("mallctl", "_rjem_mallctl",
+  // from the variable's prefix): the control library looks for it in the
+  // program's symbol table, or its debug file's. `in_symtab`: the file's own
+  // .symtab names it (false: stripped, reached only through a debug file).
+  std::string symbol;
+  bool in_symtab = false;
+  // One line on how start, stop and snapshot reach it.
+  std::string reach() const;
 };
 // The program's own profiling jemalloc, or nullopt (none, or built without
 // profiling).

@@ -108,6 +108,7 @@ json to_json(const FileVerdict& r) {
                  {"libraries", std::move(libs)}};
   }
   j["profilable"] = r.profilable();
+  j["heap_coverage_backend"] = or_null(r.coverage_backend);
   json findings = json::array();
   for (const auto& f : r.findings) findings.push_back(to_json(f));
   j["findings"] = std::move(findings);
@@ -151,6 +152,9 @@ void print_human(std::ostream& out, const FileVerdict& r, bool color) {
     }
   }
   for (const auto& f : r.findings) print_finding(out, f, color);
+  if (!r.coverage_backend.empty())
+    out << "  heap coverage judged for the default backend, " << r.coverage_backend
+        << " (--preload LIB judges another's)\n";
   out << "  profilable: " << (r.profilable() ? std::string(s.green()) + "yes" : std::string(s.red()) + "no") << s.reset()
       << "\n";
 }
