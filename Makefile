@@ -311,6 +311,12 @@ test-asan: deps ## Build with ASan+UBSan and run the unit and integration tiers 
 	cd $(ASAN_BUILD_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest -j $(E2E_JOBS) --output-on-failure -L '^(unit|integration|sanitize)$$' $(call junit,asan)
 
+SOAK_SECONDS ?= 1200
+
+.PHONY: soak
+soak: build ## Leave a service on for SOAK_SECONDS (1200): a snapshot and a scrape every second; nothing grows but the app (tests/e2e/soak.sh: make test runs it for 90 s).
+	cd $(BUILD_DIR) && SOAK_SECONDS=$(SOAK_SECONDS) ctest --output-on-failure -R '^e2e\.soak$$' -FA '.*'
+
 FUZZ_LONG_SECONDS ?= 600
 FUZZ_RUN = TAR_SEEDS=$(FUZZ_BUILD_DIR)/tar-seeds CONFIG_SEEDS=$(FUZZ_BUILD_DIR)/config-seeds fuzz/run.sh $(FUZZ_BUILD_DIR)
 
@@ -361,6 +367,7 @@ bench: build ## Run the benchmarks in bench/ (ratios against baselines measured 
 	bench/profiler_overhead.sh $(BUILD_DIR)/tool/memprofile-static
 	bench/memray_overhead.sh $(BUILD_DIR)/tool/memprofile-static
 	bench/serve_overhead.sh $(BUILD_DIR)/tool/memprofile-static
+	bench/server_overhead.sh $(BUILD_DIR)/tool/memprofile-static
 	MEMPROFILE=$(abspath $(MEMPROFILE)) bench/preload_cross_vs_emulated.sh
 	bench/image_arm64_dist_vs_qemu.sh
 	bench/store_overlay_vs_vfs.sh
