@@ -66,5 +66,5 @@ jq -e '.in_use[0].site.function == "leaky_function" and (.in_use[0].site.file | 
   fail "arm64: report: $(jq -c '{top: .in_use[0], warnings}' "${SCRATCH}/arm64.json")"
 "${MEMPROFILE}" collect --verify "${SCRATCH}/profile.tar" > "${SCRATCH}/verify.log" 2>&1 ||
   fail "the collected tar does not verify: $(cat "${SCRATCH}/verify.log")"
-tar -tf "${SCRATCH}/profile.tar" | grep -q "$(basename "${dat}")$" || fail "the .dat is not in the collected tar: $(tar -tf "${SCRATCH}/profile.tar")"
+grep -q "$(basename "${dat}")$" <<< "$(tar -tf "${SCRATCH}/profile.tar")" || fail "the .dat is not in the collected tar: $(tar -tf "${SCRATCH}/profile.tar")"
 pass "arm64 under qemu, started by the arm64 launcher: a .dat of $(stat -c %s "${dat}") bytes (the shadow stack off), whose report names leaky_function in its file; collect carries it out verified"

@@ -93,7 +93,7 @@ go tool pprof -raw "${SCRATCH}/forged.pb.gz" > "${SCRATCH}/forged.raw" 2> "${SCR
   fail "go tool pprof: $(cat "${SCRATCH}/pprof.err")"
 ! grep -q "987654321\|/forged/by/pid" "${SCRATCH}/forged.raw" || fail "a forged dump was read: $(grep -m 3 "987654321\|forged" "${SCRATCH}/forged.raw")"
 grep -q "pid:\[${WORKER}\]" "${SCRATCH}/forged.raw" || fail "the root worker's own heap is not in the profile: $(head -40 "${SCRATCH}/forged.raw")"
-left_out_why forged | grep -q "jeprof.${PEER}.0.m0.heap.mem.json left out: a directory" ||
+grep -q "jeprof.${PEER}.0.m0.heap.mem.json left out: a directory" <<< "$(left_out_why forged)" ||
   fail "the forger's directory is not named as left out: $(left_out_why forged)"
 pass "5000 forged dumps in a directory under a member's record name: none read, the root worker's real heap served"
 kill -TERM "${SERVE_PID}"
@@ -107,7 +107,7 @@ start_serve "${SCRATCH}/serve3.log" --output-dir "${out3}" --min-interval 1 --ma
 scrape big
 status="$(cat "${SCRATCH}/big.status")"
 hwm="$(awk '/^VmHWM:/ { print $2 }' "/proc/${SERVE_PID}/status")"
-left_out_why big | grep -q "pid ${PEER}: .*memory ceiling of 64 MiB" ||
+grep -q "pid ${PEER}: .*memory ceiling of 64 MiB" <<< "$(left_out_why big)" ||
   fail "the big dump is not left out at the ceiling (HTTP ${status}): $(left_out_why big) $(head -c 600 "${SCRATCH}/big.pb.gz")"
 [[ "${status}" == 200 ]] || fail "the root worker is not served beside the big dump: HTTP ${status}"
 if sanitized "${MEMPROFILE}"; then
