@@ -191,7 +191,8 @@ dormant_round() {
   [[ "$(in_pod stop 2>/dev/null)" == *"recording off"* ]] || fail "stop"
   [[ "${first}" == /var/memprofile/jeprof."${pid}".*.m*.heap && "${second}" == /var/memprofile/jeprof."${pid}".*.m*.heap ]] ||
     fail "snapshot paths: ${first} ${second}"
-  DORMANT_SNAPSHOT="${out}/${second##*/}"
+  # Read by the script that sourced this library.
+  export DORMANT_SNAPSHOT="${out}/${second##*/}"
   # The service is still the same process, and ends with its own exit code.
   kill -0 "${service}" 2>/dev/null || fail "the service did not survive the control commands"
   kill -TERM "${pid}"

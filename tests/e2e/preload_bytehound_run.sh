@@ -169,6 +169,7 @@ jq -e '.in_use[0].site.function == "ticker_keep"' "${SCRATCH}/dormant.json" > /d
 # start: the .dat holds part of what ticker_keep kept (64 KiB a block), never all.
 blocks="$(sed -n 's/^ticker: .* kept \([0-9]*\) blocks$/\1/p' "${SCRATCH}/dormant.log")"
 held="$(jq '.in_use[0].bytes_in_use' "${SCRATCH}/dormant.json")"
-[[ -n "${blocks}" ]] && ((held > 0 && held < blocks * 65536)) ||
+if [[ -z "${blocks}" ]] || ! ((held > 0 && held < blocks * 65536)); then
   fail "the .dat holds ${held} bytes of ticker_keep's ${blocks} blocks of 64 KiB: not the recording windows alone"
+fi
 pass "dormant bytehound: the start line, attached, status, start, a snapshot refused in one line, stop, start again; the service's sleeps never cut short; the .dat holds ${held} bytes of the $((blocks * 64)) KiB kept (the recording windows); report names ticker_keep"
