@@ -54,6 +54,15 @@ note="$(jq -r --arg app "${SCRATCH}/app" '.notes[] | select(startswith($app + " 
 [[ "${note}" == *"app.debug"* && "${note}" == *"--debug-dir"* ]] ||
   fail "no note on the missing symbols, with the debug file looked for: $(jq -c .notes "${SCRATCH}/plain.json")"
 pass "a static function without a symbol: the site is named by its caller (named_caller), the file's missing debug file is said once"
+# The text says it in one short line, where a site shown depends on it;
+# --verbose gives the whole story.
+"${MEMPROFILE}" report --rootfs / "${out}" > "${SCRATCH}/plain.txt" 2> /dev/null || fail "report (text)"
+[[ "$(grep -c "app has no symbols here: install its debug symbols or use --debug-dir" "${SCRATCH}/plain.txt")" == 1 ]] ||
+  fail "the text does not say the missing symbols in one line: $(cat "${SCRATCH}/plain.txt")"
+! grep -q "app.debug" "${SCRATCH}/plain.txt" || fail "the text lists where the debug file was looked for without --verbose"
+"${MEMPROFILE}" -v report --rootfs / "${out}" > "${SCRATCH}/verbose.txt" 2> /dev/null || fail "report -v (text)"
+grep -q "app.debug" "${SCRATCH}/verbose.txt" || fail "--verbose does not say where the debug file was looked for: $(cat "${SCRATCH}/verbose.txt")"
+pass "the text says the missing symbols in one line where a shown site needs them; --verbose says where they were looked for"
 
 "${MEMPROFILE}" report --rootfs / --debug-dir "${SCRATCH}/dbg" --json "${out}" > "${SCRATCH}/debug.json" 2> /dev/null ||
   fail "report --debug-dir"

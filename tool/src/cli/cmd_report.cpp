@@ -10,6 +10,7 @@
 #include "base/memory_ceiling.h"
 #include "base/sink.h"
 #include "cli/commands.h"
+#include "cli/logger.h"
 #include "profile/report.h"
 
 namespace memprofile {
@@ -58,6 +59,7 @@ void setup_report(CLI::App& app, ExitCode& exit_code) {
   o->network = &network_sources();
   cmd->callback([o, max_memory, &exit_code] {
     set_memory_ceiling(*max_memory << 20, "--max-memory");
+    o->verbose = log_verbose();
     exit_code = run_report(*o);
   });
 }

@@ -18,6 +18,7 @@ void start_text_log() {
 }
 
 void set_log_verbose(bool verbose) { spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info); }
+bool log_verbose() { return spdlog::get_level() <= spdlog::level::debug; }
 
 Logger::Logger(const std::string& format) : json_(format == "json") {}
 

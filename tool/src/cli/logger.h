@@ -13,6 +13,8 @@ namespace memprofile {
 // (with fmt's) cost each file that includes them seconds to compile.
 void start_text_log();
 void set_log_verbose(bool verbose);
+// Whether -v/--verbose was given.
+bool log_verbose();
 
 // One structured line per event on stderr: text ("memprofile: info: ...")
 // or JSON ({"level":...,"event":...,"msg":...,<fields>}).

@@ -222,18 +222,23 @@ void make_memory_report(const ReportRequest& o, LoadedProfiles& loaded, Report& 
 // debug file was looked for, and how to get one (the image's Debian package
 // for it, -dbgsym; or --debug-dir).
 void say_missing_symbols(const Symbolizer& symbolizer, const FileTree& tree, const std::string& debug_dir,
-                         std::vector<std::string>& notes) {
+                         std::vector<MissingSymbols>& out) {
   for (const auto& u : symbolizer.unnamed()) {
     std::string looked;
     for (const auto& l : u.looked_for) looked += (looked.empty() ? "" : ", ") + l;
     const std::string package = debian_package_of(tree, u.path);
-    notes.push_back(u.path + " has no symbol for some sampled addresses (shown as " + basename_of(u.path) +
-                    "+0xOFFSET; a site is named by the nearest caller that has one)" +
-                    (u.build_id.empty() ? std::string() : ", build-id " + u.build_id) + ": no debug file " +
-                    (looked.empty() ? std::string("named by a build-id or .gnu_debuglink") : "at " + looked) +
-                    "; install its debug symbols" +
-                    (package.empty() ? std::string(" in the image") : " (Debian: " + package + "-dbgsym, from the debian-debug archive)") +
-                    (debug_dir.empty() ? ", or give report --debug-dir DIR with them" : ", or put them in --debug-dir " + debug_dir));
+    MissingSymbols m;
+    m.path = u.path;
+    m.full = u.path + " has no symbol for some sampled addresses (shown as " + basename_of(u.path) +
+             "+0xOFFSET; a site is named by the nearest caller that has one)" +
+             (u.build_id.empty() ? std::string() : ", build-id " + u.build_id) + ": no debug file " +
+             (looked.empty() ? std::string("named by a build-id or .gnu_debuglink") : "at " + looked) +
+             "; install its debug symbols" +
+             (package.empty() ? std::string(" in the image") : " (Debian: " + package + "-dbgsym, from the debian-debug archive)") +
+             (debug_dir.empty() ? ", or give report --debug-dir DIR with them" : ", or put them in --debug-dir " + debug_dir);
+    m.line = basename_of(u.path) + " has no symbols here: install " +
+             (package.empty() ? std::string("its debug symbols") : package + "-dbgsym") + " or use --debug-dir (--verbose says where they were looked for)";
+    out.push_back(std::move(m));
   }
 }
 
@@ -274,7 +279,7 @@ std::unique_ptr<Report> make_report(const ReportRequest& o) {
       open_in_tree(tree),
       o.debug_dir);
   for (const auto& v : r.choice.views) r.views.push_back(fold_view(v, symbolizer));
-  say_missing_symbols(symbolizer, *tree, o.debug_dir, notes);
+  say_missing_symbols(symbolizer, *tree, o.debug_dir, r.missing_symbols);
   std::vector<Output> outputs = pictures(o, processes, r.views, symbolizer, r.memory);
   deliver(outputs, notes);
   return report;

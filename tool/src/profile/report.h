@@ -34,6 +34,7 @@ struct ReportRequest {
   bool json = false;
   uint64_t pid = 0;    // one process of several
   bool merge = false;  // the processes of one program as one
+  bool verbose = false;  // the text says where each missing debug file was looked for
   // --image docker://, docker-daemon:: the network kinds of this binary (source/kinds.h).
   const std::vector<SourceKind>* network = nullptr;
 };
@@ -48,8 +49,17 @@ struct Folded {
   bool over_time() const { return count() > 1; }
 };
 
+// A file some sampled addresses of which have no name: the one line the
+// text shows where a site shown depends on it, and the whole story (the
+// debug files looked for, how to get one) for --verbose and the JSON.
+struct MissingSymbols {
+  std::string path;
+  std::string line, full;
+};
+
 struct Report {
   std::vector<ProcessSeries> processes;
+  std::vector<MissingSymbols> missing_symbols;
   ViewChoice choice;          // its views point into `processes`
   std::vector<Folded> views;  // one per chosen view, pointing into `choice`
   std::vector<std::string> notes;                              // the report's

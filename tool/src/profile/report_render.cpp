@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "profile/profiles.h"
@@ -301,18 +302,50 @@ std::vector<std::string> notes_of(const Report& r, const Folded& f) {
   return n;
 }
 
+// The files without symbols that a site the text shows depends on: its
+// site is unnamed, or named only through a caller (the frame where the
+// memory was asked for has no name). A file whose unnamed addresses no
+// shown site reaches is not said: every site shown has its name.
+std::vector<std::string> symbol_notes_shown(const Report& r, const Folded& f, const ReportRequest& o) {
+  Ranked ranked = rank(f, o.top);
+  std::set<std::string> modules;
+  for (const auto* list : {&ranked.by_use, &ranked.by_growth})
+    for (const Site* s : *list) {
+      const Frame& asked = s->stack.empty() ? s->frame : s->stack.front();
+      if (asked.function.empty()) modules.insert(asked.module);
+      if (s->frame.function.empty()) modules.insert(s->frame.module);
+    }
+  std::vector<std::string> out;
+  for (const auto& m : r.missing_symbols)
+    if (modules.count(m.path)) out.push_back(o.verbose ? m.full : m.line);
+  return out;
+}
+
+// The JSON's: every file without symbols, the whole story.
+std::vector<std::string> with_symbol_notes(std::vector<std::string> notes, const Report& r) {
+  for (const auto& m : r.missing_symbols) notes.push_back(m.full);
+  return notes;
+}
+
+// The text's: the ones a shown site depends on.
+std::vector<std::string> with_symbol_notes(std::vector<std::string> notes, const Report& r, const Folded& f,
+                                           const ReportRequest& o) {
+  for (auto& line : symbol_notes_shown(r, f, o)) notes.push_back(std::move(line));
+  return notes;
+}
+
 }  // namespace
 
 nlohmann::json report_json(const Report& r, const ReportRequest& o) {
   if (r.views.empty()) return memory_report_json(r.memory_only, r.notes);
-  nlohmann::json j = view_json(r.views.front(), o, notes_of(r, r.views.front()), r.memory);
+  nlohmann::json j = view_json(r.views.front(), o, with_symbol_notes(notes_of(r, r.views.front()), r), r.memory);
   if (r.processes.size() > 1) {
     j["processes"] = nlohmann::json::array();
     for (const auto& p : r.processes) j["processes"].push_back(process_json(p));
   }
   if (r.views.size() > 1) {
     j["views"] = nlohmann::json::array();
-    for (const auto& f : r.views) j["views"].push_back(view_json(f, o, notes_of(r, f), r.memory));
+    for (const auto& f : r.views) j["views"].push_back(view_json(f, o, with_symbol_notes(notes_of(r, f), r), r.memory));
   }
   return j;
 }
@@ -325,7 +358,7 @@ void print_report(std::ostream& out, const Report& r, const ReportRequest& o) {
   }
   for (size_t i = 0; i < r.views.size(); ++i) {
     if (r.views.size() > 1) out << (i ? "\n" : "") << "== " << r.views[i].view->label << "\n";
-    print_view(out, r.views[i], o, notes_of(r, r.views[i]), r.memory);
+    print_view(out, r.views[i], o, with_symbol_notes(notes_of(r, r.views[i]), r, r.views[i], o), r.memory);
   }
 }
 
