@@ -17,7 +17,9 @@
 #endif
 #endif
 #ifdef MEMPROFILE_ASAN
-#include <sanitizer/allocator_interface.h>
+// The sanitizer runtime's own count (sanitizer/allocator_interface.h, which
+// clang ships and Debian's gcc does not; libasan defines it for both).
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
 namespace memprofile {
