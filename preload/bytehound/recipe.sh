@@ -289,7 +289,7 @@ build_recipe() {
   local patch
   # The source fixes the library needs, on either path (each patch says why).
   for patch in "$(dirname "${BASH_SOURCE[0]}")"/*.patch; do
-    patch -d "$1" -p1 --quiet < "${patch}" || die "$(basename "${patch}") does not apply to bytehound ${VERSION}"
+    patch -d "$1" -p1 --quiet --no-backup-if-mismatch < "${patch}" || die "$(basename "${patch}") does not apply to bytehound ${VERSION}"
   done
   if [[ "${BUILD_PATH}" == offline* ]]; then build_offline "$@"; else build_upstream "$@"; fi
 }

@@ -85,6 +85,7 @@ void note_symbol(const std::string& name, const GElf_Sym& sym, bool static_table
   if (defined && static_table && name == "malloc") h.malloc_in_symtab = true;
   if (!static_table && !defined && name == "fork") h.calls_fork = true;
   if (!static_table && defined && name == "memprofile_heaptrack_fork_safe") h.heaptrack_fork_safe = true;
+  if (!static_table && defined && name == "memprofile_bytehound_fork_safe") h.bytehound_fork_safe = true;
   // C++'s operator new and new[] (_Znwm, _Znam, their aligned and nothrow
   // forms): a library defining them ahead of libstdc++ takes every `new`.
   if (!static_table && (starts_with(name, "_Znw") || starts_with(name, "_Zna")))

@@ -63,9 +63,11 @@ struct HeapFacts {
   // The processes the heap lives in: the program calls fork() itself (its
   // children run its code, and its preload's fork handlers); a heaptrack
   // built with memprofile's fork fix exports memprofile_heaptrack_fork_safe
-  // (preload/heaptrack/fork-lock.patch).
+  // (preload/heaptrack/fork-lock.patch), a bytehound memprofile_bytehound_fork_safe
+  // (preload/bytehound/fork-child.patch).
   bool calls_fork = false;
   bool heaptrack_fork_safe = false;
+  bool bytehound_fork_safe = false;
 };
 constexpr size_t kMaxHeapNames = 64;
 

@@ -255,18 +255,24 @@ void Checker::check_preload(FileVerdict& r, const ResolvedPreload& pre) const {
                                            : !p.defines_malloc                  ? "malloc"
                                                                                 : "free") +
                                           ": it cannot interpose the allocator"));
-  // heaptrack without memprofile's fork fix (1.4.0 and 1.5.0 as released,
-  // Debian's among them) can leave its lock held in a child the program
-  // forks: the child then waits for ever in exit() or dlopen(), and a
-  // server that forks a process per connection (PostgreSQL) stops answering
-  // and cannot shut down. A program that never forks is safe with it.
-  const std::string base = pre.path.substr(pre.path.rfind('/') + 1);
-  if (base.find("heaptrack") != std::string::npos && p.defines_malloc && !p.heap.heaptrack_fork_safe &&
-      e.heap.calls_fork)
-    r.findings.push_back(make_finding(
-        "PRELOAD_FORK_HANG", "preload library " + name + " is a heaptrack without memprofile's fork fix, and " +
-                                 tree_.display(r.path) + " forks: a child forked while heaptrack's lock is held " +
-                                 "(its timer thread takes it every 10 ms) waits for ever in exit() or dlopen()"));
+  // heaptrack and bytehound without memprofile's fork fixes (as released,
+  // Debian's heaptrack among them) can leave a lock held in a child the
+  // program forks: the child then waits for ever, and a server that forks a
+  // process per connection (PostgreSQL) stops answering and cannot shut
+  // down. A program that never forks is safe with either.
+  if (p.defines_malloc && e.heap.calls_fork) {
+    const std::string base = pre.path.substr(pre.path.rfind('/') + 1);
+    if (base.find("heaptrack") != std::string::npos && !p.heap.heaptrack_fork_safe)
+      r.findings.push_back(make_finding(
+          "PRELOAD_FORK_HANG", "preload library " + name + " is a heaptrack without memprofile's fork fix, and " +
+                                   tree_.display(r.path) + " forks: a child forked while heaptrack's lock is held " +
+                                   "(its timer thread takes it every 10 ms) waits for ever in exit() or dlopen()"));
+    else if (base.find("bytehound") != std::string::npos && !p.heap.bytehound_fork_safe)
+      r.findings.push_back(make_finding(
+          "PRELOAD_FORK_HANG", "preload library " + name + " is a bytehound without memprofile's fork fix, and " +
+                                   tree_.display(r.path) + " forks: a child forked while another thread holds " +
+                                   "bytehound's maps lock waits for ever in its next mmap or munmap"));
+  }
   // Attached is not seeing: where the program's heap goes besides the
   // malloc this preload interposes. Only for a profiler that can load here.
   if (p.defines_malloc && p.machine == e.machine && p.linkage == Linkage::SharedLibrary && e.is_program())

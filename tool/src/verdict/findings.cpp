@@ -58,8 +58,9 @@ const std::vector<FindingSpec>& finding_catalog() {
       {"PRELOAD_NO_MALLOC", Severity::Error,
        "preload a heap profiler that defines malloc and free (bytehound, jemalloc with --enable-prof, heaptrack)", 25},
       {"PRELOAD_FORK_HANG", Severity::Error,
-       "use memprofile's heaptrack, built with the fork fix (make preload BACKEND=heaptrack; in an image "
-       "/usr/lib/memprofile/libheaptrack_preload.so), or another backend (jemalloc records forked children)", 26},
+       "use memprofile's build of the profiler, made with its fork fix (make preload BACKEND=heaptrack or "
+       "BACKEND=bytehound; in an image /usr/lib/memprofile/), or another backend (jemalloc records forked "
+       "children)", 26},
       // preflight: what the image's config makes of the program
       {"NO_ENTRYPOINT", Severity::Error, "give the image an ENTRYPOINT or CMD, or name the program with --target", 1},
       {"ENTRYPOINT_MISSING", Severity::Error,
