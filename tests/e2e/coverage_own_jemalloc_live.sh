@@ -18,7 +18,7 @@ PLANTED_HOLD=120 "${LAUNCHER}" exec --backend jemalloc --preload "${JEMALLOC}" -
 app=$!
 track "${app}"
 wait_until 60 grep -q kept "${SCRATCH}/app.out" || fail "the program did not start: $(cat "${SCRATCH}/exec.log")"
-grep -q "its own jemalloc, linked into it, through MALLOC_CONF; snapshot, start and stop through mallctl" \
+grep -q "its own jemalloc, linked into it, through MALLOC_CONF; snapshot, start and stop reach it through mallctl" \
   "${SCRATCH}/exec.log" || fail "start line: $(cat "${SCRATCH}/exec.log")"
 ! grep -q "libjemalloc" "/proc/${app}/maps" || fail "the preloaded jemalloc was loaded too"
 "${MEMPROFILE}" snapshot "${app}" --output-dir "${out}" > "${SCRATCH}/snap" 2>&1 || fail "snapshot: $(cat "${SCRATCH}/snap")"
