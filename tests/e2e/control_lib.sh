@@ -261,6 +261,9 @@ stop_postgres() {
 start_serve() {
   local log="$1" at i
   shift
+  # The log exists before the loop below reads it: the shell that opens it
+  # for serve runs in the background, maybe after the first read.
+  : > "${log}"
   "${MEMPROFILE}" serve --listen 127.0.0.1:0 "$@" > "${log}" 2>&1 &
   SERVE_PID=$!
   track "${SERVE_PID}"
