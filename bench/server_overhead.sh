@@ -42,6 +42,8 @@ PG_BIN=/usr/lib/postgresql/15/bin
 [[ "${EUID}" == 0 ]] || { echo "bench: PostgreSQL runs as its own user: run as root" >&2; exit 2; }
 # shellcheck source=scripts/host.sh
 source "${root}/scripts/host.sh"
+# shellcheck source=tests/e2e/nginx_lib.sh
+source "${root}/tests/e2e/nginx_lib.sh"
 library() {  # BACKEND FILE: the library the tests built, by its recipe's key
   local dir
   dir="$(memprofile_cache)/preload-dist/$1-amd64-$("${root}/preload/build.sh" --key "$1")"
@@ -156,24 +158,7 @@ pg_round() {  # CONFIG N: one round into results
 ng_round() {  # CONFIG N
   local config="$1" n="$2" port prefix="${work}/nginx" master workers before=0 after=0 w reqs rps mem serve_cpu=0
   port="$(free_port)"
-  mkdir -p "${prefix}/logs" "${prefix}/tmp"
-  cat > "${prefix}/nginx.conf" <<EOF
-daemon off;
-master_process on;
-worker_processes 2;
-pid ${prefix}/nginx.pid;
-error_log ${prefix}/logs/error.log;
-events { worker_connections 256; }
-http {
-  access_log off;
-  client_body_temp_path ${prefix}/tmp/body;
-  proxy_temp_path ${prefix}/tmp/proxy;
-  fastcgi_temp_path ${prefix}/tmp/fastcgi;
-  uwsgi_temp_path ${prefix}/tmp/uwsgi;
-  scgi_temp_path ${prefix}/tmp/scgi;
-  server { listen 127.0.0.1:${port}; location / { return 200 "ok\n"; } }
-}
-EOF
+  nginx_conf "${prefix}" "${port}" 256
   ( wrapped "${config}" "${work}/out-ng-${config}-${n}" -- /usr/sbin/nginx -p "${prefix}" -c "${prefix}/nginx.conf" ) \
     > "${work}/nginx.log" 2>&1 &
   master=$!

@@ -149,33 +149,8 @@ print(checked)
 PY
 }
 
-# nginx_conf PREFIX PORT: PREFIX/nginx.conf for a master and two workers in
-# the foreground, answering 200 on 127.0.0.1:PORT, everything it writes
-# under PREFIX.
-nginx_conf() {
-  local prefix="$1" port="$2"
-  mkdir -p "${prefix}/logs" "${prefix}/tmp"
-  cat > "${prefix}/nginx.conf" <<EOF
-daemon off;
-master_process on;
-worker_processes 2;
-pid ${prefix}/nginx.pid;
-error_log ${prefix}/logs/error.log;
-events { worker_connections 64; }
-http {
-  access_log off;
-  client_body_temp_path ${prefix}/tmp/body;
-  proxy_temp_path ${prefix}/tmp/proxy;
-  fastcgi_temp_path ${prefix}/tmp/fastcgi;
-  uwsgi_temp_path ${prefix}/tmp/uwsgi;
-  scgi_temp_path ${prefix}/tmp/scgi;
-  server {
-    listen 127.0.0.1:${port};
-    location / { return 200 "ok\n"; }
-  }
-}
-EOF
-}
+# shellcheck source=tests/e2e/nginx_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/nginx_lib.sh"
 
 # start_postgres DIR [exec options]: a PostgreSQL 15 cluster in DIR (data,
 # sock, out), initdb'd and started under memprofile exec (profiles in
