@@ -8,7 +8,8 @@
 # planted_growth, stop and start reach it, --dormant starts it with recording
 # off, and serve's scrape reads its heap. Stripped, with no debug file, exec
 # and check say in one line that start, stop and snapshot cannot reach it,
-# --dormant is refused, and the interval and exit dumps stay.
+# --dormant is refused, and the interval and exit dumps stay: the interval
+# is exec's --dump-every-mb, and its dumps hold the planted heap.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/e2e/control_lib.sh
@@ -79,9 +80,22 @@ strip "${SCRATCH}/rust-rjem-stripped"
 grep -q "the program is stripped and does not export its _rjem_mallctl" "${SCRATCH}/check.txt" ||
   fail "check: $(cat "${SCRATCH}/check.txt")"
 name=stripped
-PROGRAM="${SCRATCH}/rust-rjem-stripped" run stripped
+PROGRAM="${SCRATCH}/rust-rjem-stripped" run stripped --dump-every-mb 16
 grep -q "the program is stripped and does not export its _rjem_mallctl" "${SCRATCH}/stripped.log" ||
   fail "exec's start line: $(cat "${SCRATCH}/stripped.log")"
+grep -q "here it dumps at exit and every 16 MiB allocated (--dump-every-mb)" "${SCRATCH}/stripped.log" ||
+  fail "exec's start line does not say the interval: $(cat "${SCRATCH}/stripped.log")"
+# 48 MiB planted: jemalloc's own interval dumps (PREFIX.PID.SEQ.iN.heap),
+# which the control library had no part in.
+wait_until 60 grep -q kept "${SCRATCH}/stripped.out" || fail "stripped: the program did not plant its heap"
+interval="$(find "${SCRATCH}/stripped" -name "jeprof.${APP}.*.i*.heap" | wc -l)"
+((interval >= 2)) || fail "--dump-every-mb 16: ${interval} interval dumps for 48 MiB: $(ls "${SCRATCH}/stripped")"
+"${MEMPROFILE}" report --rootfs / --json "${SCRATCH}/stripped" > "${SCRATCH}/stripped.json" 2> "${SCRATCH}/report.err" ||
+  fail "report of the interval dumps: $(cat "${SCRATCH}/report.err")"
+# Stripped: the site is an address in the program, holding what it planted.
+jq -e '.in_use[0] | (.site.module | endswith("/rust-rjem-stripped")) and .bytes_in_use >= 32 * 1048576' \
+  "${SCRATCH}/stripped.json" > /dev/null ||
+  fail "the interval dumps' first site is not the program's 32 MiB or more: $(jq -c '.in_use[0]' "${SCRATCH}/stripped.json")"
 rc=0
 ctl snapshot > "${SCRATCH}/snap-stripped" 2>&1 || rc=$?
 if ((rc == 0)) || ! grep -q "neither its symbol table nor a debug file (by build-id or debuglink) names it" "${SCRATCH}/snap-stripped"; then
@@ -93,4 +107,4 @@ PLANTED_HOLD=0 "${LAUNCHER}" exec --backend jemalloc --preload "${JEMALLOC}" --o
   --min-free-mb 1 --dormant -- "${SCRATCH}/rust-rjem-stripped" > /dev/null 2> "${SCRATCH}/stripped-dormant.log" || true
 grep -q "running unprofiled: .*LAUNCHER_CONFIG: .*is stripped and does not export its _rjem_mallctl" \
   "${SCRATCH}/stripped-dormant.log" || fail "dormant, stripped: $(cat "${SCRATCH}/stripped-dormant.log")"
-pass "stripped with no debug file: check and exec say start, stop and snapshot cannot reach it; snapshot refused naming why; --dormant refused"
+pass "stripped with no debug file: check and exec say start, stop and snapshot cannot reach it; --dump-every-mb 16 gave ${interval} interval dumps holding the planted heap; snapshot refused naming why; --dormant refused"

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -19,6 +20,7 @@
 #include "runtime/launcher.h"
 #include "verdict/preflight.h"
 #include "runtime/backend.h"
+#include "runtime/exec_settings.h"
 
 using namespace memprofile;
 using nlohmann::json;
@@ -203,6 +205,57 @@ TEST_CASE("backend settings: dormant jemalloc and bytehound load with recording 
   CHECK(value(backend_env(Backend::Bytehound, "/p", false, false, false), "MEMORY_PROFILER_DISABLE_BY_DEFAULT").empty());
   CHECK_FALSE(dormant_unsupported(Backend::Heaptrack).empty());
   CHECK(dormant_unsupported(Backend::Jemalloc).empty());
+}
+
+TEST_CASE("exec settings: one table read alike by the flags, the environment and the config file") {
+  auto none = [](const char*) { return std::string(); };
+  // The dump interval, from each source, into MALLOC_CONF's lg_prof_interval.
+  auto conf = [](uint64_t mb) {
+    for (const auto& [k, v] : backend_env(Backend::Jemalloc, "/p", false, false, false, mb))
+      if (k == "MALLOC_CONF") return v;
+    return std::string();
+  };
+  CHECK(plan_launch(parse_exec_args({"/app"}), std::nullopt, "exec.conf", none).cfg.dump_every_mb == 1024);
+  CHECK_THAT(conf(1024), Catch::Contains(",lg_prof_interval:30,"));
+  CHECK_THAT(conf(1), Catch::Contains(",lg_prof_interval:20,"));
+  CHECK_THAT(conf(4096), Catch::Contains(",lg_prof_interval:32,"));
+  CHECK_THAT(conf(0), Catch::Contains(",lg_prof_interval:-1,"));
+  CHECK(plan_launch(parse_exec_args({"--dump-every-mb=256", "/app"}), std::string("dump_every_mb = 64\n"), "exec.conf",
+                    none)
+            .cfg.dump_every_mb == 256);
+  auto env = [](const char* name) { return std::string(name) == "MEMPROFILE_DUMP_EVERY_MB" ? "0" : ""; };
+  LaunchPlan from_env = plan_launch(parse_exec_args({"/app"}), std::string("dump_every_mb = 64\n"), "exec.conf", env);
+  CHECK(from_env.error.empty());
+  CHECK(from_env.cfg.dump_every_mb == 0);
+  CHECK(plan_launch(parse_exec_args({"/app"}), std::string("dump_every_mb = 64 \r\n"), "exec.conf", none)
+            .cfg.dump_every_mb == 64);
+  // jemalloc's interval is 2^N bytes: anything else is refused, each in the
+  // words of where it came from.
+  CHECK_THAT(parse_exec_args({"--dump-every-mb", "1000", "/app"}).error,
+             Catch::Contains("--dump-every-mb 1000 is not 0 or a power of two"));
+  CHECK_THAT(parse_exec_args({"--dump-every-mb", "2097152", "/app"}).error, Catch::Contains("power of two"));
+  CHECK_THAT(plan_launch(parse_exec_args({"/app"}), std::string("dump_every_mb = 3\n"), "exec.conf", none).error,
+             Catch::Contains("exec.conf: line 1: dump_every_mb is not 0 or a power of two"));
+  auto bad_env = [](const char* name) { return std::string(name) == "MEMPROFILE_DUMP_EVERY_MB" ? "1.5" : ""; };
+  CHECK_THAT(plan_launch(parse_exec_args({"/app"}), std::nullopt, "exec.conf", bad_env).error,
+             Catch::Contains("MEMPROFILE_DUMP_EVERY_MB is not a number of MiB: '1.5'"));
+  // A number the file once took with trailing words is refused now, as the
+  // flag and the variable refuse it.
+  CHECK_THAT(plan_launch(parse_exec_args({"/app"}), std::string("min_free_mb = 12abc\n"), "exec.conf", none).error,
+             Catch::Contains("min_free_mb is not a number of MiB"));
+  // A switch means the same from each source.
+  auto strict_env = [](const char* name) { return std::string(name) == "MEMPROFILE_STRICT" ? "true" : ""; };
+  CHECK(plan_launch(parse_exec_args({"/app"}), std::nullopt, "exec.conf", strict_env).strict);
+  CHECK(plan_launch(parse_exec_args({"/app"}), std::string("strict = 1\n"), "exec.conf", none).strict);
+  CHECK(plan_launch(parse_exec_args({"--strict", "/app"}), std::nullopt, "exec.conf", none).strict);
+  // Every row is documented where users read the settings, under each name
+  // it has.
+  std::ifstream doc(testing::source_dir() + "/docs/launcher.md");
+  std::string text((std::istreambuf_iterator<char>(doc)), std::istreambuf_iterator<char>());
+  REQUIRE_FALSE(text.empty());
+  for (const auto& s : exec_settings())
+    for (const char* name : {s.flag, s.key, s.env})
+      if (name) CHECK_THAT(text, Catch::Contains(std::string("`") + name + "`"));
 }
 
 TEST_CASE("lookup_program: execvp's search inside a tree") {

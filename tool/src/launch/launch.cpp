@@ -415,9 +415,10 @@ void see_heap(Launch& l, const HostTree& root) {
                                           l.own_jemalloc->symbol +
                                           ": memprofile start could reach it only through a debug file, so it cannot "
                                           "start dormant",
-                                      "run it without --dormant (it records from the start and dumps every 1 GiB "
-                                      "allocated and at exit), keep its symbol table, or export the mallctl (link with "
-                                      "-rdynamic)"));
+                                      "run it without --dormant (it records from the start and dumps " +
+                                          dumps_words(l.plan.cfg.dump_every_mb) +
+                                          ", --dump-every-mb), keep its symbol table, or export the mallctl (link "
+                                          "with -rdynamic)"));
 }
 
 // Whether the profiler will attach and record, and whether the control
@@ -476,7 +477,7 @@ void check_launch(Launch& l, const HostTree& root) {
 void add_backend_env(Launch& l) {
   const LauncherConfig& cfg = l.plan.cfg;
   bool dispatcher = l.target != l.program;
-  auto env = backend_env(l.plan.backend, cfg.output_dir, dispatcher, l.aarch64, cfg.dormant);
+  auto env = backend_env(l.plan.backend, cfg.output_dir, dispatcher, l.aarch64, cfg.dormant, cfg.dump_every_mb);
   // The program's own jemalloc reads its settings from its own variable
   // (_RJEM_MALLOC_CONF); no other jemalloc is loaded to read MALLOC_CONF.
   if (l.own_jemalloc)
@@ -599,7 +600,12 @@ std::string recorder_words(const Launch& l, const std::string& lib) {
                                         : "it exports no HeapProfilerDump, so snapshot cannot reach it: it dumps every "
                                           "1 GiB allocated, every 100 MiB of growth and at exit");
   if (!l.own_jemalloc) return lib;
-  return "its own jemalloc, linked into it, through " + l.own_jemalloc->conf_env + "; " + l.own_jemalloc->reach();
+  std::string reach = l.own_jemalloc->reach();
+  // Where nothing reaches it, its own interval is what the user has: say
+  // the one set.
+  if (l.own_jemalloc->mallctl.empty() && !l.own_jemalloc->in_symtab)
+    reach += "; here it dumps " + dumps_words(l.plan.cfg.dump_every_mb) + " (--dump-every-mb)";
+  return "its own jemalloc, linked into it, through " + l.own_jemalloc->conf_env + "; " + reach;
 }
 
 // The start line: what is profiled, with what, where, within which budget,

@@ -40,7 +40,7 @@ long bytehound_pid(const std::string& n) {  // ..._PID.dat, ..._PID.log
   return us == std::string::npos ? -1 : pid_field(n, us + 1, end);
 }
 std::vector<std::pair<std::string, std::string>> bytehound_env(const std::string& dir, bool dispatcher, bool aarch64,
-                                                               bool dormant) {
+                                                               bool dormant, uint64_t) {
   std::vector<std::pair<std::string, std::string>> env = {
       {"MEMORY_PROFILER_OUTPUT", dir + "/memory-profiling_%e_%t_%p.dat"},
       // Drop allocations freed within seconds and skip backtraces on free:
@@ -80,13 +80,21 @@ long jemalloc_pid(const std::string& n) {  // the third field from the end
   size_t pid = n.rfind('.', seq - 1);
   return pid == std::string::npos ? -1 : pid_field(n, pid + 1, seq);
 }
-std::vector<std::pair<std::string, std::string>> jemalloc_env(const std::string& dir, bool, bool, bool dormant) {
+std::vector<std::pair<std::string, std::string>> jemalloc_env(const std::string& dir, bool, bool, bool dormant,
+                                                              uint64_t dump_every_mb) {
   // Sample about every 512 KiB allocated (jemalloc's default rate, cheap
-  // enough for production), dump every 1 GiB allocated and at exit.
-  // Dormant: profiling is compiled in and set up, but nothing is sampled
-  // until memprofile start sets prof.active.
+  // enough for production), dump every dump_every_mb MiB allocated (1 GiB
+  // unless set; a power of two, as lg_prof_interval is its log; -1 for
+  // none) and at exit. Dormant: profiling is compiled in and set up, but
+  // nothing is sampled until memprofile start sets prof.active.
+  int lg_interval = -1;
+  if (dump_every_mb) {
+    lg_interval = 20;
+    while ((uint64_t{1} << (lg_interval - 20)) < dump_every_mb) ++lg_interval;
+  }
   return {{"MALLOC_CONF", std::string("prof:true,prof_active:") + (dormant ? "false" : "true") +
-                              ",lg_prof_sample:19,lg_prof_interval:30,prof_final:true,prof_prefix:" + dir + "/jeprof"}};
+                              ",lg_prof_sample:19,lg_prof_interval:" + std::to_string(lg_interval) +
+                              ",prof_final:true,prof_prefix:" + dir + "/jeprof"}};
 }
 std::string jemalloc_unsafe(const std::string& dir) {
   return dir.find_first_of(",:") == std::string::npos
@@ -100,7 +108,7 @@ std::string jemalloc_unsafe(const std::string& dir) {
 
 bool heaptrack_file(const std::string& n) { return starts(n, "heaptrack.") && ends(n, ".raw"); }
 long heaptrack_pid(const std::string& n) { return pid_field(n, 10, n.size() - 4); }
-std::vector<std::pair<std::string, std::string>> heaptrack_env(const std::string& dir, bool, bool, bool) {
+std::vector<std::pair<std::string, std::string>> heaptrack_env(const std::string& dir, bool, bool, bool, uint64_t) {
   return {{"DUMP_HEAPTRACK_OUTPUT", dir + "/heaptrack.$$.raw"}};  // heaptrack replaces $$ with the pid
 }
 std::string heaptrack_unsafe(const std::string& dir) {
@@ -112,7 +120,7 @@ std::string heaptrack_unsafe(const std::string& dir) {
 // ---- memray: the bootstrap's memray.PID.bin
 
 bool memray_file(const std::string& n) { return memray_capture_pid(n) >= 0; }
-std::vector<std::pair<std::string, std::string>> memray_env(const std::string& dir, bool, bool, bool) {
+std::vector<std::pair<std::string, std::string>> memray_env(const std::string& dir, bool, bool, bool, uint64_t) {
   // Read by memprofile's bootstrap (python/sitecustomize.py); PYTHONPATH
   // and the interpreter it tracks are exec's to set.
   return {{"MEMPROFILE_MEMRAY_DIR", dir}};
@@ -125,7 +133,7 @@ long tcmalloc_pid(const std::string& n) {
   size_t seq = n.rfind('.', n.size() - 6);
   return seq == std::string::npos || seq < 9 ? -1 : pid_field(n, 9, seq);
 }
-std::vector<std::pair<std::string, std::string>> tcmalloc_env(const std::string& dir, bool, bool, bool) {
+std::vector<std::pair<std::string, std::string>> tcmalloc_env(const std::string& dir, bool, bool, bool, uint64_t) {
   // gperftools names the dumps PREFIX.NNNN.heap, and a child's that
   // execs PREFIX_PID.NNNN.heap; the control library renames them by
   // the pid that writes them (files.c). The prefix is exec's own, so
@@ -141,7 +149,7 @@ long none_pid(const std::string& n) {
   size_t seq = n.rfind('.', n.size() - 10);
   return seq == std::string::npos || seq < 15 ? -1 : pid_field(n, 15, seq);
 }
-std::vector<std::pair<std::string, std::string>> no_env(const std::string&, bool, bool, bool) { return {}; }
+std::vector<std::pair<std::string, std::string>> no_env(const std::string&, bool, bool, bool, uint64_t) { return {}; }
 
 const std::vector<BackendRow> kRows = {
     {Backend::Bytehound, "bytehound", "/usr/share/libbytehound.so",  // numaflow's guide's path
@@ -264,8 +272,8 @@ std::string settings_unsafe(Backend b, const std::string& output_dir, const std:
 std::string ctl_socket_name(long pid) { return "memprofile-ctl." + std::to_string(pid) + ".sock"; }
 
 std::vector<std::pair<std::string, std::string>> backend_env(Backend b, const std::string& dir, bool dispatcher,
-                                                           bool aarch64, bool dormant) {
-  return backend_row(b).env(dir, dispatcher, aarch64, dormant);
+                                                           bool aarch64, bool dormant, uint64_t dump_every_mb) {
+  return backend_row(b).env(dir, dispatcher, aarch64, dormant, dump_every_mb);
 }
 
 std::string memray_capture_name(long pid) { return "memray." + std::to_string(pid) + ".bin"; }

@@ -77,7 +77,7 @@ struct BackendRow {
   // The settings it reads, with memprofile's defaults, for an output
   // directory (backend_env says what the flags mean).
   std::vector<std::pair<std::string, std::string>> (*env)(const std::string& dir, bool dispatcher, bool aarch64,
-                                                          bool dormant);
+                                                          bool dormant, uint64_t dump_every_mb);
   // A value of the output directory its own settings format cannot hold,
   // in one line ("" when it fits), or nullptr (settings_unsafe).
   std::string (*unsafe_dir)(const std::string& dir);
@@ -121,9 +121,12 @@ std::string default_preload(Backend b);
 // `dispatcher`: the program execs the real target (bytehound must then keep
 // LD_PRELOAD across exec). `aarch64`: the target runs on arm64. `dormant`:
 // loaded with recording off, for `memprofile start` (not heaptrack: see
-// dormant_unsupported).
+// dormant_unsupported). `dump_every_mb`: the allocator's own dump each
+// time that many MiB more are allocated, where it has one (jemalloc's
+// lg_prof_interval; 0: none).
 std::vector<std::pair<std::string, std::string>> backend_env(Backend b, const std::string& output_dir, bool dispatcher,
-                                                           bool aarch64, bool dormant = false);
+                                                           bool aarch64, bool dormant = false,
+                                                           uint64_t dump_every_mb = 1024);
 // A value that the backend's own settings format cannot hold, said in one
 // line ("" when every value fits): jemalloc splits MALLOC_CONF at ',' and
 // ':', bytehound expands '%' in its output names, heaptrack replaces "$$",

@@ -3,36 +3,17 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "runtime/exec_settings.h"
 
 namespace memprofile {
 
 const std::vector<ExecOptionSpec>& exec_option_specs() {
-  static const std::vector<ExecOptionSpec> specs = {
-      {"--config", "FILE", "launcher config file (default /etc/memprofile/exec.conf)"},
-      {"--backend", "NAME",
-       "bytehound, jemalloc, heaptrack, memray (a Python interpreter), tcmalloc (gperftools' heap profiler linked into "
-       "the program), or none: the control library alone (default: "
-       "config, else bytehound)"},
-      {"--preload", "PATH", "the preload library (default: the backend's path in memprofile images)"},
-      {"--output-dir", "DIR", "where profiles go (default: config, else /var/memprofile)"},
-      {"--target", "PATH", "the real program, when PROGRAM is a dispatcher that execs it"},
-      {"--min-free-mb", "N", "free space the output filesystem must keep, at start and while recording (default 256)"},
-      {"--max-profile-mb", "N",
-       "disk budget of the profiles while the process runs (default 10% of the output filesystem, at most 1024)"},
-      {"--snapshot-every", "DURATION",
-       "while recording, write a snapshot in every process of the tree this often (30s, 5m, 1h; jemalloc)"},
-      {"--dormant", nullptr,
-       "load the profiler with recording off; memprofile start/stop/snapshot drive it (or MEMPROFILE_DORMANT=1)"},
-      {"--strict", nullptr, "exit 3 instead of running unprofiled when a check fails (or MEMPROFILE_STRICT=1)"},
-      {"--serve", "ADDR:PORT",
-       "also serve the tree's heap (pprof) and memory (Prometheus metrics) over HTTP, from a child of the program "
-       "(memprofile serve); an address other than loopback needs --serve-token-file"},
-      {"--serve-token-file", "FILE", "the bearer token --serve requires of every request"},
-      {"--python-only", nullptr, "memray: record Python frames alone, without the native ones (native_traces off)"},
-      {"--log-format", "FORMAT", "text or json"},
-      {"--from-config", nullptr,
-       "run the config's entrypoint with ARGS, or with its cmd when none are given (images/ set this)"},
-  };
+  static const std::vector<ExecOptionSpec> specs = [] {
+    std::vector<ExecOptionSpec> out;
+    for (const auto& s : exec_settings())
+      if (s.flag) out.push_back({s.flag, s.value, s.help});
+    return out;
+  }();
   return specs;
 }
 
@@ -61,19 +42,16 @@ ExecArgs parse_exec_args(const std::vector<std::string>& args) {
       fail(a + " prints the options and starts nothing");
       continue;
     }
-    const ExecOptionSpec* spec = nullptr;
-    for (const auto& s : exec_option_specs())
-      if (name == s.name) spec = &s;
+    const ExecSetting* spec = nullptr;
+    for (const auto& s : exec_settings())
+      if (s.flag && name == s.flag) spec = &s;
     if (!spec) {
       fail("unknown option " + a);
       continue;
     }
     if (!spec->value) {
       if (inline_value) fail(name + " takes no value");
-      else if (name == "--strict") out.strict = true;
-      else if (name == "--dormant") out.dormant = true;
-      else if (name == "--python-only") out.python_only = true;
-      else out.from_config = true;
+      else out.*(spec->arg_on) = true;
       continue;
     }
     if (!inline_value) {
@@ -83,37 +61,10 @@ ExecArgs parse_exec_args(const std::vector<std::string>& args) {
       }
       value = args[++i];
     }
-    if (name == "--config") {
-      out.config = value;
-    } else if (name == "--backend") {
-      out.backend = value;
-    } else if (name == "--preload") {
-      out.preload = value;
-    } else if (name == "--output-dir") {
-      out.output_dir = value;
-    } else if (name == "--target") {
-      out.target = value;
-    } else if (name == "--min-free-mb") {
-      if (value.empty() || value.size() > 19 || value.find_first_not_of("0123456789") != std::string::npos)
-        fail("--min-free-mb " + value + " is not a number of MiB");
-      else
-        out.min_free_mb = std::stoull(value);
-    } else if (name == "--max-profile-mb") {
-      if (value.empty() || value.size() > 19 || value.find_first_not_of("0123456789") != std::string::npos)
-        fail("--max-profile-mb " + value + " is not a number of MiB");
-      else
-        out.max_profile_mb = std::stoull(value);
-    } else if (name == "--snapshot-every") {
-      if (auto ms = parse_duration_ms(value)) out.snapshot_every_ms = *ms;
-      else fail("--snapshot-every " + value + " is not a duration of 1s to 7d (30s, 5m, 1h, or seconds)");
-    } else if (name == "--serve") {
-      out.serve = value;
-    } else if (name == "--serve-token-file") {
-      out.serve_token_file = value;
-    } else if (name == "--log-format") {
-      if (value == "text" || value == "json") out.log_format = value;
-      else fail("--log-format " + value + " is not text or json");
-    }
+    SettingValue v = check_setting_value(*spec, value);
+    if (!v.error.empty()) fail(setting_error(name, value, v.error, true));
+    else if (spec->arg_number) out.*(spec->arg_number) = v.number;
+    else out.*(spec->arg_text) = value;
   }
   out.command.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
   return out;
@@ -138,17 +89,13 @@ LaunchPlan plan_launch(const ExecArgs& args, const std::optional<std::string>& c
   } catch (const Error& e) {
     plan.config_error = e.what();
   }
-  if (!args.backend.empty()) cfg.backend = args.backend;
-  if (!args.preload.empty()) cfg.preload = args.preload;
-  if (!args.output_dir.empty()) cfg.output_dir = args.output_dir;
-  if (!args.target.empty()) cfg.target = args.target;
-  if (!args.serve.empty()) cfg.serve = args.serve;
-  if (!args.serve_token_file.empty()) cfg.serve_token_file = args.serve_token_file;
-  if (args.min_free_mb) cfg.min_free_mb = *args.min_free_mb;
-  if (args.max_profile_mb) cfg.max_profile_mb = *args.max_profile_mb;
-  if (args.dormant) cfg.dormant = true;
-  if (args.snapshot_every_ms) cfg.snapshot_every_ms = *args.snapshot_every_ms;
-  plan.strict = args.strict || cfg.strict || (env && env("MEMPROFILE_STRICT") == "1");
+  // The flags over the file and the environment.
+  for (const auto& s : exec_settings()) {
+    if (s.arg_text && s.text && !(args.*(s.arg_text)).empty()) cfg.*(s.text) = args.*(s.arg_text);
+    if (s.arg_number && s.number && args.*(s.arg_number)) cfg.*(s.number) = *(args.*(s.arg_number));
+    if (s.arg_on && s.on && args.*(s.arg_on)) cfg.*(s.on) = true;
+  }
+  plan.strict = cfg.strict;
   plan.argv = args.from_config ? config_command(cfg, args.command) : args.command;
   std::string backend_error;
   try {

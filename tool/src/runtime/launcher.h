@@ -18,7 +18,8 @@ namespace memprofile {
 // The command search when an image sets no PATH (as Docker's default).
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-// exec's options, in the order `memprofile exec --help` lists them.
+// exec's options, in the order `memprofile exec --help` lists them: the
+// rows of runtime/exec_settings.h that have a flag.
 struct ExecOptionSpec {
   const char* name;  // "--backend"
   const char* value;  // the value's name ("NAME"), nullptr for a flag
@@ -33,7 +34,7 @@ const std::vector<ExecOptionSpec>& exec_option_specs();
 struct ExecArgs {
   std::string config = kDefaultConfigPath;
   std::string backend, preload, output_dir, target;  // "" when not given
-  std::optional<uint64_t> min_free_mb, max_profile_mb, snapshot_every_ms;
+  std::optional<uint64_t> min_free_mb, max_profile_mb, snapshot_every_ms, dump_every_mb;
   bool strict = false, from_config = false, dormant = false;
   bool python_only = false;  // memray: Python frames alone (no native_traces)
   std::string serve, serve_token_file;  // --serve ADDR:PORT: memprofile serve beside the tree
@@ -60,7 +61,7 @@ struct LaunchPlan {
   Backend backend = kDefaultBackend;     // the default when cfg.backend is bad
   std::string preload;                   // cfg.preload, else the backend's default
   std::vector<std::string> argv;         // the command it runs ("" argv when none)
-  bool strict = false;                   // --strict, strict in the config, or MEMPROFILE_STRICT=1
+  bool strict = false;                   // --strict, strict in the config, or MEMPROFILE_STRICT
   // A bad config file or MEMPROFILE_* variable (with --from-config the
   // command is then unknown).
   std::string config_error;

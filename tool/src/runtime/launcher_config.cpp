@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/json_text.h"
+#include "runtime/exec_settings.h"
 
 namespace memprofile {
 
@@ -34,6 +35,13 @@ std::optional<uint64_t> parse_duration_ms(const std::string& text) {
   return ms;
 }
 
+std::string dumps_words(uint64_t dump_every_mb) {
+  if (!dump_every_mb) return "at exit only";
+  return "at exit and every " +
+         (dump_every_mb % 1024 ? std::to_string(dump_every_mb) + " MiB" : std::to_string(dump_every_mb / 1024) + " GiB") +
+         " allocated";
+}
+
 void load_launcher_config(const std::string& path, LauncherConfig& cfg) {
   std::ifstream in(path);
   if (!in) return;  // no baked-in config: defaults and flags
@@ -43,6 +51,13 @@ void load_launcher_config(const std::string& path, LauncherConfig& cfg) {
 }
 
 namespace {
+// A checked value from the file or the environment into its field.
+void set_setting(LauncherConfig& cfg, const ExecSetting& s, const std::string& value, uint64_t number) {
+  if (s.text) cfg.*(s.text) = value;
+  else if (s.number) cfg.*(s.number) = number;
+  else if (s.on) cfg.*(s.on) = switch_on(value);
+}
+
 std::vector<std::string> json_argv(const std::string& value, const std::string& path, int n, const std::string& key) {
   // Counted before it is parsed: the config file comes from the image.
   nlohmann::json j;
@@ -64,39 +79,19 @@ std::vector<std::string> json_argv(const std::string& value, const std::string& 
 }  // namespace
 
 void apply_env_overrides(LauncherConfig& cfg, const EnvLookup& lookup) {
-  std::string value;
-  auto env = [&](const char* name) -> const char* {
+  for (const auto& s : exec_settings()) {
+    if (!s.env) continue;
+    std::string v;
     if (lookup) {
-      value = lookup(name);
-      return value.empty() ? nullptr : value.c_str();
+      v = lookup(s.env);
+    } else if (const char* e = getenv(s.env)) {
+      v = e;
     }
-    const char* v = getenv(name);
-    return v && *v ? v : nullptr;
-  };
-  if (const char* v = env("MEMPROFILE_BACKEND")) {
-    parse_backend(v);
-    cfg.backend = v;
+    if (v.empty()) continue;
+    SettingValue checked = check_setting_value(s, v);
+    if (!checked.error.empty()) throw Error(setting_error(s.env, v, checked.error, false));
+    set_setting(cfg, s, v, checked.number);
   }
-  if (const char* v = env("MEMPROFILE_PRELOAD")) cfg.preload = v;
-  if (const char* v = env("MEMPROFILE_OUTPUT_DIR")) cfg.output_dir = v;
-  if (const char* v = env("MEMPROFILE_TARGET")) cfg.target = v;
-  if (const char* v = env("MEMPROFILE_SERVE")) cfg.serve = v;
-  if (const char* v = env("MEMPROFILE_SERVE_TOKEN_FILE")) cfg.serve_token_file = v;
-  auto number = [](const char* name, const char* v) -> uint64_t {
-    char* end = nullptr;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (*end || *v == '-') throw Error(std::string(name) + " is not a number: " + v);
-    return n;
-  };
-  if (const char* v = env("MEMPROFILE_MIN_FREE_MB")) cfg.min_free_mb = number("MEMPROFILE_MIN_FREE_MB", v);
-  if (const char* v = env("MEMPROFILE_MAX_PROFILE_MB")) cfg.max_profile_mb = number("MEMPROFILE_MAX_PROFILE_MB", v);
-  if (const char* v = env("MEMPROFILE_SNAPSHOT_EVERY")) {
-    auto ms = parse_duration_ms(v);
-    if (!ms) throw Error(std::string("MEMPROFILE_SNAPSHOT_EVERY is not a duration of 1s to 7d (30s, 5m, 1h): ") + v);
-    cfg.snapshot_every_ms = *ms;
-  }
-  if (const char* v = env("MEMPROFILE_DORMANT")) cfg.dormant = std::string(v) == "1" || std::string(v) == "true";
-  if (const char* v = env("MEMPROFILE_CTL_LIBRARY")) cfg.ctl_library = v;
 }
 
 std::vector<std::string> config_command(const LauncherConfig& cfg, const std::vector<std::string>& args) {
@@ -116,53 +111,21 @@ void parse_launcher_config(const std::string& text, const std::string& path, Lau
     if (eq == std::string::npos) throw FileError(path, "line " + std::to_string(n) + ": expected KEY=VALUE");
     std::string key = line.substr(b, eq - b), value = line.substr(eq + 1);
     while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
-    size_t vb = value.find_first_not_of(" \t");
-    value = vb == std::string::npos ? "" : value.substr(vb);
-    if (key == "backend") {
-      parse_backend(value);
-      cfg.backend = value;
-    } else if (key == "preload") {
-      cfg.preload = value;
-    } else if (key == "output_dir") {
-      cfg.output_dir = value;
-    } else if (key == "serve") {
-      cfg.serve = value;
-    } else if (key == "serve_token_file") {
-      cfg.serve_token_file = value;
-    } else if (key == "target") {
-      cfg.target = value;
-    } else if (key == "min_free_mb") {
-      try {
-        cfg.min_free_mb = std::stoull(value);
-      } catch (const std::exception&) {
-        throw FileError(path, "line " + std::to_string(n) + ": min_free_mb is not a number");
-      }
-    } else if (key == "max_profile_mb") {
-      try {
-        cfg.max_profile_mb = std::stoull(value);
-      } catch (const std::exception&) {
-        throw FileError(path, "line " + std::to_string(n) + ": max_profile_mb is not a number");
-      }
-    } else if (key == "snapshot_every") {
-      auto ms = parse_duration_ms(value);
-      if (!ms)
-        throw FileError(path, "line " + std::to_string(n) + ": snapshot_every is not a duration of 1s to 7d (30s, 5m, 1h)");
-      cfg.snapshot_every_ms = *ms;
-    } else if (key == "dormant") {
-      cfg.dormant = value == "1" || value == "true";
-    } else if (key == "ctl_library") {
-      cfg.ctl_library = value;
-    } else if (key == "strict") {
-      cfg.strict = value == "1" || value == "true";
-    } else if (key == "entrypoint") {
-      cfg.entrypoint = json_argv(value, path, n, key);
+    size_t vb = value.find_first_not_of(" \t"), ve = value.find_last_not_of(" \t\r");
+    value = vb == std::string::npos ? "" : value.substr(vb, ve - vb + 1);
+    const ExecSetting* setting = nullptr;
+    for (const auto& s : exec_settings())
+      if (s.key && key == s.key) setting = &s;
+    if (!setting) throw FileError(path, "line " + std::to_string(n) + ": unknown key '" + key + "'");
+    if (setting->kind == SettingKind::Argv) {
+      cfg.*(setting->argv) = json_argv(value, path, n, key);
       cfg.has_command = true;
-    } else if (key == "cmd") {
-      cfg.cmd = json_argv(value, path, n, key);
-      cfg.has_command = true;
-    } else {
-      throw FileError(path, "line " + std::to_string(n) + ": unknown key '" + key + "'");
+      continue;
     }
+    SettingValue checked = check_setting_value(*setting, value);
+    if (!checked.error.empty())
+      throw FileError(path, "line " + std::to_string(n) + ": " + setting_error(key, value, checked.error, false));
+    set_setting(cfg, *setting, value, checked.number);
   }
 }
 

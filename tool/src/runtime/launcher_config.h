@@ -27,6 +27,10 @@ struct LauncherConfig {
   uint64_t max_profile_mb = 0;
   bool dormant = false;  // load the profiler with recording off
   uint64_t snapshot_every_ms = 0;  // scheduled snapshots in every process (0: none)
+  // jemalloc's own dump each time this many MiB more are allocated
+  // (lg_prof_interval; 0: none): with the exit's, the only dumps of a
+  // program whose jemalloc the control library cannot reach.
+  uint64_t dump_every_mb = 1024;
   std::string ctl_library = kDefaultCtlLibrary;
   bool strict = false;
   // memprofile serve beside the tree (exec --serve; MEMPROFILE_SERVE,
@@ -44,12 +48,13 @@ uint64_t profile_budget_bytes(const LauncherConfig& cfg);
 // A duration as --snapshot-every takes it: N (seconds), Ns, Nm, Nh or Nd,
 // from 1 s to 7 days; nullopt for anything else.
 std::optional<uint64_t> parse_duration_ms(const std::string& text);
+// When jemalloc dumps on its own, for dump_every_mb: "at exit and every 1
+// GiB allocated", or "at exit only".
+std::string dumps_words(uint64_t dump_every_mb);
 // Reads `path` into `cfg` if it exists; throws FileError on a bad line.
 void load_launcher_config(const std::string& path, LauncherConfig& cfg);
-// MEMPROFILE_BACKEND, MEMPROFILE_PRELOAD, MEMPROFILE_OUTPUT_DIR,
-// MEMPROFILE_TARGET, MEMPROFILE_MIN_FREE_MB, MEMPROFILE_MAX_PROFILE_MB,
-// MEMPROFILE_DORMANT, MEMPROFILE_CTL_LIBRARY from the environment, over the
-// config file (flags go over both). They let a pod spec tune the launcher
+// The MEMPROFILE_* variables of exec's settings (runtime/exec_settings.h)
+// from the environment, over the config file (flags go over both). They let a pod spec tune the launcher
 // where it cannot change its command (numaflow's containerTemplate has env
 // only); unlike LD_PRELOAD they do nothing to other processes.
 // `lookup` returns a variable's value ("" when unset): the process

@@ -134,7 +134,7 @@ std::string OwnJemalloc::reach() const {
            "snapshot, start and stop reach it there";
   return "the program is stripped and does not export its " + symbol + ": snapshot, start and stop reach it only "
          "where its debug file is installed (found by build-id or debuglink); without one it dumps every 1 GiB "
-         "allocated and at exit";
+         "allocated (exec --dump-every-mb sets it) and at exit";
 }
 
 std::optional<OwnTcmalloc> own_tcmalloc(const ElfInfo& program) {
