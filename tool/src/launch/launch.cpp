@@ -423,6 +423,25 @@ void see_heap(Launch& l, const HostTree& root) {
 
 // Whether the profiler will attach and record, and whether the control
 // library can serve: problems, or none.
+// A program that carries its own jemalloc records with it under --backend
+// jemalloc: the control library is the whole preload (launch), and the
+// preload jemalloc is never loaded. What is wrong with that library (not
+// installed, another architecture, no malloc) is then no reason to run
+// unprofiled; the control library's own check still applies.
+void drop_unloaded_preload(Launch& l, const HostTree& root) {
+  if (l.plan.backend != Backend::Jemalloc || !l.target_found) return;
+  std::shared_ptr<const ElfInfo> elf;
+  try {
+    elf = root.elf(l.target_found->file.path);
+  } catch (const Error&) {
+    return;
+  }
+  if (!elf || !own_jemalloc(*elf)) return;
+  l.problems.erase(std::remove_if(l.problems.begin(), l.problems.end(),
+                                  [](const Finding& f) { return f.code.rfind("PRELOAD_", 0) == 0; }),
+                   l.problems.end());
+}
+
 void check_launch(Launch& l, const HostTree& root) {
   const LauncherConfig& cfg = l.plan.cfg;
   uint16_t machine = 0;
@@ -447,6 +466,7 @@ void check_launch(Launch& l, const HostTree& root) {
     return;
   }
   l.aarch64 = machine == 183;  // EM_AARCH64
+  drop_unloaded_preload(l, root);
   if (l.problems.empty()) see_heap(l, root);
   // Dormant needs the control library: without it nothing could ever start
   // recording. Otherwise it only adds the budget and status.
