@@ -280,13 +280,17 @@ example-check: build ## memprofile check over example binaries from real toolcha
 ##@ Test
 
 .PHONY: test
-# The sanitizer build and its tests run beside the integration and e2e
-# tiers (one ctest run: the short integration tests fill the slots the image
-# lanes leave), which wait on mirrors, engines, qemu and servers more than
-# they compute; the sanitizer build runs niced, in the cycles they leave.
+# After the build, every stage runs at once: the integration and e2e tiers
+# (one ctest run, so the short integration tests fill the slots the image
+# lanes leave) wait on mirrors, engines, qemu and servers more than they
+# compute, and lint, unit, fuzz and the sanitizer build and its tests run in
+# the cycles they leave. NICE lowers the compiles and the linters that run
+# beside them, so that the e2e tier, the longest, keeps its pace; the tests
+# themselves run at the usual priority.
+NICE ?=
 test: deps ## Run the whole test suite (unit, integration, e2e, sanitizers, fuzzing, lint), then print each stage's wall and CPU time and the slowest tests.
-	scripts/run-stages.sh build=build lint=lint unit=test-fast fuzz=test-fuzz "ASan ctest=test-asan" \
-	  "+integration, e2e=test-integration-e2e"
+	NICE="nice -n 10" scripts/run-stages.sh build=build "integration, e2e=test-integration-e2e" +lint=lint \
+	  +unit=test-fast +fuzz=test-fuzz "+ASan ctest=test-asan"
 
 # JUNIT_DIR (scripts/run-stages.sh sets it): each ctest stage writes its
 # JUnit file there, for the slowest tests at the end of `make test`.
@@ -295,8 +299,8 @@ junit = $(if $(JUNIT_DIR),--output-junit $(JUNIT_DIR)/$(1).xml)
 
 .PHONY: test-fast
 test-fast: deps ## Run the unit tier alone: synthetic inputs, no fixtures (well under a minute after the build).
-	cmake -S . -B $(BUILD_DIR) $(CMAKE_FLAGS) >/dev/null
-	cmake --build $(BUILD_DIR) -j $(JOBS) --target memprofile memprofile_unit_tests
+	mkdir -p $(BUILD_DIR) && flock $(BUILD_DIR)/.lock cmake -S . -B $(BUILD_DIR) $(CMAKE_FLAGS) >/dev/null
+	flock $(BUILD_DIR)/.lock cmake --build $(BUILD_DIR) -j $(JOBS) --target memprofile memprofile_unit_tests
 	cd $(BUILD_DIR) && ctest -j $(JOBS) --output-on-failure -L '^unit$$' $(call junit,unit)
 
 .PHONY: test-integration
@@ -315,7 +319,7 @@ test-integration-e2e: build ## Run the integration and e2e tiers in one ctest ru
 test-asan: deps ## Build with ASan+UBSan and run the unit and integration tiers and the e2e scripts labelled sanitize under it (tests/CMakeLists.txt says which and why).
 	cmake -S . -B $(ASAN_BUILD_DIR) -DMEMPROFILE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
 	  -DMEMPROFILE_ARM64_DIR=$(abspath build-static-arm64) $(CMAKE_FLAGS) >/dev/null
-	nice -n 10 cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
+	$(NICE) cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
 	cd $(ASAN_BUILD_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest -j $(E2E_JOBS) --output-on-failure -L '^(unit|integration|sanitize)$$' $(call junit,asan)
 
@@ -332,7 +336,7 @@ FUZZ_RUN = TAR_SEEDS=$(FUZZ_BUILD_DIR)/tar-seeds CONFIG_SEEDS=$(FUZZ_BUILD_DIR)/
 fuzz-build: deps ## Build the libFuzzer targets (instrumented engine) and their real-file seeds.
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD_DIR) -DMEMPROFILE_FUZZ=ON -DMEMPROFILE_TESTS=OFF \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target fuzz_targets
+	$(NICE) cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target fuzz_targets
 	tests/fixtures/build.sh $(FUZZ_BUILD_DIR)/seeds
 	mkdir -p $(FUZZ_BUILD_DIR)/tar-seeds $(FUZZ_BUILD_DIR)/config-seeds
 	tar -C $(FUZZ_BUILD_DIR)/seeds -cf $(FUZZ_BUILD_DIR)/tar-seeds/layer.tar dynamic script.sh
@@ -357,7 +361,7 @@ lint: deps ## Lint: shellcheck on every script, no early-exit reader at a pipe's
 	@# One shellcheck a core, a few scripts each: -x reads every script's
 	@# sources again, and one process took minutes for all of them.
 	printf '%s\n' scripts/*.sh scripts/cluster/*.sh tests/fixtures/*.sh tests/e2e/*.sh tests/lint/*.sh bench/*.sh \
-	  fuzz/*.sh preload/*.sh preload/*/*.sh devtools/lint/*.sh tests/cluster/stub/* .ci/run | xargs -P $(JOBS) -n 6 shellcheck -x
+	  fuzz/*.sh preload/*.sh preload/*/*.sh devtools/lint/*.sh tests/cluster/stub/* .ci/run | $(NICE) xargs -P $(JOBS) -n 6 shellcheck -x
 	devtools/lint/pipe-early-exit.sh scripts/*.sh scripts/cluster/*.sh tests/fixtures/*.sh tests/e2e/*.sh tests/lint/*.sh \
 	  bench/*.sh fuzz/*.sh preload/*.sh preload/*/*.sh devtools/lint/*.sh tests/cluster/*.bash .ci/run
 	shellcheck -s bash tests/cluster/*.bash

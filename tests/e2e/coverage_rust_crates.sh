@@ -46,8 +46,9 @@ done
 je=/build-jemalloc/release/planted mi=/build-mimalloc/release/planted
 grep -q "Compiling tikv-jemallocator v" "${SCRATCH}/cargo-jemalloc.log" || fail "not built with the tikv-jemallocator crate"
 grep -q "Compiling mimalloc v" "${SCRATCH}/cargo-mimalloc.log" || fail "not built with the mimalloc crate"
-nm "${root}${je}" | grep -qx "[0-9a-f]* T mallctl" || fail "Debian's tikv-jemallocator program has no mallctl in .symtab"
-if nm -D "${root}${je}" | grep -q " mallctl$"; then fail "the program exports mallctl: the case is not the one shipped"; fi
+symbols="$(nm "${root}${je}")" dynamic="$(nm -D "${root}${je}")"
+grep -qx "[0-9a-f]* T mallctl" <<< "${symbols}" || fail "Debian's tikv-jemallocator program has no mallctl in .symtab"
+if grep -q " mallctl$" <<< "${dynamic}"; then fail "the program exports mallctl: the case is not the one shipped"; fi
 pass "built offline from Debian's registry by trixie's cargo: tikv-jemallocator (mallctl in .symtab only) and mimalloc"
 
 mkdir -p "${root}/opt/memprofile"
