@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "base/error.h"
 #include "profile/heap_profile.h"
@@ -494,6 +495,38 @@ TEST_CASE("a profile named twice is read once, and said; an empty dump among sev
   CHECK_THAT(with_empty.notes[0][0], Catch::Contains("left out, cut short: ") && Catch::EndsWith("jeprof.5.2.i2.heap: empty"));
   // Named alone, an empty dump is the error.
   CHECK_THROWS_AS(load_profiles({dir / "pod/jeprof.5.2.i2.heap"}, ""), FileError);
+}
+
+TEST_CASE("a dump the budget removes after the directory was listed is left out, said, and no error", "[profile]") {
+  // A live output directory: the disk budget (or the profiler's rotation)
+  // removes dumps while report reads the others. A remover from the end
+  // races the reader from the start; report must read what is left.
+  testing::Scratch dir;
+  testing::make_dirs(dir / "pod");
+  int removed_said = 0;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    std::vector<std::string> files;
+    for (int i = 0; i < 300; ++i)
+      files.push_back(write_trace(dir, "pod/jeprof.9." + std::to_string(1000 + i) + ".i" + std::to_string(i) + ".heap", kDump));
+    std::thread remover([&files] {
+      for (size_t i = files.size(); i-- > files.size() / 2;) std::remove(files[i].c_str());
+    });
+    LoadedProfiles loaded;
+    std::string error;
+    try {
+      loaded = load_profiles({dir / "pod"}, "");
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    remover.join();
+    CHECK(error.empty());
+    if (!error.empty()) break;
+    REQUIRE(loaded.processes.size() == 1);
+    for (const auto& n : loaded.notes[0])
+      if (n.find("removed after the directory was listed") != std::string::npos) ++removed_said;
+    for (const auto& f : files) std::remove(f.c_str());
+  }
+  CHECK(removed_said > 0);
 }
 
 TEST_CASE("a process of the tree with a record and no snapshot read is named in a note", "[profile]") {

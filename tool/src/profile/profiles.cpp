@@ -616,6 +616,13 @@ void read_named(const std::vector<std::string>& args, Loaded& loaded, std::vecto
     loaded.input = input_of[f];
     load_sibling_marks(f, loaded);
     UniqueFd fd(::open(f.c_str(), O_RDONLY | O_CLOEXEC));
+    // A file a directory listed, gone by the time it is opened: the disk
+    // budget removed it, or the profiler replaced it, while the tree runs.
+    // Among several, left out and said, as a dump cut short.
+    if (!fd && errno == ENOENT && files.size() > 1 && std::find(args.begin(), args.end(), f) == args.end()) {
+      cut.push_back(f + ": removed after the directory was listed (the disk budget, or the profiler's own rotation)");
+      continue;
+    }
     if (!fd) throw FileError(f, std::string("cannot open: ") + std::strerror(errno));
     struct stat st;
     if (files.size() > 1 && fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0) {
