@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/sink.h"
 #include "runtime/proc_tree.h"
 #include "serve/metrics.h"
 #include "serve/tree_profile.h"
@@ -132,12 +133,21 @@ class Worker {
   std::thread thread_;
 };
 
-HttpResponse text(int status, std::string body) {
+// Every answer's body goes out as report's outputs do (base/sink.h): an
+// encoder writes its bytes to a sink, here the response's buffer.
+HttpResponse answer(int status, std::string content_type, const std::function<void(Sink&)>& encode) {
   HttpResponse r;
   r.status = status;
-  r.body = std::move(body);
-  if (r.body.empty() || r.body.back() != '\n') r.body += '\n';
+  r.content_type = std::move(content_type);
+  BufferSink body("the response body");
+  encode(body);
+  r.body = body.take();
   return r;
+}
+
+HttpResponse text(int status, std::string body) {
+  if (body.empty() || body.back() != '\n') body += '\n';
+  return answer(status, "text/plain; charset=utf-8", [&body](Sink& out) { out.write(body); });
 }
 
 // A header's value: one line, at most 4 KiB.
@@ -157,11 +167,10 @@ std::string joined(const std::vector<std::string>& lines) {
 HttpResponse profile_response(const TreeHeap& heap) {
   HttpResponse r;
   try {
-    r.body = encode_tree_heap(heap);
+    r = answer(200, "application/octet-stream", [&heap](Sink& out) { out.write(encode_tree_heap(heap)); });
   } catch (const Error& e) {
     return text(503, std::string("memprofile serve: ") + e.what());
   }
-  r.content_type = "application/octet-stream";
   r.headers.push_back({"Content-Disposition", "attachment; filename=\"heap\""});
   r.headers.push_back({"X-Memprofile-Processes", std::to_string(heap.members.size())});
   if (!heap.left_out.empty()) {
@@ -189,16 +198,6 @@ long seconds_of(const std::string& query, unsigned max) {
   }
   return 0;
 }
-
-const char* const kIndex =
-    "<html><head><title>/debug/pprof/</title></head><body>\n"
-    "<p>memprofile serve: the heap of a profiled process tree</p>\n"
-    "<ul>\n"
-    "<li><a href=\"heap\">heap</a>: every process's heap in use now, one pprof profile (labels pid, program, backend)</li>\n"
-    "<li><a href=\"allocs\">allocs</a>: the same profile, at the path Go serves it</li>\n"
-    "<li>heap?seconds=N: the growth over N seconds</li>\n"
-    "<li><a href=\"/metrics\">/metrics</a>: memory per process and per tree, Prometheus' text format</li>\n"
-    "</ul></body></html>\n";
 
 // Constant in time for tokens of one length: a token is not guessed a
 // byte at a time.
@@ -488,10 +487,8 @@ struct Service::Impl : std::enable_shared_from_this<Service::Impl> {
 
   void metrics(Respond respond) {
     share(metrics_answer, o.metrics_max_age, false, status, std::move(respond), [this] {
-      HttpResponse r;
-      r.body = tree_metrics(o.target);
-      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-      return r;
+      return answer(200, "text/plain; version=0.0.4; charset=utf-8",
+                    [this](Sink& out) { out.write(tree_metrics(o.target)); });
     });
   }
 
@@ -513,6 +510,54 @@ std::vector<std::string> Service::shutdown() {
   return impl_->shutdown();
 }
 
+// serve's endpoints, one row each: the path, the method, the handler, and
+// its line in the index (/debug/pprof/, a link and what it serves; none
+// for the index itself). A new endpoint is a row and its handler: the
+// dispatch, the index page and serve's start line read this table.
+const std::vector<Service::Route>& Service::routes() {
+  static const std::vector<Route> table = {
+      {"/debug/pprof/heap", "GET", &Service::heap_route, "heap",
+       "every process's heap in use now, one pprof profile (labels pid, program, backend); heap?seconds=N: the "
+       "growth over N seconds"},
+      {"/debug/pprof/allocs", "GET", &Service::heap_route, "allocs", "the same profile, at the path Go serves it"},
+      {"/metrics", "GET", &Service::metrics_route, "/metrics",
+       "memory per process and per tree, Prometheus' text format"},
+      {"/debug/pprof/", "GET", &Service::index_route, nullptr, nullptr},
+      {"/debug/pprof", "GET", &Service::index_route, nullptr, nullptr},
+  };
+  return table;
+}
+
+std::string Service::paths_served() {
+  std::string out;
+  for (const auto& r : routes())
+    if (r.link) out += (out.empty() ? "" : ", ") + std::string(r.path);
+  return out;
+}
+
+void Service::index_route(const HttpRequest&, Respond respond) {
+  respond(answer(200, "text/html; charset=utf-8", [](Sink& out) {
+    out.write("<html><head><title>/debug/pprof/</title></head><body>\n"
+              "<p>memprofile serve: the heap of a profiled process tree</p>\n<ul>\n");
+    for (const auto& r : routes())
+      if (r.link)
+        out.write(std::string("<li><a href=\"") + r.link + "\">" + r.link + "</a>: " + r.says + "</li>\n");
+    out.write("</ul></body></html>\n");
+  }));
+}
+
+void Service::metrics_route(const HttpRequest&, Respond respond) { impl_->metrics(std::move(respond)); }
+
+void Service::heap_route(const HttpRequest& req, Respond respond) {
+  Impl& s = *impl_;
+  long seconds = seconds_of(req.query, s.o.max_seconds);
+  if (seconds < 0)
+    return respond(text(400, "memprofile serve: seconds must be a whole number from 1 to " +
+                                 std::to_string(s.o.max_seconds) + " (serve --max-seconds)"));
+  if (seconds > 0) return s.grown(seconds, std::move(respond));
+  s.heap(std::move(respond));
+}
+
 void Service::handle(const HttpRequest& req, Respond respond) {
   Impl& s = *impl_;
   if (!s.token.empty() && !same_token(bearer_credentials(req.authorization), s.token)) {
@@ -520,27 +565,16 @@ void Service::handle(const HttpRequest& req, Respond respond) {
     r.headers.push_back({"WWW-Authenticate", "Bearer"});
     return respond(std::move(r));
   }
-  const std::string& p = req.path;
-  const bool heap = p == "/debug/pprof/heap" || p == "/debug/pprof/allocs";
-  const bool known = heap || p == "/metrics" || p == "/debug/pprof/" || p == "/debug/pprof";
-  if (!known) return respond(text(404, "memprofile serve: no such path; see /debug/pprof/"));
-  if (req.method != "GET") {
-    HttpResponse r = text(405, "memprofile serve: only GET");
-    r.headers.push_back({"Allow", "GET"});
+  const Route* route = nullptr;
+  for (const auto& r : routes())
+    if (req.path == r.path) route = &r;
+  if (!route) return respond(text(404, "memprofile serve: no such path; see /debug/pprof/"));
+  if (req.method != route->method) {
+    HttpResponse r = text(405, std::string("memprofile serve: only ") + route->method);
+    r.headers.push_back({"Allow", route->method});
     return respond(std::move(r));
   }
-  if (p == "/metrics") return s.metrics(std::move(respond));
-  if (!heap) {
-    HttpResponse r = text(200, kIndex);
-    r.content_type = "text/html; charset=utf-8";
-    return respond(std::move(r));
-  }
-  long seconds = seconds_of(req.query, s.o.max_seconds);
-  if (seconds < 0)
-    return respond(text(400, "memprofile serve: seconds must be a whole number from 1 to " +
-                                 std::to_string(s.o.max_seconds) + " (serve --max-seconds)"));
-  if (seconds > 0) return s.grown(seconds, std::move(respond));
-  s.heap(std::move(respond));
+  (this->*(route->handle))(req, std::move(respond));
 }
 
 void check_serve_options(const ServeOptions& o) {
@@ -568,7 +602,7 @@ void run_serve(const ServeOptions& o) {
   if (o.child_of_target)
     server.every(std::chrono::milliseconds(500), [waits = WaitsOnUs(o.target.pid, 4)]() mutable { return !waits(); });
   std::cerr << "memprofile serve: listening on " << server.bound() << " for the tree of pid " << o.target.pid
-            << " (/debug/pprof/heap, /debug/pprof/allocs, /metrics)" << std::endl;
+            << " (" << Service::paths_served() << ")" << std::endl;
   server.run();
   // The jobs end while the server that takes their answers is still there.
   std::vector<std::string> left = service.shutdown();

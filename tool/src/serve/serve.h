@@ -52,8 +52,22 @@ class Service {
   // not ended within the target's timeout and a margin is left running
   // (detached): the workers left so, by name ("a snapshot"), else none.
   std::vector<std::string> shutdown();
+  // The paths the index lists, for serve's start line.
+  static std::string paths_served();
 
  private:
+  // One endpoint (serve.cpp's routes(): a new one is a row there).
+  struct Route {
+    const char* path;
+    const char* method;
+    void (Service::*handle)(const HttpRequest& req, Respond respond);
+    const char* link;  // the index's link, relative to /debug/pprof/ (nullptr: not listed)
+    const char* says;  // what it serves, in the index
+  };
+  static const std::vector<Route>& routes();
+  void index_route(const HttpRequest& req, Respond respond);
+  void heap_route(const HttpRequest& req, Respond respond);
+  void metrics_route(const HttpRequest& req, Respond respond);
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
