@@ -70,12 +70,12 @@ static mallctl_fn find_mallctl(char* err, size_t errlen) {
   if (!mallctl_ptr && own && !*own && symbol && *symbol)
     snprintf(err, errlen,
              "the program's own jemalloc does not export its %s, and neither its symbol table nor a debug file (by "
-             "build-id or debuglink) names it: snapshot, start and stop cannot reach it (it still dumps every 1 GiB "
-             "allocated and at exit)", symbol);
+             "build-id or debuglink) names it: snapshot, start and stop cannot reach it (it still dumps at exit and "
+             "each time --dump-every-mb more is allocated)", symbol);
   else if (!mallctl_ptr && own)
     snprintf(err, errlen,
              "the program's own jemalloc does not export its mallctl%s%s: snapshot, start and stop cannot reach it "
-             "(it still dumps every 1 GiB allocated and at exit)", *own ? " " : "", own);
+             "(it still dumps at exit and each time --dump-every-mb more is allocated)", *own ? " " : "", own);
   else if (!mallctl_ptr)
     snprintf(err, errlen, "jemalloc's mallctl is not in this process: was libjemalloc preloaded?");
   return mallctl_ptr;
