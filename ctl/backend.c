@@ -82,6 +82,8 @@ static mallctl_fn find_mallctl(char* err, size_t errlen) {
 }
 
 
+static int jemalloc_unreachable(char* err, size_t errlen) { return find_mallctl(err, errlen) ? 0 : 1; }
+
 static int jemalloc_recording(void) {
   if (!mallctl_ptr) return -1;
   bool active = false;
@@ -392,7 +394,8 @@ static int record_name(const char* name, unsigned long long* pid, unsigned long 
 static const struct ctl_profiler jemalloc = {
     .name = "jemalloc", .profile_name = jemalloc_name, .rotates = 1, .creates_dumps = 1,
     .set_recording = jemalloc_active, .recording = jemalloc_recording, .records_children = jemalloc_records_children,
-    .dump = jemalloc_dump, .allocator_stats = jemalloc_stats, .moved = jemalloc_moved};
+    .dump = jemalloc_dump, .allocator_stats = jemalloc_stats, .unreachable = jemalloc_unreachable,
+    .moved = jemalloc_moved};
 // bytehound and heaptrack leave malloc to glibc, and write one continuous file.
 static const struct ctl_profiler bytehound = {
     .name = "bytehound", .profile_name = bytehound_name, .set_recording = bytehound_set_recording,

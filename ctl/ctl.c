@@ -317,6 +317,9 @@ static size_t reply_json(char* buf, size_t len, int ok, const char* error, const
       ctl.profiler->records_children() ? "recorded" : "not recorded", (unsigned long long)ctl.snapshot_every_ms,
       ctl.snapshots_scheduled);
   put(&o, ",\"recording\":%s", ctl.recording ? "true" : "false");
+  char unreachable[512] = "";
+  if (ctl.profiler->unreachable && ctl.profiler->unreachable(unreachable, sizeof unreachable))
+    put_str(&o, "unreachable", unreachable);
   put_str(&o, "stopped_reason", ctl.stopped_reason);
   put_str(&o, "error", error);
   put_str(&o, "snapshot", snapshot);

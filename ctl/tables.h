@@ -49,6 +49,10 @@ struct ctl_profiler {
   // continuous file and takes no snapshots.
   int (*dump)(char* err, size_t errlen);
   int (*allocator_stats)(struct allocator_stats* s);
+  // Why start, stop and snapshot cannot reach the profiler in this process
+  // (a program's own jemalloc whose mallctl nothing names), written to err:
+  // 1, or 0 when they can. NULL: they always can. Said by status.
+  int (*unreachable)(char* err, size_t errlen);
   // A snapshot is the memory record alone (memprofile-mem.PID.SEQ.mem.json),
   // taken whether or not anything records: "none".
   int records_only;

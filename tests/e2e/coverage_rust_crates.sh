@@ -10,8 +10,8 @@
 #     installed: the program's own records): a snapshot of the live service,
 #     whose report's first site is planted_growth, not the crate's
 #     GlobalAlloc; serve's profile under go tool pprof the same; stop, start
-#     and --dormant reach it; stripped, its own interval dumps
-#     (--dump-every-mb) hold the planted heap;
+#     and --dormant reach it; stripped, exec and status say nothing reaches
+#     it, and its own interval dumps (--dump-every-mb) are written;
 #   - mimalloc: check with no --preload says HEAP_OWN_ALLOCATOR naming
 #     mimalloc, and heaptrack preloaded by hand indeed misses planted_growth.
 # (The prefixed _rjem_ build, which Debian's crate does not make, is
@@ -118,8 +118,11 @@ grep -q "the program is stripped and does not export its mallctl.*here it dumps 
   "${SCRATCH}/stripped.log" || fail "stripped: start line: $(cat "${SCRATCH}/stripped.log")"
 interval="$(find "${OUT}" -name "jeprof.${APP}.*.i*.heap" | wc -l)"
 ((interval >= 2)) || fail "--dump-every-mb 16: ${interval} interval dumps for 48 MiB: $(ls "${OUT}")"
+ctl status > "${SCRATCH}/status-stripped" 2>&1 || fail "stripped: status: $(cat "${SCRATCH}/status-stripped")"
+grep -q "^  the program's own jemalloc does not export its mallctl, and neither its symbol table nor a debug file .* names it: snapshot, start and stop cannot reach it" \
+  "${SCRATCH}/status-stripped" || fail "stripped: status does not say it: $(cat "${SCRATCH}/status-stripped")"
 kill -KILL "${APP}"
-pass "stripped: said in the start line; --dump-every-mb 16 gave ${interval} interval dumps"
+pass "stripped: said in the start line and by status; --dump-every-mb 16 gave ${interval} interval dumps"
 
 # 5. mimalloc: check says what the profile will miss, and heaptrack misses it.
 verdict="$("${MEMPROFILE}" check --root "${root}" "${mi}" || true)"

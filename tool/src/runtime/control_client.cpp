@@ -197,7 +197,8 @@ std::string badly_typed(const json& r) {
   for (const char* k : {"pid", "parent", "snapshot_every_ms", "snapshots_scheduled", "own_files", "own_bytes", "disk_bytes",
                         "max_bytes", "free_bytes", "min_free_bytes", "rotated", "mark", "mark_at_ms", "not_its_own"})
     if (!is(k, &json::is_number_unsigned) && !is(k, &json::is_number_integer)) return std::string("\"") + k + "\" is not a number";
-  for (const char* k : {"program", "backend", "output_dir", "stopped_reason", "snapshot", "marks", "error", "forked_children"})
+  for (const char* k : {"program", "backend", "output_dir", "stopped_reason", "snapshot", "marks", "error", "forked_children",
+                        "unreachable"})
     if (!is(k, &json::is_string)) return std::string("\"") + k + "\" is not a string";
   if (auto a = r.find("allocator"); a != r.end()) {
     if (!a->is_object()) return "\"allocator\" is not an object";

@@ -21,6 +21,9 @@ void print_status(const json& r) {
                      : str("backend") + ", recording " + (r.value("recording", false) ? "on" : "off"));
   if (!str("stopped_reason").empty()) std::cout << " (stopped: " << str("stopped_reason") << ")";
   std::cout << "\n";
+  // One line where nothing reaches the profiler: the rest of status would
+  // read as if snapshot could.
+  if (!str("unreachable").empty()) std::cout << "  " << str("unreachable") << "\n";
   if (r.value("parent", 0) > 0 || !str("program").empty())
     std::cout << "  " << (r.value("parent", 0) > 0 ? "forked from pid " + std::to_string(r.value("parent", 0)) + ", "
                                                    : std::string())
