@@ -36,10 +36,22 @@ static char mallctl_where[600];
 // carries its own jemalloc (memprofile exec found it, and preloads none),
 // that jemalloc's mallctl as the program exports it: MEMPROFILE_CTL_MALLCTL,
 // "je_mallctl", or "" when it exports none.
-static const char* own_mallctl(void) { return getenv("MEMPROFILE_CTL_MALLCTL"); }
 // Its name where the program does not export it (MEMPROFILE_CTL_MALLCTL is
 // then ""): "mallctl", "_rjem_mallctl", looked for in its symbol table.
-static const char* own_mallctl_symbol(void) { return getenv("MEMPROFILE_CTL_MALLCTL_SYMBOL"); }
+// Both are read once, when the profiler is named at start (copied: status
+// and snapshot run on the control thread while the program may setenv).
+static char own_env[128], own_symbol_env[128];
+static int own_env_set, own_symbol_env_set;
+static void read_own_mallctl_env(void) {
+  const char* v = getenv("MEMPROFILE_CTL_MALLCTL");
+  own_env_set = v != NULL;
+  snprintf(own_env, sizeof own_env, "%s", v ? v : "");
+  v = getenv("MEMPROFILE_CTL_MALLCTL_SYMBOL");
+  own_symbol_env_set = v != NULL;
+  snprintf(own_symbol_env, sizeof own_symbol_env, "%s", v ? v : "");
+}
+static const char* own_mallctl(void) { return own_env_set ? own_env : NULL; }
+static const char* own_mallctl_symbol(void) { return own_symbol_env_set ? own_symbol_env : NULL; }
 
 // A mallctl found by name is jemalloc's only if it says so: "version" is a
 // harmless read, a string of jemalloc's ("5.3.0-0-g54eaed1d...").
@@ -70,12 +82,12 @@ static mallctl_fn find_mallctl(char* err, size_t errlen) {
   if (!mallctl_ptr && own && !*own && symbol && *symbol)
     snprintf(err, errlen,
              "the program's own jemalloc does not export its %s, and neither its symbol table nor a debug file (by "
-             "build-id or debuglink) names it: snapshot, start and stop cannot reach it (it still dumps at exit and "
-             "each time --dump-every-mb more is allocated)", symbol);
+             "build-id or debuglink) names it: snapshot, start and stop cannot reach it (it dumps at exit and every "
+             "--dump-every-mb)", symbol);
   else if (!mallctl_ptr && own)
     snprintf(err, errlen,
              "the program's own jemalloc does not export its mallctl%s%s: snapshot, start and stop cannot reach it "
-             "(it still dumps at exit and each time --dump-every-mb more is allocated)", *own ? " " : "", own);
+             "(it dumps at exit and every --dump-every-mb)", *own ? " " : "", own);
   else if (!mallctl_ptr)
     snprintf(err, errlen, "jemalloc's mallctl is not in this process: was libjemalloc preloaded?");
   return mallctl_ptr;
@@ -415,6 +427,7 @@ static const struct ctl_profiler none = {
 
 const struct ctl_profiler* ctl_profiler_named(const char* name) {
   if (strcmp(name, "jemalloc") == 0) {
+    read_own_mallctl_env();
     mallctl_ptr = look_up_mallctl();
     return &jemalloc;
   }

@@ -58,15 +58,32 @@ targets=()
 group=()
 g=-1
 for stage in "$@"; do
-  [[ "${stage}" == +* ]] || g=$((g + 1))
+  [[ "${stage}" == +* && ${g} -ge 0 ]] || g=$((g + 1))
   stage="${stage#+}"
   names+=("${stage%%=*}")
   targets+=("${stage#*=}")
   group+=("${g}")
 done
 
-ran=()
 failed=0
+# said I: the stage's line as it ends; a failure marks the run failed.
+said() {
+  local wall cpu rc
+  read -r wall cpu rc < "${work}/$1" || { wall=0 cpu=0 rc=1; }
+  echo "== stage ${names[$1]}: $(fmt "${wall}") (cpu $(fmt "${cpu}")) $( ((rc == 0)) && echo ok || echo "FAILED (${rc})")"
+  ((rc == 0)) || failed=1
+}
+# A group's stages run as jobs of their own process groups (set -m), so that
+# they take SIGINT as they would in the foreground; an interrupt or a TERM
+# of this script ends them all, not only the shells that started them.
+pids=()
+# shellcheck disable=SC2317 # called by the trap
+stop_group() {
+  local p
+  for p in "${pids[@]}"; do kill -TERM -- "-${p}" 2> /dev/null || true; done
+  exit 130
+}
+trap stop_group INT TERM
 start_all=$(date +%s)
 for ((cur = 0; cur <= g; cur++)); do
   members=()
@@ -76,20 +93,30 @@ for ((cur = 0; cur <= g; cur++)); do
   if ((${#members[@]} == 1)); then
     # In a shell of its own too: `times` here would count earlier stages.
     (run_stage "${members[0]}" "${names[members[0]]}" "${targets[members[0]]}" no)
+    said "${members[0]}"
   else
     pids=()
+    declare -A stage_of=()
+    set -m
     for i in "${members[@]}"; do
       run_stage "${i}" "${names[i]}" "${targets[i]}" yes &
       pids+=($!)
+      stage_of[$!]="${i}"
     done
-    wait "${pids[@]}" || true
+    set +m
+    # Each stage's line as it ends: wait for any of those still running.
+    running=("${pids[@]}")
+    while ((${#running[@]})); do
+      done_pid=""
+      wait -n -p done_pid "${running[@]}" || true
+      [[ -n "${done_pid}" ]] || break
+      said "${stage_of[${done_pid}]}"
+      left=()
+      for p in "${running[@]}"; do [[ "${p}" == "${done_pid}" ]] || left+=("${p}"); done
+      running=("${left[@]+"${left[@]}"}")
+    done
+    pids=()
   fi
-  for i in "${members[@]}"; do
-    ran+=("${i}")
-    read -r wall cpu rc < "${work}/${i}" || { wall=0 cpu=0 rc=1; }
-    echo "== stage ${names[i]}: $(fmt "${wall}") (cpu $(fmt "${cpu}")) $( ((rc == 0)) && echo ok || echo "FAILED (${rc})")"
-    ((rc == 0)) || failed=1
-  done
   ((failed == 0)) || break
 done
 

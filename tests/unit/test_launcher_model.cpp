@@ -243,9 +243,23 @@ TEST_CASE("exec settings: one table read alike by the flags, the environment and
   // flag and the variable refuse it.
   CHECK_THAT(plan_launch(parse_exec_args({"/app"}), std::string("min_free_mb = 12abc\n"), "exec.conf", none).error,
              Catch::Contains("min_free_mb is not a number of MiB"));
-  // A switch means the same from each source.
-  auto strict_env = [](const char* name) { return std::string(name) == "MEMPROFILE_STRICT" ? "true" : ""; };
-  CHECK(plan_launch(parse_exec_args({"/app"}), std::nullopt, "exec.conf", strict_env).strict);
+  CHECK(plan_launch(parse_exec_args({"/app"}), std::string("min_free_mb = 64  # the floor\n"), "exec.conf", none)
+            .cfg.min_free_mb == 64);
+  // An empty --backend is the default, as before.
+  LaunchPlan empty_backend = plan_launch(parse_exec_args({"--backend", "", "/app"}), std::nullopt, "exec.conf", none);
+  CHECK(empty_backend.error.empty());
+  CHECK(empty_backend.backend == kDefaultBackend);
+  // A switch means the same from each source. MEMPROFILE_STRICT holds even
+  // where another setting is bad, and only adds to the file's strict.
+  auto strict_env = [](const char* name) {
+    std::string n = name;
+    return n == "MEMPROFILE_STRICT" ? "true" : n == "MEMPROFILE_DUMP_EVERY_MB" ? "1000" : "";
+  };
+  LaunchPlan strict_bad = plan_launch(parse_exec_args({"/app"}), std::nullopt, "exec.conf", strict_env);
+  CHECK(strict_bad.strict);
+  CHECK_FALSE(strict_bad.error.empty());
+  auto strict_off = [](const char* name) { return std::string(name) == "MEMPROFILE_STRICT" ? "0" : ""; };
+  CHECK(plan_launch(parse_exec_args({"/app"}), std::string("strict = 1\n"), "exec.conf", strict_off).strict);
   CHECK(plan_launch(parse_exec_args({"/app"}), std::string("strict = 1\n"), "exec.conf", none).strict);
   CHECK(plan_launch(parse_exec_args({"--strict", "/app"}), std::nullopt, "exec.conf", none).strict);
   // Every row is documented where users read the settings, under each name

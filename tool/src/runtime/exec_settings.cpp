@@ -52,7 +52,10 @@ const std::vector<ExecSetting>& exec_settings() {
     add(row("--dormant", nullptr, "dormant", "MEMPROFILE_DORMANT", K::Switch,
             "load the profiler with recording off; memprofile start/stop/snapshot drive it (or MEMPROFILE_DORMANT=1)"),
         [](ExecSetting& s) { s.arg_on = &A::dormant, s.on = &C::dormant; });
-    add(row("--strict", nullptr, "strict", "MEMPROFILE_STRICT", K::Switch,
+    // MEMPROFILE_STRICT is read apart (plan_launch): it holds even where
+    // another setting is bad (what --strict is for), and only adds to the
+    // file's strict.
+    add(row("--strict", nullptr, "strict", nullptr, K::Switch,
             "exit 3 instead of running unprofiled when a check fails (or MEMPROFILE_STRICT=1)"),
         [](ExecSetting& s) { s.arg_on = &A::strict, s.on = &C::strict; });
     add(row("--serve", "ADDR:PORT", "serve", "MEMPROFILE_SERVE", K::Text,
@@ -86,6 +89,7 @@ SettingValue check_setting_value(const ExecSetting& s, const std::string& value)
   SettingValue out;
   switch (s.kind) {
     case SettingKind::Backend:
+      if (value.empty()) break;  // the default, as when not given
       try {
         parse_backend(value);
       } catch (const Error& e) {

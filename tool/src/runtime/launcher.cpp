@@ -95,7 +95,7 @@ LaunchPlan plan_launch(const ExecArgs& args, const std::optional<std::string>& c
     if (s.arg_number && s.number && args.*(s.arg_number)) cfg.*(s.number) = *(args.*(s.arg_number));
     if (s.arg_on && s.on && args.*(s.arg_on)) cfg.*(s.on) = true;
   }
-  plan.strict = cfg.strict;
+  plan.strict = cfg.strict || (env && switch_on(env("MEMPROFILE_STRICT")));
   plan.argv = args.from_config ? config_command(cfg, args.command) : args.command;
   std::string backend_error;
   try {

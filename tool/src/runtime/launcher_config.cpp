@@ -51,8 +51,14 @@ void load_launcher_config(const std::string& path, LauncherConfig& cfg) {
 }
 
 namespace {
+std::string trimmed(const std::string& v) {
+  size_t b = v.find_first_not_of(" \t\r\n"), e = v.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? "" : v.substr(b, e - b + 1);
+}
+
 // A checked value from the file or the environment into its field.
 void set_setting(LauncherConfig& cfg, const ExecSetting& s, const std::string& value, uint64_t number) {
+  if (s.kind == SettingKind::Backend && value.empty()) return;  // the default
   if (s.text) cfg.*(s.text) = value;
   else if (s.number) cfg.*(s.number) = number;
   else if (s.on) cfg.*(s.on) = switch_on(value);
@@ -87,6 +93,7 @@ void apply_env_overrides(LauncherConfig& cfg, const EnvLookup& lookup) {
     } else if (const char* e = getenv(s.env)) {
       v = e;
     }
+    if (s.kind != SettingKind::Text) v = trimmed(v);
     if (v.empty()) continue;
     SettingValue checked = check_setting_value(s, v);
     if (!checked.error.empty()) throw Error(setting_error(s.env, v, checked.error, false));
@@ -122,6 +129,9 @@ void parse_launcher_config(const std::string& text, const std::string& path, Lau
       cfg.has_command = true;
       continue;
     }
+    // A comment after a value that is no path or text ("256  # the floor").
+    if (setting->kind != SettingKind::Text)
+      if (size_t hash = value.find(" #"); hash != std::string::npos) value = trimmed(value.substr(0, hash));
     SettingValue checked = check_setting_value(*setting, value);
     if (!checked.error.empty())
       throw FileError(path, "line " + std::to_string(n) + ": " + setting_error(key, value, checked.error, false));
