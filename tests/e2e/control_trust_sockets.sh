@@ -37,7 +37,7 @@ sh_pid="${SERVICE_PID}"
 # Each liar serves once the tree's first process has reaped the socket its
 # forked shell left under that pid before the exec.
 serving() { [[ "$(cat "${SCRATCH}/run.log" "${SCRATCH}"/squat-*.log 2> /dev/null | grep -c '^serving ')" == "$1" ]]; }
-wait_until 90 serving 2 || fail "the liars do not serve: $(cat "${SCRATCH}/run.log")"
+wait_until 600 serving 2 || fail "the liars do not serve: $(cat "${SCRATCH}/run.log")"
 root_sibling="$(cat "${SCRATCH}/root-sibling")"
 nobody_sibling="$(cat "${SCRATCH}/nobody-sibling")"
 # The squatters: not of the tree, binding its children's names.
@@ -45,7 +45,7 @@ for victim in "${root_sibling}" "${nobody_sibling}"; do
   nobody /usr/bin/python3 "${SCRATCH}/peer.py" "${out}" squat "${victim}" "${peer_log}" > "${SCRATCH}/squat-${victim}.log" 2>&1 &
   track $!
 done
-wait_until 90 serving 4 || fail "the squatters do not serve: $(cat "${SCRATCH}"/squat-*.log)"
+wait_until 600 serving 4 || fail "the squatters do not serve: $(cat "${SCRATCH}"/squat-*.log)"
 mapfile -t liars < <(pgrep -f "^/usr/bin/python3 ${SCRATCH}/peer.py ${out} liar" | sort -n)
 ((${#liars[@]} == 2)) || fail "not two liars: ${liars[*]}"
 
