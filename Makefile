@@ -14,6 +14,9 @@ JOBS ?= $(shell nproc)
 # cores: ctest runs two tests a core, so that the lanes never hold every
 # slot and the short tests run beside them.
 E2E_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
+# The sanitizer run's tests compute more than they wait, and run beside the
+# e2e tier in `make test`: one a core.
+ASAN_JOBS ?= $(JOBS)
 CMAKE_FLAGS ?=
 # Skip the dependency installer (e.g. on a machine without apt, or offline).
 SKIP_DEPS ?= false
@@ -321,7 +324,7 @@ test-asan: deps ## Build with ASan+UBSan and run the unit and integration tiers 
 	  -DMEMPROFILE_ARM64_DIR=$(abspath build-static-arm64) $(CMAKE_FLAGS) >/dev/null
 	$(NICE) cmake --build $(ASAN_BUILD_DIR) -j $(JOBS)
 	cd $(ASAN_BUILD_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest -j $(E2E_JOBS) --output-on-failure -L '^(unit|integration|sanitize)$$' $(call junit,asan)
+	  ctest -j $(ASAN_JOBS) --output-on-failure -L '^(unit|integration|sanitize)$$' $(call junit,asan)
 
 SOAK_SECONDS ?= 1200
 
