@@ -5,83 +5,80 @@
 
 namespace memprofile {
 
+namespace {
+// One row under construction: the six fields every row has, then where its
+// values go, by the type of the field (a flag's into ExecArgs, the file's
+// and the environment's into LauncherConfig).
+struct Row : ExecSetting {
+  Row(const char* flag, const char* value, const char* key, const char* env, SettingKind kind, const char* help)
+      : ExecSetting{flag, value, key, env, kind, help} {}
+  Row& to(std::string ExecArgs::*a, std::string LauncherConfig::*c = nullptr) { return arg_text = a, text = c, *this; }
+  Row& to(std::optional<uint64_t> ExecArgs::*a, uint64_t LauncherConfig::*c) { return arg_number = a, number = c, *this; }
+  Row& to(bool ExecArgs::*a, bool LauncherConfig::*c = nullptr) { return arg_on = a, on = c, *this; }
+  Row& to(std::string LauncherConfig::*c) { return text = c, *this; }
+  Row& to(std::vector<std::string> LauncherConfig::*c) { return argv = c, *this; }
+};
+}  // namespace
+
 const std::vector<ExecSetting>& exec_settings() {
   using K = SettingKind;
   using A = ExecArgs;
   using C = LauncherConfig;
-  // Designated initializers would say which field each is; C++17 has
-  // none, so each row sets its fields by name after the six it always has.
-  auto row = [](const char* flag, const char* value, const char* key, const char* env, K kind, const char* help) {
-    return ExecSetting{flag, value, key, env, kind, help};
+  using row = Row;
+  static const std::vector<ExecSetting> rows = {
+      row("--config", "FILE", nullptr, nullptr, K::Text, "launcher config file (default /etc/memprofile/exec.conf)")
+          .to(&A::config),
+      row("--backend", "NAME", "backend", "MEMPROFILE_BACKEND", K::Backend,
+          "bytehound, jemalloc, heaptrack, memray (a Python interpreter), tcmalloc (gperftools' heap profiler linked "
+          "into the program), or none: the control library alone (default: config, else bytehound)")
+          .to(&A::backend, &C::backend),
+      row("--preload", "PATH", "preload", "MEMPROFILE_PRELOAD", K::Text,
+          "the preload library (default: the backend's path in memprofile images)").to(&A::preload, &C::preload),
+      row("--output-dir", "DIR", "output_dir", "MEMPROFILE_OUTPUT_DIR", K::Text,
+          "where profiles go (default: config, else /var/memprofile)").to(&A::output_dir, &C::output_dir),
+      row("--target", "PATH", "target", "MEMPROFILE_TARGET", K::Text,
+          "the real program, when PROGRAM is a dispatcher that execs it").to(&A::target, &C::target),
+      row("--min-free-mb", "N", "min_free_mb", "MEMPROFILE_MIN_FREE_MB", K::Mib,
+          "free space the output filesystem must keep, at start and while recording (default 256)")
+          .to(&A::min_free_mb, &C::min_free_mb),
+      row("--max-profile-mb", "N", "max_profile_mb", "MEMPROFILE_MAX_PROFILE_MB", K::Mib,
+          "disk budget of the profiles while the process runs (default 10% of the output filesystem, at most 1024)")
+          .to(&A::max_profile_mb, &C::max_profile_mb),
+      row("--snapshot-every", "DURATION", "snapshot_every", "MEMPROFILE_SNAPSHOT_EVERY", K::Duration,
+          "while recording, write a snapshot in every process of the tree this often (30s, 5m, 1h; jemalloc)")
+          .to(&A::snapshot_every_ms, &C::snapshot_every_ms),
+      row("--dump-every-mb", "N", "dump_every_mb", "MEMPROFILE_DUMP_EVERY_MB", K::Interval,
+          "jemalloc: the allocator's own dump each time N MiB more are allocated, a power of two, 0 for none "
+          "(default 1024); the one way to a profile, besides the exit, where the control library cannot reach the "
+          "allocator").to(&A::dump_every_mb, &C::dump_every_mb),
+      row("--dormant", nullptr, "dormant", "MEMPROFILE_DORMANT", K::Switch,
+          "load the profiler with recording off; memprofile start/stop/snapshot drive it (or MEMPROFILE_DORMANT=1)")
+          .to(&A::dormant, &C::dormant),
+      // MEMPROFILE_STRICT is read apart (plan_launch): it holds even where
+      // another setting is bad (what --strict is for), and only adds to the
+      // file's strict.
+      row("--strict", nullptr, "strict", nullptr, K::Switch,
+          "exit 3 instead of running unprofiled when a check fails (or MEMPROFILE_STRICT=1)")
+          .to(&A::strict, &C::strict),
+      row("--serve", "ADDR:PORT", "serve", "MEMPROFILE_SERVE", K::Text,
+          "also serve the tree's heap (pprof) and memory (Prometheus metrics) over HTTP, from a child of the "
+          "program (memprofile serve); an address other than loopback needs --serve-token-file")
+          .to(&A::serve, &C::serve),
+      row("--serve-token-file", "FILE", "serve_token_file", "MEMPROFILE_SERVE_TOKEN_FILE", K::Text,
+          "the bearer token --serve requires of every request").to(&A::serve_token_file, &C::serve_token_file),
+      row("--python-only", nullptr, nullptr, nullptr, K::Switch,
+          "memray: record Python frames alone, without the native ones (native_traces off)").to(&A::python_only),
+      row("--log-format", "FORMAT", nullptr, nullptr, K::Format, "text or json").to(&A::log_format),
+      row("--from-config", nullptr, nullptr, nullptr, K::Switch,
+          "run the config's entrypoint with ARGS, or with its cmd when none are given (images/ set this)")
+          .to(&A::from_config),
+      // Set by image-setup and the cluster helpers, not by hand: no flag.
+      row(nullptr, nullptr, "ctl_library", "MEMPROFILE_CTL_LIBRARY", K::Text, "the control library")
+          .to(&C::ctl_library),
+      row(nullptr, nullptr, "entrypoint", nullptr, K::Argv, "the app's own Entrypoint, for --from-config")
+          .to(&C::entrypoint),
+      row(nullptr, nullptr, "cmd", nullptr, K::Argv, "the app's own Cmd, for --from-config").to(&C::cmd),
   };
-  static const std::vector<ExecSetting> rows = [&] {
-    std::vector<ExecSetting> r;
-    auto add = [&](ExecSetting s, auto&& where) {
-      where(s);
-      r.push_back(s);
-    };
-    add(row("--config", "FILE", nullptr, nullptr, K::Text, "launcher config file (default /etc/memprofile/exec.conf)"),
-        [](ExecSetting& s) { s.arg_text = &A::config; });
-    add(row("--backend", "NAME", "backend", "MEMPROFILE_BACKEND", K::Backend,
-            "bytehound, jemalloc, heaptrack, memray (a Python interpreter), tcmalloc (gperftools' heap profiler linked "
-            "into the program), or none: the control library alone (default: config, else bytehound)"),
-        [](ExecSetting& s) { s.arg_text = &A::backend, s.text = &C::backend; });
-    add(row("--preload", "PATH", "preload", "MEMPROFILE_PRELOAD", K::Text,
-            "the preload library (default: the backend's path in memprofile images)"),
-        [](ExecSetting& s) { s.arg_text = &A::preload, s.text = &C::preload; });
-    add(row("--output-dir", "DIR", "output_dir", "MEMPROFILE_OUTPUT_DIR", K::Text,
-            "where profiles go (default: config, else /var/memprofile)"),
-        [](ExecSetting& s) { s.arg_text = &A::output_dir, s.text = &C::output_dir; });
-    add(row("--target", "PATH", "target", "MEMPROFILE_TARGET", K::Text,
-            "the real program, when PROGRAM is a dispatcher that execs it"),
-        [](ExecSetting& s) { s.arg_text = &A::target, s.text = &C::target; });
-    add(row("--min-free-mb", "N", "min_free_mb", "MEMPROFILE_MIN_FREE_MB", K::Mib,
-            "free space the output filesystem must keep, at start and while recording (default 256)"),
-        [](ExecSetting& s) { s.arg_number = &A::min_free_mb, s.number = &C::min_free_mb; });
-    add(row("--max-profile-mb", "N", "max_profile_mb", "MEMPROFILE_MAX_PROFILE_MB", K::Mib,
-            "disk budget of the profiles while the process runs (default 10% of the output filesystem, at most 1024)"),
-        [](ExecSetting& s) { s.arg_number = &A::max_profile_mb, s.number = &C::max_profile_mb; });
-    add(row("--snapshot-every", "DURATION", "snapshot_every", "MEMPROFILE_SNAPSHOT_EVERY", K::Duration,
-            "while recording, write a snapshot in every process of the tree this often (30s, 5m, 1h; jemalloc)"),
-        [](ExecSetting& s) { s.arg_number = &A::snapshot_every_ms, s.number = &C::snapshot_every_ms; });
-    add(row("--dump-every-mb", "N", "dump_every_mb", "MEMPROFILE_DUMP_EVERY_MB", K::Interval,
-            "jemalloc: the allocator's own dump each time N MiB more are allocated, a power of two, 0 for none "
-            "(default 1024); the one way to a profile, besides the exit, where the control library cannot reach the "
-            "allocator"),
-        [](ExecSetting& s) { s.arg_number = &A::dump_every_mb, s.number = &C::dump_every_mb; });
-    add(row("--dormant", nullptr, "dormant", "MEMPROFILE_DORMANT", K::Switch,
-            "load the profiler with recording off; memprofile start/stop/snapshot drive it (or MEMPROFILE_DORMANT=1)"),
-        [](ExecSetting& s) { s.arg_on = &A::dormant, s.on = &C::dormant; });
-    // MEMPROFILE_STRICT is read apart (plan_launch): it holds even where
-    // another setting is bad (what --strict is for), and only adds to the
-    // file's strict.
-    add(row("--strict", nullptr, "strict", nullptr, K::Switch,
-            "exit 3 instead of running unprofiled when a check fails (or MEMPROFILE_STRICT=1)"),
-        [](ExecSetting& s) { s.arg_on = &A::strict, s.on = &C::strict; });
-    add(row("--serve", "ADDR:PORT", "serve", "MEMPROFILE_SERVE", K::Text,
-            "also serve the tree's heap (pprof) and memory (Prometheus metrics) over HTTP, from a child of the "
-            "program (memprofile serve); an address other than loopback needs --serve-token-file"),
-        [](ExecSetting& s) { s.arg_text = &A::serve, s.text = &C::serve; });
-    add(row("--serve-token-file", "FILE", "serve_token_file", "MEMPROFILE_SERVE_TOKEN_FILE", K::Text,
-            "the bearer token --serve requires of every request"),
-        [](ExecSetting& s) { s.arg_text = &A::serve_token_file, s.text = &C::serve_token_file; });
-    add(row("--python-only", nullptr, nullptr, nullptr, K::Switch,
-            "memray: record Python frames alone, without the native ones (native_traces off)"),
-        [](ExecSetting& s) { s.arg_on = &A::python_only; });
-    add(row("--log-format", "FORMAT", nullptr, nullptr, K::Format, "text or json"),
-        [](ExecSetting& s) { s.arg_text = &A::log_format; });
-    add(row("--from-config", nullptr, nullptr, nullptr, K::Switch,
-            "run the config's entrypoint with ARGS, or with its cmd when none are given (images/ set this)"),
-        [](ExecSetting& s) { s.arg_on = &A::from_config; });
-    // Set by image-setup and the cluster helpers, not by hand: no flag.
-    add(row(nullptr, nullptr, "ctl_library", "MEMPROFILE_CTL_LIBRARY", K::Text, "the control library"),
-        [](ExecSetting& s) { s.text = &C::ctl_library; });
-    add(row(nullptr, nullptr, "entrypoint", nullptr, K::Argv, "the app's own Entrypoint, for --from-config"),
-        [](ExecSetting& s) { s.argv = &C::entrypoint; });
-    add(row(nullptr, nullptr, "cmd", nullptr, K::Argv, "the app's own Cmd, for --from-config"),
-        [](ExecSetting& s) { s.argv = &C::cmd; });
-    return r;
-  }();
   return rows;
 }
 

@@ -118,8 +118,7 @@ void parse_launcher_config(const std::string& text, const std::string& path, Lau
     if (eq == std::string::npos) throw FileError(path, "line " + std::to_string(n) + ": expected KEY=VALUE");
     std::string key = line.substr(b, eq - b), value = line.substr(eq + 1);
     while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
-    size_t vb = value.find_first_not_of(" \t"), ve = value.find_last_not_of(" \t\r");
-    value = vb == std::string::npos ? "" : value.substr(vb, ve - vb + 1);
+    value = trimmed(value);
     const ExecSetting* setting = nullptr;
     for (const auto& s : exec_settings())
       if (s.key && key == s.key) setting = &s;
